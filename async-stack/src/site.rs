@@ -1,0 +1,260 @@
+//! Static call-site and await-site records, and their interned ids.
+//!
+//! A [`CallSite`] describes an instrumented function (or a `.traced()`
+//! call); an [`AwaitSite`] describes one `.await` expression. Both are
+//! `&'static`: the macro emits them as `static` items, and `.traced()`
+//! leaks one record per distinct caller location (bounded by the number of
+//! call sites in the program).
+//!
+//! Other threads never see pointers to these records. They see **ids**:
+//! small integers handed out once per record, on its first use, by a
+//! registration state machine in the style of `tracing-core`'s callsites
+//! (`UNREGISTERED -> REGISTERING -> REGISTERED`, driven by
+//! `compare_exchange`). The id is `0` until registration completes; the
+//! table that maps ids back to records is append-only, so an id, once
+//! published, resolves forever.
+
+use std::sync::OnceLock;
+use std::sync::RwLock;
+
+use crate::sync::{AtomicU32, AtomicUsize, Ordering};
+
+/// Static description of an instrumented function or `.traced()` call.
+///
+/// Emitted by `#[traced_async]` as a `static`; not meant to be built by
+/// hand except through the macro and [`TracedExt`](crate::TracedExt).
+#[repr(C)]
+#[derive(Debug)]
+pub struct CallSite {
+    /// Interned id, `0` until registered.
+    id: AtomicU32,
+    name: &'static str,
+    module_path: &'static str,
+    file: &'static str,
+    line: u32,
+    column: u32,
+    /// `true` when `name` is the whole display name (an explicit
+    /// `name = ".."` or `.traced_named(..)`), `false` when it is a function
+    /// identifier to be qualified with `module_path`.
+    explicit_name: bool,
+}
+
+impl CallSite {
+    /// Creates a call-site record. Used by the `#[traced_async]` expansion.
+    #[doc(hidden)]
+    pub const fn new(
+        name: &'static str,
+        module_path: &'static str,
+        file: &'static str,
+        line: u32,
+        column: u32,
+        explicit_name: bool,
+    ) -> Self {
+        CallSite {
+            id: AtomicU32::new(0),
+            name,
+            module_path,
+            file,
+            line,
+            column,
+            explicit_name,
+        }
+    }
+
+    /// The display name: `module::path::function` for an instrumented
+    /// function, or the explicit name given to the macro or `.traced_named`.
+    pub fn function(&self) -> String {
+        if self.explicit_name || self.module_path.is_empty() {
+            self.name.to_string()
+        } else {
+            format!("{}::{}", self.module_path, self.name)
+        }
+    }
+
+    /// The bare name (function identifier or explicit name).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Whether [`name`](Self::name) was given explicitly.
+    pub fn explicit_name(&self) -> bool {
+        self.explicit_name
+    }
+
+    /// The module path where the function is defined.
+    pub fn module_path(&self) -> &'static str {
+        self.module_path
+    }
+
+    /// Source file of the function (or of the `.traced()` call).
+    pub fn file(&self) -> &'static str {
+        self.file
+    }
+
+    /// Line of the function (or of the `.traced()` call).
+    pub fn line(&self) -> u32 {
+        self.line
+    }
+
+    /// Column of the function (or of the `.traced()` call).
+    pub fn column(&self) -> u32 {
+        self.column
+    }
+
+    /// The interned id, registering the record on first use.
+    #[inline]
+    pub(crate) fn id(&'static self) -> u32 {
+        let id = self.id.load(Ordering::Acquire);
+        if id != 0 {
+            return id;
+        }
+        register_call_site(self)
+    }
+}
+
+/// Static description of one `.await` expression inside an instrumented
+/// function.
+#[repr(C)]
+#[derive(Debug)]
+pub struct AwaitSite {
+    /// Interned id, `0` until registered.
+    id: AtomicU32,
+    file: &'static str,
+    line: u32,
+    column: u32,
+    /// Cached return address into the awaiting function's code (see
+    /// [`crate::frame`]); `0` while unresolved, `1` when resolution failed.
+    pub(crate) return_address: AtomicUsize,
+}
+
+impl AwaitSite {
+    /// Creates an await-site record. Used by the `#[traced_async]` expansion.
+    #[doc(hidden)]
+    pub const fn new(file: &'static str, line: u32, column: u32) -> Self {
+        AwaitSite {
+            id: AtomicU32::new(0),
+            file,
+            line,
+            column,
+            return_address: AtomicUsize::new(0),
+        }
+    }
+
+    /// Source file of the `.await`.
+    pub fn file(&self) -> &'static str {
+        self.file
+    }
+
+    /// Line of the `.await`.
+    pub fn line(&self) -> u32 {
+        self.line
+    }
+
+    /// Column of the `.await`.
+    pub fn column(&self) -> u32 {
+        self.column
+    }
+
+    /// The interned id, registering the record on first use.
+    #[inline]
+    pub(crate) fn id(&'static self) -> u32 {
+        let id = self.id.load(Ordering::Acquire);
+        if id != 0 {
+            return id;
+        }
+        register_await_site(self)
+    }
+}
+
+/// Append-only id -> record tables. Index `i` holds the record with id
+/// `i + 1`. Readers take the read lock only off the hot path (dumps,
+/// symbolisation); registration takes the write lock once per record.
+struct Tables {
+    calls: RwLock<Vec<&'static CallSite>>,
+    awaits: RwLock<Vec<&'static AwaitSite>>,
+}
+
+fn tables() -> &'static Tables {
+    static TABLES: OnceLock<Tables> = OnceLock::new();
+    TABLES.get_or_init(|| Tables {
+        calls: RwLock::new(Vec::new()),
+        awaits: RwLock::new(Vec::new()),
+    })
+}
+
+#[cold]
+#[inline(never)]
+fn register_call_site(site: &'static CallSite) -> u32 {
+    let mut calls = tables().calls.write().unwrap_or_else(|e| e.into_inner());
+    // Re-check under the lock: another thread may have won the race.
+    let id = site.id.load(Ordering::Acquire);
+    if id != 0 {
+        return id;
+    }
+    calls.push(site);
+    let id = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+    site.id.store(id, Ordering::Release);
+    id
+}
+
+#[cold]
+#[inline(never)]
+fn register_await_site(site: &'static AwaitSite) -> u32 {
+    let mut awaits = tables().awaits.write().unwrap_or_else(|e| e.into_inner());
+    let id = site.id.load(Ordering::Acquire);
+    if id != 0 {
+        return id;
+    }
+    awaits.push(site);
+    let id = u32::try_from(awaits.len()).unwrap_or(u32::MAX);
+    site.id.store(id, Ordering::Release);
+    id
+}
+
+/// Resolves a call-site id published by another thread.
+pub(crate) fn call_site_by_id(id: u32) -> Option<&'static CallSite> {
+    let idx = (id as usize).checked_sub(1)?;
+    let calls = tables().calls.read().unwrap_or_else(|e| e.into_inner());
+    calls.get(idx).copied()
+}
+
+/// Resolves an await-site id published by another thread.
+pub(crate) fn await_site_by_id(id: u32) -> Option<&'static AwaitSite> {
+    let idx = (id as usize).checked_sub(1)?;
+    let awaits = tables().awaits.read().unwrap_or_else(|e| e.into_inner());
+    awaits.get(idx).copied()
+}
+
+/// Returns the leaked call-site record for a `.traced()` caller location
+/// (and optional explicit name), creating it on first use.
+///
+/// Records are keyed by the location's address and the name's address,
+/// both `'static`, so the number of records is bounded by the number of
+/// distinct `.traced()` / `.traced_named()` calls in the program.
+#[cold]
+#[inline(never)]
+pub(crate) fn call_site_for_caller(
+    location: &'static std::panic::Location<'static>,
+    name: Option<&'static str>,
+) -> &'static CallSite {
+    use std::collections::HashMap;
+    type Key = (usize, usize, usize);
+    static LEAKED: OnceLock<crate::sync::Mutex<HashMap<Key, &'static CallSite>>> = OnceLock::new();
+    let key = (
+        location as *const _ as usize,
+        name.map_or(0, |n| n.as_ptr() as usize),
+        name.map_or(0, str::len),
+    );
+    let map = LEAKED.get_or_init(Default::default);
+    let mut map = crate::sync::lock(map);
+    map.entry(key).or_insert_with(|| {
+        Box::leak(Box::new(CallSite::new(
+            name.unwrap_or("<async block>"),
+            "",
+            location.file(),
+            location.line(),
+            location.column(),
+            true,
+        )))
+    })
+}

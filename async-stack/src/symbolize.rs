@@ -1,0 +1,49 @@
+//! Lazy, process-wide cached symbolisation of code addresses.
+//!
+//! Capturing a backtrace records addresses only; names, files and lines
+//! are looked up (through `backtrace`'s addr2line-based symboliser) the
+//! first time a backtrace is displayed or its frames are inspected, and
+//! cached per address for every later capture.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+/// One symbol for an address: a physical frame yields several when
+/// functions were inlined into it (innermost first).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Symbol {
+    pub(crate) name: Option<String>,
+    pub(crate) file: Option<String>,
+    pub(crate) line: Option<u32>,
+    pub(crate) column: Option<u32>,
+}
+
+type Cache = Mutex<HashMap<usize, Arc<[Symbol]>>>;
+
+fn cache() -> &'static Cache {
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    CACHE.get_or_init(Default::default)
+}
+
+/// Symbolises a return address or instruction pointer (`backtrace`
+/// subtracts one from it, so a return address maps to its call).
+pub(crate) fn resolve(addr: usize) -> Arc<[Symbol]> {
+    if let Some(hit) = cache().lock().unwrap_or_else(PoisonError::into_inner).get(&addr) {
+        return hit.clone();
+    }
+    let mut symbols = Vec::new();
+    backtrace::resolve(addr as *mut std::ffi::c_void, |s| {
+        symbols.push(Symbol {
+            name: s.name().map(|n| format!("{n:#}")),
+            file: s.filename().map(|p| p.display().to_string()),
+            line: s.lineno(),
+            column: s.colno(),
+        });
+    });
+    let symbols: Arc<[Symbol]> = symbols.into();
+    cache()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(addr, symbols.clone());
+    symbols
+}

@@ -1,0 +1,509 @@
+//! Slot storage for task roots: pages that are never freed, a free list,
+//! and the state word protocol. See the [parent module](super) for the
+//! reading protocol.
+
+use std::panic::Location;
+use std::sync::Arc;
+
+use super::TaskState;
+use super::published::PublishedStack;
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+
+/// Slots per page.
+const PAGE: usize = if cfg!(async_stack_loom) { 2 } else { 128 };
+/// Maximum number of pages (so at most `PAGE * MAX_PAGES` live tasks are
+/// tracked at once; further roots run untracked and are counted).
+const MAX_PAGES: usize = if cfg!(async_stack_loom) { 2 } else { 8192 };
+
+const STATE_BITS: u64 = 2;
+const GEN_SHIFT: u64 = STATE_BITS;
+const GEN_BITS: u64 = 16;
+const TIME_SHIFT: u64 = GEN_SHIFT + GEN_BITS;
+
+pub(crate) const IDLE: u64 = 0;
+pub(crate) const SCHEDULED: u64 = 1;
+pub(crate) const RUNNING: u64 = 2;
+/// Running, and woken during this poll: it will be scheduled on return.
+pub(crate) const RUNNING_WOKEN: u64 = 3;
+
+/// Packs a state word: `[time_ms:46][gen:16][state:2]`.
+#[inline(always)]
+pub(crate) fn pack_state(state: u64, generation: u32, now_ns: u64) -> u64 {
+    ((now_ns / 1_000_000) << TIME_SHIFT)
+        | (u64::from(generation & 0xffff) << GEN_SHIFT)
+        | (state & 0b11)
+}
+
+/// Unpacks a state word into `(state, generation, since_ms)`.
+#[inline(always)]
+pub(crate) fn unpack_state(word: u64) -> (u64, u32, u64) {
+    (
+        word & 0b11,
+        ((word >> GEN_SHIFT) & 0xffff) as u32,
+        word >> TIME_SHIFT,
+    )
+}
+
+pub(crate) fn public_state(state: u64) -> TaskState {
+    match state {
+        IDLE => TaskState::Idle,
+        SCHEDULED => TaskState::Scheduled,
+        _ => TaskState::Running,
+    }
+}
+
+/// One task's record. `#[repr(C)]` for debugger scripts.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct TaskSlot {
+    /// Task id, `0` while the slot is free.
+    pub(crate) id: AtomicU64,
+    /// Id of the task that spawned this one (`0` if none or unknown).
+    pub(crate) parent: AtomicU64,
+    /// Where the task was spawned (spawn helper) or first polled.
+    pub(crate) spawn_location: AtomicPtr<Location<'static>>,
+    /// Interned call-site id of the root frame.
+    pub(crate) root_call_site: AtomicU32,
+    /// Slot generation, bumped at every registration.
+    pub(crate) generation: AtomicU32,
+    /// Packed state word (see `pack_state`).
+    pub(crate) state: AtomicU64,
+    pub(crate) polls: AtomicU64,
+    pub(crate) wakes: AtomicU64,
+    /// Optional task name; readers load it without locking.
+    pub(crate) name: NameCell,
+    pub(crate) stack: PublishedStack,
+}
+
+impl TaskSlot {
+    fn new() -> Self {
+        TaskSlot {
+            id: AtomicU64::new(0),
+            parent: AtomicU64::new(0),
+            spawn_location: AtomicPtr::new(std::ptr::null_mut()),
+            root_call_site: AtomicU32::new(0),
+            generation: AtomicU32::new(0),
+            state: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
+            wakes: AtomicU64::new(0),
+            name: NameCell::default(),
+            stack: PublishedStack::new(),
+        }
+    }
+
+    /// Poller: the task starts a poll.
+    #[inline(always)]
+    pub(crate) fn start_poll(&self, generation: u32, now_ns: u64) {
+        self.state
+            .store(pack_state(RUNNING, generation, now_ns), Ordering::Release);
+        let polls = self.polls.load(Ordering::Relaxed);
+        self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Poller: the task's poll returned `Pending`.
+    #[inline(always)]
+    pub(crate) fn end_poll(&self, generation: u32, now_ns: u64) {
+        let mut cur = self.state.load(Ordering::Relaxed);
+        loop {
+            let (state, _, _) = unpack_state(cur);
+            let next = if state == RUNNING_WOKEN {
+                SCHEDULED
+            } else {
+                IDLE
+            };
+            match self.state.compare_exchange_weak(
+                cur,
+                pack_state(next, generation, now_ns),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Waker: marks the task scheduled if it is still the task of
+    /// `generation`. Returns whether it was.
+    pub(crate) fn mark_woken(&self, generation: u32, now_ns: u64) -> bool {
+        let mut cur = self.state.load(Ordering::Acquire);
+        loop {
+            let (state, g, _) = unpack_state(cur);
+            if g != generation & 0xffff {
+                return false;
+            }
+            let next = match state {
+                IDLE => pack_state(SCHEDULED, generation, now_ns),
+                RUNNING => (cur & !0b11) | RUNNING_WOKEN,
+                _ => return true,
+            };
+            match self
+                .state
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return true,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+}
+
+/// A task name that readers load without taking a lock.
+#[cfg(not(async_stack_loom))]
+#[derive(Debug, Default)]
+pub(crate) struct NameCell(arc_swap::ArcSwapOption<String>);
+
+#[cfg(not(async_stack_loom))]
+impl NameCell {
+    pub(crate) fn store(&self, name: Option<Arc<String>>) {
+        if name.is_some() || self.0.load().is_some() {
+            self.0.store(name);
+        }
+    }
+    pub(crate) fn load(&self) -> Option<Arc<String>> {
+        self.0.load_full()
+    }
+}
+
+/// Under loom, a mutex stands in for `arc-swap` (which loom cannot model).
+#[cfg(async_stack_loom)]
+#[derive(Debug, Default)]
+pub(crate) struct NameCell(Mutex<Option<Arc<String>>>);
+
+#[cfg(async_stack_loom)]
+impl NameCell {
+    pub(crate) fn store(&self, name: Option<Arc<String>>) {
+        *lock(&self.0) = name;
+    }
+    pub(crate) fn load(&self) -> Option<Arc<String>> {
+        lock(&self.0).clone()
+    }
+}
+
+type Page = [TaskSlot; PAGE];
+
+/// The set of all task slots.
+pub(crate) struct Registry {
+    pages: Box<[AtomicPtr<Page>]>,
+    /// Next never-used slot index.
+    fresh: AtomicUsize,
+    /// Indices of freed slots.
+    free: Mutex<Vec<u32>>,
+    next_id: AtomicU64,
+    /// Roots that could not get a slot (registry full).
+    untracked: AtomicU64,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("fresh", &self.fresh.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a registration hands back to the root.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Registration {
+    pub(crate) slot: &'static TaskSlot,
+    pub(crate) index: u32,
+    pub(crate) id: u64,
+    pub(crate) generation: u32,
+}
+
+/// Task metadata recorded at registration.
+pub(crate) struct NewTask<'a> {
+    pub(crate) parent: u64,
+    pub(crate) location: Option<&'static Location<'static>>,
+    pub(crate) root_call_site: u32,
+    pub(crate) name: Option<&'a Arc<String>>,
+    pub(crate) static_name: Option<&'static str>,
+    pub(crate) now_ns: u64,
+}
+
+impl Registry {
+    pub(crate) fn new() -> Self {
+        Registry {
+            pages: (0..MAX_PAGES)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            fresh: AtomicUsize::new(0),
+            free: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+            untracked: AtomicU64::new(0),
+        }
+    }
+
+    fn slot(&'static self, index: usize) -> Option<&'static TaskSlot> {
+        let page = self.pages.get(index / PAGE)?.load(Ordering::Acquire);
+        // SAFETY: pages are leaked boxes that are never freed once published
+        // (see `page_for`), so a non-null page pointer is valid forever.
+        let page = unsafe { page.cast_const().as_ref()? };
+        page.get(index % PAGE)
+    }
+
+    fn page_for(&'static self, index: usize) -> Option<&'static TaskSlot> {
+        let cell = self.pages.get(index / PAGE)?;
+        if cell.load(Ordering::Acquire).is_null() {
+            let fresh: Box<Page> = Box::new(std::array::from_fn(|_| TaskSlot::new()));
+            let fresh = Box::into_raw(fresh);
+            if cell
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    fresh,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+            {
+                // SAFETY: `fresh` came from `Box::into_raw` above and lost the
+                // race, so it was never published to any other thread.
+                drop(unsafe { Box::from_raw(fresh) });
+            }
+        }
+        self.slot(index)
+    }
+
+    /// Takes a slot and publishes a new task in it.
+    pub(crate) fn register(&'static self, task: NewTask<'_>) -> Option<Registration> {
+        let reused = lock(&self.free).pop();
+        let index = match reused {
+            Some(i) => i as usize,
+            None => {
+                let i = self.fresh.fetch_add(1, Ordering::Relaxed);
+                if i >= PAGE * MAX_PAGES {
+                    self.fresh.fetch_sub(1, Ordering::Relaxed);
+                    self.untracked.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+                i
+            }
+        };
+        let slot = self.page_for(index)?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let generation = slot.generation.load(Ordering::Relaxed).wrapping_add(1);
+        // Readers that still hold the previous id must see it change if they
+        // observe any of the stores below (seqlock writer fence).
+        fence(Ordering::Release);
+        slot.generation.store(generation, Ordering::Relaxed);
+        slot.parent.store(task.parent, Ordering::Relaxed);
+        slot.spawn_location.store(
+            task.location
+                .map_or(std::ptr::null_mut(), |l| l as *const _ as *mut _),
+            Ordering::Relaxed,
+        );
+        slot.root_call_site
+            .store(task.root_call_site, Ordering::Relaxed);
+        slot.state
+            .store(pack_state(SCHEDULED, generation, task.now_ns), Ordering::Relaxed);
+        slot.polls.store(0, Ordering::Relaxed);
+        slot.wakes.store(0, Ordering::Relaxed);
+        let name = match (task.name, task.static_name) {
+            (Some(n), _) => Some(n.clone()),
+            (None, Some(s)) => Some(Arc::new(s.to_string())),
+            (None, None) => None,
+        };
+        slot.name.store(name);
+        slot.stack.truncate(0);
+        slot.id.store(id, Ordering::Release);
+        Some(Registration {
+            slot,
+            index: index as u32,
+            id,
+            generation,
+        })
+    }
+
+    /// Ends a task: its slot stops being reported and becomes reusable.
+    pub(crate) fn deregister(&'static self, reg: &Registration) {
+        reg.slot.id.store(0, Ordering::Release);
+        lock(&self.free).push(reg.index);
+    }
+
+    /// Visits every slot that is or was in use.
+    pub(crate) fn for_each_slot(&'static self, mut f: impl FnMut(&'static TaskSlot)) {
+        let n = self.fresh.load(Ordering::Acquire).min(PAGE * MAX_PAGES);
+        for index in 0..n {
+            if let Some(slot) = self.slot(index) {
+                f(slot);
+            }
+        }
+    }
+
+    /// Roots that ran untracked because every slot was taken.
+    pub(crate) fn untracked(&self) -> u64 {
+        self.untracked.load(Ordering::Relaxed)
+    }
+}
+
+/// The process-wide registry.
+#[cfg(not(async_stack_loom))]
+pub(crate) fn registry() -> &'static Registry {
+    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
+    REGISTRY.get_or_init(Registry::new)
+}
+
+/// Under loom each model gets its own registry (loom objects cannot outlive
+/// a model), leaked for the `'static` the API needs.
+#[cfg(async_stack_loom)]
+pub(crate) fn registry() -> &'static Registry {
+    loom::lazy_static! {
+        static ref REGISTRY: Registry = Registry::new();
+    }
+    &REGISTRY
+}
+
+/// A validated copy of one live task's slot.
+#[derive(Debug, Clone)]
+pub(crate) struct RawTask {
+    pub(crate) id: u64,
+    pub(crate) parent: u64,
+    pub(crate) location: Option<&'static Location<'static>>,
+    pub(crate) root_call_site: u32,
+    pub(crate) state: u64,
+    pub(crate) since_ms: u64,
+    pub(crate) polls: u64,
+    pub(crate) wakes: u64,
+    pub(crate) name: Option<Arc<String>>,
+    /// The published stack, or `None` if every copy attempt was torn.
+    pub(crate) stack: Option<(u32, Vec<u64>)>,
+    /// Copies of the stack that were torn and retried.
+    pub(crate) torn: u32,
+}
+
+/// How many times a reader retries a torn copy of a published stack before
+/// giving up on that stack (the task is still reported, without frames).
+pub(crate) const COPY_TRIES: u32 = 16;
+
+impl TaskSlot {
+    /// Copies this slot if it holds a live task. Never blocks: no lock, no
+    /// waiting for a running poll. Returns `None` for a free slot or for a
+    /// task that ended (or was replaced) while being read.
+    pub(crate) fn read(&self) -> Option<RawTask> {
+        let id = self.id.load(Ordering::Acquire);
+        if id == 0 {
+            return None;
+        }
+        let parent = self.parent.load(Ordering::Relaxed);
+        let location = self.spawn_location.load(Ordering::Relaxed);
+        // SAFETY: `spawn_location` holds null or a pointer derived from a
+        // `&'static Location` (see `Registry::register`).
+        let location = unsafe { location.cast_const().as_ref() };
+        let root_call_site = self.root_call_site.load(Ordering::Relaxed);
+        let (state, _, since_ms) = unpack_state(self.state.load(Ordering::Acquire));
+        let polls = self.polls.load(Ordering::Relaxed);
+        let wakes = self.wakes.load(Ordering::Relaxed);
+        let name = self.name.load();
+        let mut words = Vec::new();
+        let mut stack = None;
+        let mut torn = 0;
+        while torn < COPY_TRIES {
+            match self.stack.copy_into(&mut words) {
+                Ok(len) => {
+                    stack = Some((len, std::mem::take(&mut words)));
+                    break;
+                }
+                Err(_) => {
+                    torn += 1;
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        // Seqlock validation: if the slot changed hands while we read, every
+        // field above may belong to another task.
+        fence(Ordering::Acquire);
+        if self.id.load(Ordering::Relaxed) != id {
+            return None;
+        }
+        Some(RawTask {
+            id,
+            parent,
+            location,
+            root_call_site,
+            state,
+            since_ms,
+            polls,
+            wakes,
+            name,
+            stack,
+            torn,
+        })
+    }
+}
+
+#[cfg(all(test, async_stack_loom))]
+mod loom_tests {
+    use super::*;
+
+    fn new_task(parent: u64) -> NewTask<'static> {
+        NewTask {
+            parent,
+            location: None,
+            root_call_site: 1,
+            name: None,
+            static_name: None,
+            now_ns: 0,
+        }
+    }
+
+    /// A reader racing with a task that ends and a new task that takes the
+    /// same slot never reports a mix of the two: the parent field it reports
+    /// always belongs to the id it reports.
+    #[test]
+    fn slot_reuse_is_never_mixed() {
+        loom::model(|| {
+            let reg = registry();
+            let first = reg.register(new_task(100)).unwrap();
+            let slot = first.slot;
+            let t = loom::thread::spawn(move || {
+                let reg = registry();
+                reg.deregister(&first);
+                reg.register(new_task(200)).unwrap()
+            });
+            if let Some(raw) = slot.read() {
+                let expected = if raw.id == first.id { 100 } else { 200 };
+                assert_eq!(raw.parent, expected);
+            }
+            let second = t.join().unwrap();
+            registry().deregister(&second);
+        });
+    }
+
+    /// A waker of an ended task cannot mark the task that reuses its slot.
+    #[test]
+    fn stale_waker_cannot_touch_new_task() {
+        loom::model(|| {
+            let reg = registry();
+            let first = reg.register(new_task(1)).unwrap();
+            let slot = first.slot;
+            let stale_generation = first.generation;
+            reg.deregister(&first);
+            let second = reg.register(new_task(2)).unwrap();
+            second.slot.start_poll(second.generation, 0);
+            let t = loom::thread::spawn(move || slot.mark_woken(stale_generation, 0));
+            second.slot.end_poll(second.generation, 0);
+            assert!(!t.join().unwrap());
+            let (state, _, _) = unpack_state(slot.state.load(Ordering::Relaxed));
+            assert_eq!(state, IDLE);
+            registry().deregister(&second);
+        });
+    }
+
+    /// A wake during a poll is not lost: the task ends the poll scheduled.
+    #[test]
+    fn wake_during_poll_leaves_task_scheduled() {
+        loom::model(|| {
+            let reg = registry();
+            let r = reg.register(new_task(1)).unwrap();
+            r.slot.start_poll(r.generation, 0);
+            let slot = r.slot;
+            let generation = r.generation;
+            let t = loom::thread::spawn(move || slot.mark_woken(generation, 0));
+            r.slot.end_poll(r.generation, 0);
+            assert!(t.join().unwrap());
+            let (state, _, _) = unpack_state(r.slot.state.load(Ordering::Relaxed));
+            assert_eq!(state, SCHEDULED);
+            registry().deregister(&r);
+        });
+    }
+}

@@ -1,0 +1,1 @@
+//! Examples live in `examples/`; this package has no library code.
