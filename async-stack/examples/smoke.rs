@@ -1,31 +1,31 @@
 use async_stack::traced_async;
+use std::time::Duration;
 
-#[inline(never)]
-fn sync_leaf() -> async_stack::Backtrace {
-    async_stack::backtrace()
+#[traced_async]
+async fn leaf(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
 #[traced_async]
-async fn leaf() -> async_stack::Backtrace {
-    tokio::task::yield_now().await;
-    sync_leaf()
+async fn mid() {
+    futures::join!(leaf(5000), leaf(6000));
 }
 
-#[traced_async]
-async fn mid() -> async_stack::Backtrace {
-    leaf().await
-}
-
-#[traced_async]
-async fn top() -> async_stack::Backtrace {
-    let (a, _) = futures::join!(mid(), async { 1 });
-    a
+#[traced_async(name = "topper")]
+async fn top() {
+    mid().await
 }
 
 #[tokio::main]
 async fn main() {
-    let bt = tokio::spawn(top()).await.unwrap();
-    println!("{bt}");
-    println!("----- full");
-    println!("{bt:#}");
+    for _ in 0..3 {
+        async_stack::tokio::spawn_named("worker", top());
+    }
+    tokio::spawn(top());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let d = async_stack::dump();
+    println!("{d}");
+    println!("=====");
+    println!("{d:#}");
+    println!("{}", d.to_json().lines().take(40).collect::<Vec<_>>().join("\n"));
 }

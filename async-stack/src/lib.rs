@@ -86,9 +86,14 @@
 
 mod active;
 mod clock;
+pub mod dump;
 mod frame;
+pub mod panic;
 mod site;
 mod symbolize;
+#[cfg(unix)]
+pub mod signal;
+pub mod stall;
 pub(crate) mod sync;
 pub mod task;
 mod traced;
@@ -98,6 +103,7 @@ mod walker;
 pub mod tokio;
 
 pub use active::current_task_id;
+pub use dump::{TaskDump, TaskInfo, dump};
 pub use async_stack_macros::traced_async;
 pub use frame::AsyncStackFrame;
 pub use site::{AwaitSite, CallSite};

@@ -6,14 +6,14 @@
 
 #[cfg(not(async_stack_loom))]
 pub(crate) use std::sync::atomic::{
-    AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 #[cfg(not(async_stack_loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
 #[cfg(async_stack_loom)]
 pub(crate) use loom::sync::atomic::{
-    AtomicPtr, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+    AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
 };
 #[cfg(async_stack_loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};

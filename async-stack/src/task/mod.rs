@@ -31,7 +31,7 @@ pub mod spawn;
 pub(crate) mod waker;
 
 pub use published::STACK_CAPACITY;
-pub(crate) use registry::{Registry, TaskSlot, registry};
+pub(crate) use registry::{TaskSlot, registry};
 pub use spawn::{Spawned, spawned};
 
 /// The scheduling state of a task, as seen by a dump.

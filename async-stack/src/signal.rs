@@ -1,0 +1,99 @@
+//! Dump every task when the process receives a signal (Unix).
+//!
+//! The signal handler itself does only async-signal-safe work: it is
+//! `signal-hook`'s handler, which writes one byte to a self-pipe. A
+//! dedicated thread waiting on that pipe takes the dump and writes it, so
+//! the dump runs in ordinary thread context, never inside the handler.
+//!
+//! ```no_run
+//! // Then `kill -USR1 <pid>` prints every task to stderr.
+//! let _dumper = async_stack::signal::dump_on(signal_hook::consts::SIGUSR1).unwrap();
+//! ```
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::thread::JoinHandle;
+
+use signal_hook::iterator::{Handle, Signals};
+
+/// Where a signal dump is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DumpTarget {
+    /// Standard error.
+    Stderr,
+    /// Appended to this file (created if missing).
+    File(PathBuf),
+}
+
+/// A running signal-dump thread. Dropping it (or [`SignalDumper::stop`])
+/// unregisters the signal and ends the thread.
+#[derive(Debug)]
+pub struct SignalDumper {
+    handle: Handle,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Dumps every task to stderr each time `signal` arrives.
+///
+/// Errors if the signal cannot be handled (for example `SIGKILL`, or a
+/// signal number the platform does not have).
+pub fn dump_on(signal: i32) -> io::Result<SignalDumper> {
+    dump_on_to(signal, DumpTarget::Stderr)
+}
+
+/// Dumps every task to `target` each time `signal` arrives.
+pub fn dump_on_to(signal: i32, target: DumpTarget) -> io::Result<SignalDumper> {
+    if let DumpTarget::File(path) = &target {
+        // Fail now, not at the first signal, if the file cannot be written.
+        OpenOptions::new().create(true).append(true).open(path)?;
+    }
+    let mut signals = Signals::new([signal])?;
+    let handle = signals.handle();
+    let thread = std::thread::Builder::new()
+        .name("async-stack-signal-dump".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                let text = format!(
+                    "async-stack: task dump on signal {sig}\n{}\n",
+                    crate::dump()
+                );
+                let _ = write_dump(&target, &text);
+            }
+        })?;
+    Ok(SignalDumper {
+        handle,
+        thread: Some(thread),
+    })
+}
+
+fn write_dump(target: &DumpTarget, text: &str) -> io::Result<()> {
+    match target {
+        DumpTarget::Stderr => io::stderr().lock().write_all(text.as_bytes()),
+        DumpTarget::File(path) => OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)?
+            .write_all(text.as_bytes()),
+    }
+}
+
+impl SignalDumper {
+    /// Unregisters the signal and waits for the dump thread to end.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.handle.close();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for SignalDumper {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,228 @@
+//! A stall detector: a watchdog thread that reports tasks stuck inside a
+//! poll (running without yielding) and, optionally, tasks idle for too long.
+//!
+//! It reads the same non-blocking dumps as [`crate::dump()`], so it never
+//! pauses a task. Each stall is reported once: a task is reported again only
+//! after it has left the stalled state (yielded, or been woken) and stalled
+//! anew.
+//!
+//! # Defaults
+//!
+//! tokio-metrics calls a poll *slow* when it runs longer than its slow-poll
+//! threshold, and counts such polls. A watchdog that prints a stack for each
+//! one needs a far higher bar, and task states are stamped with a coarse
+//! clock (about 4 ms), so the defaults are:
+//!
+//! - running threshold: 100 ms (a poll that long blocks its worker thread
+//!   for every other task on it);
+//! - idle threshold: off (idle tasks are normal: servers wait for input);
+//! - check interval: a quarter of the smallest threshold, at least 10 ms.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! let _watchdog = async_stack::stall::Watchdog::builder()
+//!     .running_threshold(Duration::from_millis(250))
+//!     .spawn()
+//!     .unwrap();
+//! ```
+
+use std::collections::HashSet;
+use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::dump::{TaskDump, TaskInfo, format_duration};
+use crate::task::TaskState;
+
+/// Why a task was reported.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum StallKind {
+    /// Inside one poll for longer than the running threshold.
+    Running,
+    /// Idle (not woken) for longer than the idle threshold.
+    Idle,
+}
+
+/// One stalled task.
+#[derive(Clone, Debug)]
+pub struct StallReport {
+    /// What kind of stall.
+    pub kind: StallKind,
+    /// The task, with its stack at the moment of the check.
+    pub task: TaskInfo,
+}
+
+impl std::fmt::Display for StallReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.kind {
+            StallKind::Running => "has been running without yielding for",
+            StallKind::Idle => "has been idle for",
+        };
+        writeln!(
+            f,
+            "async-stack: stall: task {} {what} {}",
+            self.task.id,
+            format_duration(self.task.time_in_state())
+        )?;
+        let single = TaskDump {
+            version: crate::dump::DUMP_FORMAT_VERSION,
+            tasks: vec![self.task.clone()],
+            torn_copies: 0,
+            untracked_roots: 0,
+        };
+        write!(f, "{single}")
+    }
+}
+
+type Callback = Arc<dyn Fn(&StallReport) + Send + Sync>;
+
+/// Configures a [`Watchdog`].
+#[derive(Clone)]
+pub struct WatchdogBuilder {
+    running: Duration,
+    idle: Option<Duration>,
+    interval: Option<Duration>,
+    callback: Option<Callback>,
+}
+
+impl std::fmt::Debug for WatchdogBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchdogBuilder")
+            .field("running", &self.running)
+            .field("idle", &self.idle)
+            .field("interval", &self.interval)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Default running threshold (see the module docs).
+pub const DEFAULT_RUNNING_THRESHOLD: Duration = Duration::from_millis(100);
+
+impl WatchdogBuilder {
+    /// Report tasks inside one poll longer than this (default 100 ms).
+    pub fn running_threshold(mut self, t: Duration) -> Self {
+        self.running = t;
+        self
+    }
+
+    /// Also report tasks idle longer than this (default: off).
+    pub fn idle_threshold(mut self, t: Duration) -> Self {
+        self.idle = Some(t);
+        self
+    }
+
+    /// How often to check (default: a quarter of the smallest threshold,
+    /// at least 10 ms).
+    pub fn interval(mut self, t: Duration) -> Self {
+        self.interval = Some(t);
+        self
+    }
+
+    /// Called for each stall instead of printing it to stderr.
+    pub fn on_stall(mut self, f: impl Fn(&StallReport) + Send + Sync + 'static) -> Self {
+        self.callback = Some(Arc::new(f));
+        self
+    }
+
+    /// Starts the watchdog thread. Errors if a threshold is zero or the
+    /// thread cannot be spawned.
+    pub fn spawn(self) -> std::io::Result<Watchdog> {
+        if self.running.is_zero() || self.idle.is_some_and(|i| i.is_zero()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "stall thresholds must be greater than zero",
+            ));
+        }
+        let smallest = self.idle.map_or(self.running, |i| i.min(self.running));
+        let interval = self
+            .interval
+            .unwrap_or_else(|| (smallest / 4).max(Duration::from_millis(10)));
+        let callback: Callback = self.callback.unwrap_or_else(|| {
+            Arc::new(|r: &StallReport| {
+                let _ = write!(std::io::stderr().lock(), "{r}");
+            })
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let (running, idle) = (self.running, self.idle);
+        let thread = std::thread::Builder::new()
+            .name("async-stack-watchdog".into())
+            .spawn(move || {
+                let mut reported: HashSet<(u64, StallKind)> = HashSet::new();
+                while !stop2.load(Ordering::Acquire) {
+                    check(running, idle, &mut reported, &*callback);
+                    std::thread::park_timeout(interval);
+                }
+            })?;
+        Ok(Watchdog {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+/// One pass: report new stalls, forget stalls that ended.
+fn check(
+    running: Duration,
+    idle: Option<Duration>,
+    reported: &mut HashSet<(u64, StallKind)>,
+    callback: &(dyn Fn(&StallReport) + Send + Sync),
+) {
+    let dump = crate::dump();
+    let mut still = HashSet::new();
+    for task in dump.tasks {
+        let kind = match task.state {
+            TaskState::Running if task.time_in_state() >= running => StallKind::Running,
+            TaskState::Idle if idle.is_some_and(|i| task.time_in_state() >= i) => StallKind::Idle,
+            _ => continue,
+        };
+        // One report per episode: the key stays while the task stays
+        // stalled, and is forgotten at the first check that finds it not.
+        let key = (task.id, kind);
+        still.insert(key);
+        if reported.insert(key) {
+            callback(&StallReport { kind, task });
+        }
+    }
+    reported.retain(|k| still.contains(k));
+}
+
+/// A running stall detector; stops when dropped.
+#[derive(Debug)]
+pub struct Watchdog {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watchdog {
+    /// A builder with the defaults described in the module docs.
+    pub fn builder() -> WatchdogBuilder {
+        WatchdogBuilder {
+            running: DEFAULT_RUNNING_THRESHOLD,
+            idle: None,
+            interval: None,
+            callback: None,
+        }
+    }
+
+    /// Stops the watchdog and waits for its thread.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
