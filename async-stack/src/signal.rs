@@ -36,14 +36,21 @@ pub struct SignalDumper {
 
 /// Dumps every task to stderr each time `signal` arrives.
 ///
-/// Errors if the signal cannot be handled (for example `SIGKILL`, or a
-/// signal number the platform does not have).
+/// Errors (`InvalidInput`) if the signal cannot be handled: `SIGKILL`,
+/// `SIGSTOP`, the synchronous fault signals (`SIGILL`, `SIGFPE`,
+/// `SIGSEGV`), or a number the platform does not have.
 pub fn dump_on(signal: i32) -> io::Result<SignalDumper> {
     dump_on_to(signal, DumpTarget::Stderr)
 }
 
 /// Dumps every task to `target` each time `signal` arrives.
 pub fn dump_on_to(signal: i32, target: DumpTarget) -> io::Result<SignalDumper> {
+    if signal <= 0 || signal > max_signal() || signal_hook::consts::FORBIDDEN.contains(&signal) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("signal {signal} cannot be handled (SIGKILL, SIGSTOP, SIGILL, SIGFPE and SIGSEGV are reserved)"),
+        ));
+    }
     if let DumpTarget::File(path) = &target {
         // Fail now, not at the first signal, if the file cannot be written.
         OpenOptions::new().create(true).append(true).open(path)?;
@@ -65,6 +72,18 @@ pub fn dump_on_to(signal: i32, target: DumpTarget) -> io::Result<SignalDumper> {
         handle,
         thread: Some(thread),
     })
+}
+
+/// The highest signal number the platform has.
+fn max_signal() -> i32 {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        libc::SIGRTMAX()
+    }
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    {
+        31
+    }
 }
 
 fn write_dump(target: &DumpTarget, text: &str) -> io::Result<()> {

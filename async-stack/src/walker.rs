@@ -402,6 +402,16 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
         short.push(f);
         emitted_async += 1;
     }
+    // Like std's short backtraces, start after the panic machinery when the
+    // capture happens inside a panic hook.
+    if let Some(end) = short.iter().position(|f| {
+        f.kind == FrameKind::Native
+            && f.function
+                .as_deref()
+                .is_some_and(|n| n.contains("__rust_end_short_backtrace"))
+    }) {
+        short.drain(..=end);
+    }
     Resolved { short, full }
 }
 

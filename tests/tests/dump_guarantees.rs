@@ -1,0 +1,302 @@
+//! The guarantees of `async_stack::dump()`: it completes while a task is
+//! blocked inside a poll, shows a CPU-bound task as running with its live
+//! stack, changes nothing, and survives 1,000 dumps racing with tasks that
+//! spawn and finish on every thread.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_stack::dump::DumpFrame;
+use async_stack::{TaskState, traced_async};
+
+fn await_line(f: &DumpFrame) -> Option<u32> {
+    f.awaiting_at.as_ref().map(|a| a.line)
+}
+
+fn short(f: &DumpFrame) -> &str {
+    f.function.rsplit("::").next().unwrap()
+}
+
+/// Waits (bounded) until `pred` holds for some dump, and returns it.
+fn dump_until(what: &str, pred: impl Fn(&async_stack::TaskDump) -> bool) -> async_stack::TaskDump {
+    for _ in 0..2_000 {
+        let d = async_stack::dump();
+        if pred(&d) {
+            return d;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("no dump showed {what}; last:\n{}", async_stack::dump());
+}
+
+// ---- a task blocked inside a poll on a mutex the dumping thread holds ----
+
+#[inline(never)]
+fn lock_it(m: &Mutex<()>) {
+    drop(m.lock().unwrap());
+}
+
+#[traced_async]
+async fn blocked_leaf(m: Arc<Mutex<()>>) {
+    lock_it(&m);
+}
+
+const BLOCKED_ROOT_AWAIT: u32 = line!() + 3;
+#[traced_async]
+async fn blocked_root(m: Arc<Mutex<()>>) {
+    blocked_leaf(m).await;
+}
+
+#[test]
+fn dump_completes_while_a_task_blocks_forever_in_a_poll() {
+    let m = Arc::new(Mutex::new(()));
+    let guard = m.lock().unwrap();
+    let entered = Arc::new(AtomicBool::new(false));
+    let m2 = m.clone();
+    let e2 = entered.clone();
+    let t = std::thread::spawn(move || {
+        e2.store(true, Ordering::SeqCst);
+        futures::executor::block_on(blocked_root(m2));
+    });
+    while !entered.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    // The dumping thread holds the mutex the task is blocked on.
+    let d = dump_until("the blocked task", |d| {
+        d.tasks
+            .iter()
+            .any(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::blocked_root")) && t.frames.len() == 2)
+    });
+    let task = d
+        .tasks
+        .iter()
+        .find(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::blocked_root")))
+        .unwrap();
+    assert_eq!(task.state, TaskState::Running);
+    assert_eq!(task.frames.iter().map(short).collect::<Vec<_>>(), ["blocked_root", "blocked_leaf"]);
+    assert!(task.frames.iter().all(|f| f.running));
+    assert_eq!(await_line(&task.frames[0]), Some(BLOCKED_ROOT_AWAIT));
+    assert_eq!(await_line(&task.frames[1]), None, "the leaf is executing, not awaiting");
+    drop(guard);
+    t.join().unwrap();
+}
+
+// ---- a CPU-bound task shows as running, with its current stack ----
+
+#[inline(never)]
+fn spin_until(stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        std::hint::spin_loop();
+    }
+}
+
+#[traced_async]
+async fn spin_leaf(stop: Arc<AtomicBool>) {
+    tokio::task::yield_now().await;
+    spin_until(&stop);
+}
+
+const SPIN_MID_AWAIT: u32 = line!() + 3;
+#[traced_async]
+async fn spin_mid(stop: Arc<AtomicBool>) {
+    spin_leaf(stop).await;
+}
+
+const SPIN_ROOT_AWAIT: u32 = line!() + 3;
+#[traced_async]
+async fn spin_root(stop: Arc<AtomicBool>) {
+    spin_mid(stop).await;
+}
+
+#[test]
+fn cpu_bound_task_is_running_with_its_current_stack() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    // Stops the spinner even when an assertion fails, so the runtime can
+    // shut down and the failure is reported instead of hanging.
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _stop = StopOnDrop(stop.clone());
+    let h = rt.spawn(spin_root(stop.clone()));
+    let d = dump_until("the spinning task running at depth 3", |d| {
+        d.tasks.iter().any(|t| {
+            t.root.as_deref().is_some_and(|r| r.ends_with("::spin_root"))
+                && t.state == TaskState::Running
+                && t.frames.len() == 3
+        })
+    });
+    let task = d
+        .tasks
+        .iter()
+        .find(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::spin_root")))
+        .unwrap();
+    assert_eq!(task.frames.iter().map(short).collect::<Vec<_>>(), ["spin_root", "spin_mid", "spin_leaf"]);
+    assert_eq!(task.frames.iter().map(|f| f.depth).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(await_line(&task.frames[0]), Some(SPIN_ROOT_AWAIT));
+    assert_eq!(await_line(&task.frames[1]), Some(SPIN_MID_AWAIT), "spin_mid awaits spin_leaf");
+    assert!(task.frames[2].running && task.frames[2].awaiting_at.is_none());
+    stop.store(true, Ordering::Relaxed);
+    rt.block_on(h).unwrap();
+}
+
+// ---- dumps have no side effects ----
+
+#[traced_async]
+async fn parked(rx: futures::channel::oneshot::Receiver<()>) {
+    let _ = rx.await;
+}
+
+#[test]
+fn dumps_change_no_poll_or_wake_count_and_no_state() {
+    use futures::task::LocalSpawnExt;
+    let mut pool = futures::executor::LocalPool::new();
+    let mut senders = Vec::new();
+    for _ in 0..5 {
+        let (tx, rx) = futures::channel::oneshot::channel();
+        senders.push(tx);
+        pool.spawner().spawn_local(parked(rx)).unwrap();
+    }
+    pool.run_until_stalled();
+    let mine = |d: &async_stack::TaskDump| -> Vec<(u64, u64, u64, TaskState)> {
+        d.tasks
+            .iter()
+            .filter(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::parked")))
+            .map(|t| (t.id, t.polls, t.wakes, t.state))
+            .collect()
+    };
+    let before = mine(&async_stack::dump());
+    assert_eq!(before.len(), 5);
+    assert!(before.iter().all(|&(_, polls, wakes, state)| polls == 1 && wakes == 0 && state == TaskState::Idle));
+    for _ in 0..200 {
+        let _ = async_stack::dump().to_string();
+    }
+    assert_eq!(mine(&async_stack::dump()), before);
+    // Waking is seen as such: one wake, state scheduled, no extra poll.
+    senders.remove(0).send(()).unwrap();
+    let after = mine(&async_stack::dump());
+    assert_eq!(after[0].1, 1);
+    assert_eq!(after[0].2, 1);
+    assert_eq!(after[0].3, TaskState::Scheduled);
+    drop(senders);
+    pool.run();
+    assert!(mine(&async_stack::dump()).is_empty());
+}
+
+// ---- 1,000 dumps racing with tasks spawning and finishing everywhere ----
+
+const STRESS_AWAITS: [u32; 3] = [STRESS_A_AWAIT, STRESS_B_AWAIT, STRESS_C_AWAIT];
+
+const STRESS_C_AWAIT: u32 = line!() + 3;
+#[traced_async]
+async fn stress_c(n: u32) -> u64 {
+    tokio::time::sleep(Duration::from_micros(200)).await;
+    u64::from(n)
+}
+
+const STRESS_B_AWAIT: u32 = line!() + 5;
+#[traced_async]
+async fn stress_b(n: u32) -> u64 {
+    let mut acc = 0;
+    for i in 0..n {
+        acc += stress_c(i).await;
+    }
+    acc
+}
+
+const STRESS_A_AWAIT: u32 = line!() + 3;
+#[traced_async]
+async fn stress_a(n: u32) -> u64 {
+    let v = stress_b(n).await;
+    v + async_stack::current_task_id().unwrap()
+}
+
+#[test]
+fn a_thousand_dumps_race_with_spawning_and_finishing_tasks() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .unwrap();
+    let finished: Arc<Mutex<HashSet<u64>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let spawned = Arc::new(AtomicU64::new(0));
+    let spawner = {
+        let finished = finished.clone();
+        let stop = stop.clone();
+        let spawned = spawned.clone();
+        let handle = rt.handle().clone();
+        std::thread::spawn(move || {
+            let mut round = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let hs: Vec<_> = (0..16)
+                    .map(|i| {
+                        let n = (round + i) % 4;
+                        handle.spawn(async move {
+                            let id_plus = stress_a(n).await;
+                            let sum: u64 = (0..u64::from(n)).sum();
+                            id_plus - sum
+                        })
+                    })
+                    .collect();
+                spawned.fetch_add(16, Ordering::Relaxed);
+                for h in hs {
+                    let id = handle.block_on(h).unwrap();
+                    finished.lock().unwrap().insert(id);
+                }
+                round += 1;
+            }
+        })
+    };
+    while spawned.load(Ordering::Relaxed) == 0 {
+        std::thread::yield_now();
+    }
+    let mut seen_tasks = 0usize;
+    let mut seen_deep = 0usize;
+    // At least 1,000 dumps, and for as long as it takes the spawner to run
+    // 20 rounds (320 tasks), so the dumps overlap real spawning and
+    // finishing on both workers.
+    let mut dumps = 0u32;
+    while dumps < 1000 || spawned.load(Ordering::Relaxed) < 20 * 16 {
+        dumps += 1;
+        let finished_before: HashSet<u64> = finished.lock().unwrap().clone();
+        let d = async_stack::dump();
+        for t in d.tasks.iter().filter(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::stress_a"))) {
+            seen_tasks += 1;
+            assert!(!finished_before.contains(&t.id), "finished task {} reported live", t.id);
+            assert!(!t.stack_unavailable || t.frames.is_empty());
+            // Every reported stack is one this program can produce: a chain
+            // stress_a -> stress_b -> stress_c, each frame at its depth and,
+            // when suspended, at its own `.await`.
+            let names = ["stress_a", "stress_b", "stress_c"];
+            assert!(t.frames.len() <= 3, "impossible stack {:?}", t.frames);
+            for (i, f) in t.frames.iter().enumerate() {
+                assert_eq!(f.depth as usize, i, "torn stack {:?}", t.frames);
+                assert_eq!(short(f), names[i], "torn stack {:?}", t.frames);
+                if let Some(line) = await_line(f) {
+                    assert_eq!(line, STRESS_AWAITS[i], "torn stack {:?}", t.frames);
+                }
+            }
+            if t.frames.len() == 3 {
+                seen_deep += 1;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    spawner.join().unwrap();
+    // The race was real: dumps saw live tasks, some of them three deep.
+    assert!(seen_tasks > 0, "no dump saw a live task: {}", async_stack::dump());
+    assert!(seen_deep > 0, "no dump saw a three-deep stack");
+    // After everything finished, none of them is live.
+    let all_finished = finished.lock().unwrap().clone();
+    let d = async_stack::dump();
+    assert!(d.tasks.iter().all(|t| !all_finished.contains(&t.id)));
+}
