@@ -1,0 +1,8 @@
+use async_stack::traced_async;
+
+#[traced_async]
+struct Fetcher;
+
+fn main() {
+    let _ = Fetcher;
+}
