@@ -27,5 +27,8 @@ async fn main() {
     println!("{d}");
     println!("=====");
     println!("{d:#}");
-    println!("{}", d.to_json().lines().take(40).collect::<Vec<_>>().join("\n"));
+    println!(
+        "{}",
+        d.to_json().lines().take(40).collect::<Vec<_>>().join("\n")
+    );
 }

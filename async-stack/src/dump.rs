@@ -26,7 +26,9 @@
 //!   spawned at examples/tour.rs:90:5 by task 1
 //! ```
 //!
-//! `{:#}` coalesces tasks with identical stacks into one entry with a count.
+//! `{:#}` coalesces tasks with identical stacks (same state, frames and
+//! spawn site, whatever their names) into one entry with a count, listing
+//! each task's id and name.
 //!
 //! # JSON form
 //!
@@ -353,8 +355,8 @@ fn write_header(f: &mut fmt::Formatter<'_>, t: &TaskInfo) -> fmt::Result {
 }
 
 impl fmt::Display for TaskDump {
-    /// The Go-style text form. `{:#}` coalesces tasks whose state, name,
-    /// stack and spawn site are identical into one entry with a count.
+    /// The Go-style text form. `{:#}` coalesces tasks whose state, stack
+    /// and spawn site are identical into one entry with a count.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if !f.alternate() {
             for (i, t) in self.tasks.iter().enumerate() {
@@ -367,16 +369,11 @@ impl fmt::Display for TaskDump {
             }
             return Ok(());
         }
-        type Key<'a> = (
-            TaskState,
-            Option<&'a str>,
-            &'a [DumpFrame],
-            Option<&'a SourceLocation>,
-        );
+        type Key<'a> = (TaskState, &'a [DumpFrame], Option<&'a SourceLocation>);
         let mut groups: BTreeMap<u64, (Key<'_>, Vec<&TaskInfo>)> = BTreeMap::new();
         let mut index: Vec<(Key<'_>, u64)> = Vec::new();
         for t in &self.tasks {
-            let key: Key<'_> = (t.state, t.name.as_deref(), &t.frames, t.spawned_at.as_ref());
+            let key: Key<'_> = (t.state, &t.frames, t.spawned_at.as_ref());
             match index.iter().find(|(k, _)| *k == key) {
                 Some((_, first)) => groups.get_mut(first).map(|g| g.1.push(t)).unwrap_or(()),
                 None => {
@@ -395,14 +392,17 @@ impl fmt::Display for TaskDump {
             } else {
                 let min = members.iter().map(|t| t.state_ms).min().unwrap_or(0);
                 let max = members.iter().map(|t| t.state_ms).max().unwrap_or(0);
-                let ids: Vec<String> = members.iter().map(|t| t.id.to_string()).collect();
-                write!(f, "{} tasks", members.len())?;
-                if let Some(n) = &first.name {
-                    write!(f, " {n:?}")?;
-                }
+                let ids: Vec<String> = members
+                    .iter()
+                    .map(|t| match &t.name {
+                        Some(n) => format!("{} {n:?}", t.id),
+                        None => t.id.to_string(),
+                    })
+                    .collect();
                 writeln!(
                     f,
-                    " [{} {}..{}]: ids {}",
+                    "{} tasks [{} {}..{}]: {}",
+                    members.len(),
                     first.state,
                     format_duration(Duration::from_millis(min)),
                     format_duration(Duration::from_millis(max)),

@@ -64,9 +64,9 @@ impl AsyncStackFrame {
         AsyncStackFrame {
             parent: AtomicPtr::new(std::ptr::null_mut()),
             return_address: AtomicUsize::new(0),
-            call_site: AtomicPtr::new(
-                call_site.map_or(std::ptr::null_mut(), |c| c as *const CallSite as *mut CallSite),
-            ),
+            call_site: AtomicPtr::new(call_site.map_or(std::ptr::null_mut(), |c| {
+                c as *const CallSite as *mut CallSite
+            })),
             await_site: AtomicPtr::new(std::ptr::null_mut()),
             poll_marker: AtomicUsize::new(0),
         }

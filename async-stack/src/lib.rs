@@ -89,11 +89,11 @@ mod clock;
 pub mod dump;
 mod frame;
 pub mod panic;
-mod site;
-mod symbolize;
 #[cfg(unix)]
 pub mod signal;
+mod site;
 pub mod stall;
+mod symbolize;
 pub(crate) mod sync;
 pub mod task;
 mod traced;
@@ -103,8 +103,8 @@ mod walker;
 pub mod tokio;
 
 pub use active::current_task_id;
-pub use dump::{TaskDump, TaskInfo, dump};
 pub use async_stack_macros::traced_async;
+pub use dump::{TaskDump, TaskInfo, dump};
 pub use frame::AsyncStackFrame;
 pub use site::{AwaitSite, CallSite};
 pub use task::TaskState;

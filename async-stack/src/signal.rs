@@ -48,7 +48,9 @@ pub fn dump_on_to(signal: i32, target: DumpTarget) -> io::Result<SignalDumper> {
     if signal <= 0 || signal > max_signal() || signal_hook::consts::FORBIDDEN.contains(&signal) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!("signal {signal} cannot be handled (SIGKILL, SIGSTOP, SIGILL, SIGFPE and SIGSEGV are reserved)"),
+            format!(
+                "signal {signal} cannot be handled (SIGKILL, SIGSTOP, SIGILL, SIGFPE and SIGSEGV are reserved)"
+            ),
         ));
     }
     if let DumpTarget::File(path) = &target {

@@ -17,7 +17,9 @@
 use std::sync::OnceLock;
 use std::sync::RwLock;
 
-use crate::sync::{AtomicU32, AtomicUsize, Ordering};
+// Always std atomics: these records are `static`s built by `const fn`,
+// which loom's atomics cannot be; no loom model involves them.
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// Static description of an instrumented function or `.traced()` call.
 ///

@@ -28,7 +28,11 @@ fn cache() -> &'static Cache {
 /// Symbolises a return address or instruction pointer (`backtrace`
 /// subtracts one from it, so a return address maps to its call).
 pub(crate) fn resolve(addr: usize) -> Arc<[Symbol]> {
-    if let Some(hit) = cache().lock().unwrap_or_else(PoisonError::into_inner).get(&addr) {
+    if let Some(hit) = cache()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .get(&addr)
+    {
         return hit.clone();
     }
     let mut symbols = Vec::new();

@@ -5,9 +5,7 @@
 //! exercise exactly the code that ships.
 
 #[cfg(not(async_stack_loom))]
-pub(crate) use std::sync::atomic::{
-    AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
-};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(async_stack_loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 

@@ -274,9 +274,7 @@ fn poll_root<F: Future>(
     a: &Active,
     cx: &mut Context<'_>,
 ) -> Poll<F::Output> {
-    frame
-        .parent
-        .store(std::ptr::null_mut(), Ordering::Relaxed);
+    frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
     frame.return_address.store(0, Ordering::Relaxed);
     let call_id = call_site.id();
     if root.is_none() {

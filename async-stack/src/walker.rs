@@ -216,7 +216,8 @@ impl Backtrace {
     }
 
     fn resolve(&self) -> &Resolved {
-        self.resolved.get_or_init(|| splice(&self.natives, &self.chain))
+        self.resolved
+            .get_or_init(|| splice(&self.natives, &self.chain))
     }
 }
 
@@ -332,7 +333,10 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
     let async_frame = |i: usize| -> BacktraceFrame {
         let c = &chain[i];
         let body = bodies[i].map(|(p, s)| &phys[p].symbols[s]);
-        let function = c.call_site.map(CallSite::function).or_else(|| body.and_then(|b| b.name.clone()));
+        let function = c
+            .call_site
+            .map(CallSite::function)
+            .or_else(|| body.and_then(|b| b.name.clone()));
         let (file, line, column) = match (i, c.await_site, body) {
             (0, _, Some(b)) => (b.file.clone(), b.line, b.column),
             (0, _, None) => (None, None, None),

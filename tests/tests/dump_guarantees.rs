@@ -65,20 +65,34 @@ fn dump_completes_while_a_task_blocks_forever_in_a_poll() {
     }
     // The dumping thread holds the mutex the task is blocked on.
     let d = dump_until("the blocked task", |d| {
-        d.tasks
-            .iter()
-            .any(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::blocked_root")) && t.frames.len() == 2)
+        d.tasks.iter().any(|t| {
+            t.root
+                .as_deref()
+                .is_some_and(|r| r.ends_with("::blocked_root"))
+                && t.frames.len() == 2
+        })
     });
     let task = d
         .tasks
         .iter()
-        .find(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::blocked_root")))
+        .find(|t| {
+            t.root
+                .as_deref()
+                .is_some_and(|r| r.ends_with("::blocked_root"))
+        })
         .unwrap();
     assert_eq!(task.state, TaskState::Running);
-    assert_eq!(task.frames.iter().map(short).collect::<Vec<_>>(), ["blocked_root", "blocked_leaf"]);
+    assert_eq!(
+        task.frames.iter().map(short).collect::<Vec<_>>(),
+        ["blocked_root", "blocked_leaf"]
+    );
     assert!(task.frames.iter().all(|f| f.running));
     assert_eq!(await_line(&task.frames[0]), Some(BLOCKED_ROOT_AWAIT));
-    assert_eq!(await_line(&task.frames[1]), None, "the leaf is executing, not awaiting");
+    assert_eq!(
+        await_line(&task.frames[1]),
+        None,
+        "the leaf is executing, not awaiting"
+    );
     drop(guard);
     t.join().unwrap();
 }
@@ -129,7 +143,9 @@ fn cpu_bound_task_is_running_with_its_current_stack() {
     let h = rt.spawn(spin_root(stop.clone()));
     let d = dump_until("the spinning task running at depth 3", |d| {
         d.tasks.iter().any(|t| {
-            t.root.as_deref().is_some_and(|r| r.ends_with("::spin_root"))
+            t.root
+                .as_deref()
+                .is_some_and(|r| r.ends_with("::spin_root"))
                 && t.state == TaskState::Running
                 && t.frames.len() == 3
         })
@@ -137,12 +153,26 @@ fn cpu_bound_task_is_running_with_its_current_stack() {
     let task = d
         .tasks
         .iter()
-        .find(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::spin_root")))
+        .find(|t| {
+            t.root
+                .as_deref()
+                .is_some_and(|r| r.ends_with("::spin_root"))
+        })
         .unwrap();
-    assert_eq!(task.frames.iter().map(short).collect::<Vec<_>>(), ["spin_root", "spin_mid", "spin_leaf"]);
-    assert_eq!(task.frames.iter().map(|f| f.depth).collect::<Vec<_>>(), [0, 1, 2]);
+    assert_eq!(
+        task.frames.iter().map(short).collect::<Vec<_>>(),
+        ["spin_root", "spin_mid", "spin_leaf"]
+    );
+    assert_eq!(
+        task.frames.iter().map(|f| f.depth).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
     assert_eq!(await_line(&task.frames[0]), Some(SPIN_ROOT_AWAIT));
-    assert_eq!(await_line(&task.frames[1]), Some(SPIN_MID_AWAIT), "spin_mid awaits spin_leaf");
+    assert_eq!(
+        await_line(&task.frames[1]),
+        Some(SPIN_MID_AWAIT),
+        "spin_mid awaits spin_leaf"
+    );
     assert!(task.frames[2].running && task.frames[2].awaiting_at.is_none());
     stop.store(true, Ordering::Relaxed);
     rt.block_on(h).unwrap();
@@ -175,7 +205,11 @@ fn dumps_change_no_poll_or_wake_count_and_no_state() {
     };
     let before = mine(&async_stack::dump());
     assert_eq!(before.len(), 5);
-    assert!(before.iter().all(|&(_, polls, wakes, state)| polls == 1 && wakes == 0 && state == TaskState::Idle));
+    assert!(
+        before
+            .iter()
+            .all(|&(_, polls, wakes, state)| polls == 1 && wakes == 0 && state == TaskState::Idle)
+    );
     for _ in 0..200 {
         let _ = async_stack::dump().to_string();
     }
@@ -269,9 +303,17 @@ fn a_thousand_dumps_race_with_spawning_and_finishing_tasks() {
         dumps += 1;
         let finished_before: HashSet<u64> = finished.lock().unwrap().clone();
         let d = async_stack::dump();
-        for t in d.tasks.iter().filter(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::stress_a"))) {
+        for t in d
+            .tasks
+            .iter()
+            .filter(|t| t.root.as_deref().is_some_and(|r| r.ends_with("::stress_a")))
+        {
             seen_tasks += 1;
-            assert!(!finished_before.contains(&t.id), "finished task {} reported live", t.id);
+            assert!(
+                !finished_before.contains(&t.id),
+                "finished task {} reported live",
+                t.id
+            );
             assert!(!t.stack_unavailable || t.frames.is_empty());
             // Every reported stack is one this program can produce: a chain
             // stress_a -> stress_b -> stress_c, each frame at its depth and,
@@ -293,7 +335,11 @@ fn a_thousand_dumps_race_with_spawning_and_finishing_tasks() {
     stop.store(true, Ordering::Relaxed);
     spawner.join().unwrap();
     // The race was real: dumps saw live tasks, some of them three deep.
-    assert!(seen_tasks > 0, "no dump saw a live task: {}", async_stack::dump());
+    assert!(
+        seen_tasks > 0,
+        "no dump saw a live task: {}",
+        async_stack::dump()
+    );
     assert!(seen_deep > 0, "no dump saw a three-deep stack");
     // After everything finished, none of them is live.
     let all_finished = finished.lock().unwrap().clone();

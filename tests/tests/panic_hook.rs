@@ -15,7 +15,10 @@ fn run(backtrace: Option<&str>, args: &[&str]) -> (i32, String) {
         None => cmd.env_remove("RUST_BACKTRACE"),
     };
     let out = cmd.output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8(out.stderr).unwrap())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 /// The async frames of the report, as `(function, location)`.
@@ -37,23 +40,40 @@ fn reports_message_task_and_exact_async_frames() {
     let (code, stderr) = run(Some("1"), &[]);
     assert_eq!(code, 101, "stderr:\n{stderr}");
     let mut lines = stderr.lines();
-    assert_eq!(lines.next(), Some(format!("thread 'main' panicked at {SRC}:11:9:").as_str()), "stderr:\n{stderr}");
+    assert_eq!(
+        lines.next(),
+        Some(format!("thread 'main' panicked at {SRC}:11:9:").as_str()),
+        "stderr:\n{stderr}"
+    );
     assert_eq!(lines.next(), Some("row 7 is corrupt"));
     let task_line = lines.next().unwrap();
-    assert!(task_line.starts_with("in task ") && task_line.ends_with(" \"loader\""), "{task_line}");
+    assert!(
+        task_line.starts_with("in task ") && task_line.ends_with(" \"loader\""),
+        "{task_line}"
+    );
     assert_eq!(lines.next(), Some("async backtrace:"));
     assert_eq!(
         async_frames(&stderr),
         [
             // Where it runs comes from debug info, shown relative to the
             // working directory like std does (the test runs in `tests/`).
-            ("panicky::parse_row".to_string(), "at ./src/bin/panicky.rs:11:9".to_string()),
-            ("panicky::load".to_string(), format!("awaiting at {SRC}:20:31")),
+            (
+                "panicky::parse_row".to_string(),
+                "at ./src/bin/panicky.rs:11:9".to_string()
+            ),
+            (
+                "panicky::load".to_string(),
+                format!("awaiting at {SRC}:20:31")
+            ),
         ],
         "stderr:\n{stderr}"
     );
     // Chained to std's default hook? No: the message is printed once.
-    assert_eq!(stderr.matches("row 7 is corrupt").count(), 1, "stderr:\n{stderr}");
+    assert_eq!(
+        stderr.matches("row 7 is corrupt").count(),
+        1,
+        "stderr:\n{stderr}"
+    );
 }
 
 #[test]
@@ -65,8 +85,21 @@ fn respects_rust_backtrace() {
     assert!(!zero.contains("async backtrace:"), "{zero}");
     let (_, full) = run(Some("full"), &[]);
     let (_, short) = run(Some("1"), &[]);
-    let count = |s: &str| s.lines().filter(|l| l.trim_start().chars().next().is_some_and(|c| c.is_ascii_digit()) && l.contains(": ")).count();
-    assert!(count(&full) > count(&short), "full:\n{full}\nshort:\n{short}");
+    let count = |s: &str| {
+        s.lines()
+            .filter(|l| {
+                l.trim_start()
+                    .chars()
+                    .next()
+                    .is_some_and(|c| c.is_ascii_digit())
+                    && l.contains(": ")
+            })
+            .count()
+    };
+    assert!(
+        count(&full) > count(&short),
+        "full:\n{full}\nshort:\n{short}"
+    );
     // The full form shows the plumbing the short one folds away.
     assert!(full.contains("call_body"), "{full}");
     assert!(!short.contains("call_body"), "{short}");

@@ -49,11 +49,20 @@ fn watchdog_reports_a_task_blocked_in_a_poll_with_its_stack() {
         .task
         .frames
         .iter()
-        .map(|f| (f.function.as_str(), f.awaiting_at.as_ref().map(|a| a.line), f.running))
+        .map(|f| {
+            (
+                f.function.as_str(),
+                f.awaiting_at.as_ref().map(|a| a.line),
+                f.running,
+            )
+        })
         .collect();
     assert_eq!(
         frames,
-        [("stuck-root", Some(STUCK_AWAIT), true), ("signal_stall::stuck_leaf", None, true)]
+        [
+            ("stuck-root", Some(STUCK_AWAIT), true),
+            ("signal_stall::stuck_leaf", None, true)
+        ]
     );
     let text = report.to_string();
     assert!(text.starts_with(&format!(
@@ -62,7 +71,10 @@ fn watchdog_reports_a_task_blocked_in_a_poll_with_its_stack() {
     )));
     // One stall, one report: the watchdog keeps checking while it is stuck.
     std::thread::sleep(Duration::from_millis(100));
-    assert!(report_rx.try_recv().is_err(), "the same stall was reported twice");
+    assert!(
+        report_rx.try_recv().is_err(),
+        "the same stall was reported twice"
+    );
     release_tx.send(()).unwrap();
     t.join().unwrap();
     watchdog.stop();
@@ -101,10 +113,19 @@ fn watchdog_optionally_reports_long_idle_tasks() {
 
 #[test]
 fn watchdog_rejects_zero_thresholds() {
-    let err = Watchdog::builder().running_threshold(Duration::ZERO).spawn().unwrap_err();
+    let err = Watchdog::builder()
+        .running_threshold(Duration::ZERO)
+        .spawn()
+        .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
-    assert_eq!(err.to_string(), "stall thresholds must be greater than zero");
-    let err = Watchdog::builder().idle_threshold(Duration::ZERO).spawn().unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "stall thresholds must be greater than zero"
+    );
+    let err = Watchdog::builder()
+        .idle_threshold(Duration::ZERO)
+        .spawn()
+        .unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
 }
 
@@ -137,7 +158,13 @@ fn a_signal_writes_a_dump_to_the_configured_file() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    assert!(text.starts_with(&format!("async-stack: task dump on signal {}\n", signal_hook::consts::SIGUSR2)), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "async-stack: task dump on signal {}\n",
+            signal_hook::consts::SIGUSR2
+        )),
+        "{text}"
+    );
     assert!(text.contains(" \"signal-root\" [idle "), "{text}");
     assert!(text.contains("signal-root [async]"), "{text}");
     dumper.stop();
@@ -149,10 +176,18 @@ fn a_signal_writes_a_dump_to_the_configured_file() {
 #[test]
 fn signal_dumps_reject_bad_signals_and_unwritable_files() {
     use async_stack::signal::{DumpTarget, dump_on, dump_on_to};
-    for bad in [signal_hook::consts::SIGKILL, signal_hook::consts::SIGSEGV, 0, -5] {
+    for bad in [
+        signal_hook::consts::SIGKILL,
+        signal_hook::consts::SIGSEGV,
+        0,
+        -5,
+    ] {
         let err = dump_on(bad).unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "signal {bad}");
-        assert!(err.to_string().starts_with(&format!("signal {bad} cannot be handled")));
+        assert!(
+            err.to_string()
+                .starts_with(&format!("signal {bad} cannot be handled"))
+        );
     }
     let err = dump_on(100_000).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput, "{err}");

@@ -35,8 +35,9 @@ pub(crate) use registry::{TaskSlot, registry};
 pub use spawn::{Spawned, spawned};
 
 /// The scheduling state of a task, as seen by a dump.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum TaskState {
     /// Inside a poll right now.

@@ -133,7 +133,10 @@ impl PublishedStack {
         let s = self.begin();
         if let Some(p) = self.words.get(parent as usize) {
             let old = p.load(Ordering::Relaxed);
-            p.store((old & !0xffff_ffff) | u64::from(parent_await), Ordering::Relaxed);
+            p.store(
+                (old & !0xffff_ffff) | u64::from(parent_await),
+                Ordering::Relaxed,
+            );
         }
         if let Some(w) = self.words.get(index as usize) {
             w.store(word | RUNNING_BIT, Ordering::Relaxed);

@@ -294,8 +294,10 @@ impl Registry {
         );
         slot.root_call_site
             .store(task.root_call_site, Ordering::Relaxed);
-        slot.state
-            .store(pack_state(SCHEDULED, generation, task.now_ns), Ordering::Relaxed);
+        slot.state.store(
+            pack_state(SCHEDULED, generation, task.now_ns),
+            Ordering::Relaxed,
+        );
         slot.polls.store(0, Ordering::Relaxed);
         slot.wakes.store(0, Ordering::Relaxed);
         let name = match (task.name, task.static_name) {

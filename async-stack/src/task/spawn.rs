@@ -20,7 +20,6 @@ pub(crate) struct SpawnInfo {
     pub(crate) parent: u64,
 }
 
-
 /// A future carrying spawn metadata for the task root inside it.
 ///
 /// Created by [`spawned`] (any executor) or by the tokio helpers.

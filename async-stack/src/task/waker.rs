@@ -29,7 +29,10 @@ impl TaskWaker {
     }
 
     fn note_wake(&self) {
-        if self.slot.mark_woken(self.generation, crate::clock::now_ns()) {
+        if self
+            .slot
+            .mark_woken(self.generation, crate::clock::now_ns())
+        {
             self.slot.wakes.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -1,0 +1,201 @@
+//! Helpers shared by the `walker_*` and `frame_*` tests: a description of
+//! an async frame that compares exactly (function, file, line, running), a
+//! check of the spliced layout of a capture, a future that yields once, and
+//! a minimal thread-park executor.
+//!
+//! Every test file that uses this module declares `mod common;`; each uses a
+//! different subset of it, hence the `dead_code` allowance.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+
+use async_stack::{Backtrace, BacktraceFrame, FrameKind};
+
+/// One async frame as a user sees it, reduced to what the tests pin down
+/// exactly: its function, the file and line it shows, and whether it is the
+/// running (innermost) frame or suspended at an `.await`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub function: String,
+    pub file: PathBuf,
+    pub line: u32,
+    pub running: bool,
+}
+
+/// The innermost async frame, running at `file:line` (the line of the
+/// `backtrace()` call, or of the call that leads to it).
+pub fn running(function: &str, file: &str, line: u32) -> Seen {
+    Seen {
+        function: function.to_owned(),
+        file: normalize(file),
+        line,
+        running: true,
+    }
+}
+
+/// An async frame suspended on the `.await` at `file:line`.
+pub fn awaiting(function: &str, file: &str, line: u32) -> Seen {
+    Seen {
+        function: function.to_owned(),
+        file: normalize(file),
+        line,
+        running: false,
+    }
+}
+
+/// A frame's file as an absolute, canonical path.
+///
+/// Await sites carry `file!()`, which is relative to the workspace root
+/// (where cargo runs rustc); debug info carries absolute paths. Both name
+/// the same file, and the tests compare files, not spellings.
+pub fn normalize(file: &str) -> PathBuf {
+    let path = Path::new(file);
+    let absolute = if path.is_relative() {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the tests package sits in the workspace")
+            .join(path)
+    } else {
+        path.to_path_buf()
+    };
+    absolute.canonicalize().unwrap_or(absolute)
+}
+
+fn seen(frame: &BacktraceFrame) -> Seen {
+    Seen {
+        function: frame.function().unwrap_or("<none>").to_owned(),
+        file: normalize(frame.file().unwrap_or("<none>")),
+        line: frame.line().unwrap_or(0),
+        running: frame.is_running(),
+    }
+}
+
+/// The async frames of `bt`, innermost first.
+pub fn async_frames(bt: &Backtrace) -> Vec<Seen> {
+    bt.async_frames().map(seen).collect()
+}
+
+/// Asserts that the async frames of `bt` are exactly `expected` (innermost
+/// first), that [`Backtrace::async_depth`] agrees, and that the default view
+/// is spliced as documented: `natives_inside` native frames (the synchronous
+/// code inside the innermost poll), then the async frames in one run, then
+/// only native frames (the executor, at least one).
+#[track_caller]
+pub fn assert_stack(bt: &Backtrace, natives_inside: usize, expected: &[Seen]) {
+    assert_eq!(async_frames(bt), expected, "async frames of\n{bt}");
+    assert_eq!(bt.async_depth(), expected.len(), "async_depth of\n{bt}");
+    let kinds: Vec<FrameKind> = bt.frames().iter().map(BacktraceFrame::kind).collect();
+    let layout = runs(&kinds);
+    let mut want = Vec::new();
+    if natives_inside > 0 {
+        want.push((FrameKind::Native, natives_inside));
+    }
+    want.push((FrameKind::Async, expected.len()));
+    let executor = layout.get(want.len()).copied();
+    assert!(
+        matches!(executor, Some((FrameKind::Native, n)) if n > 0),
+        "no executor frames below the root in\n{bt}"
+    );
+    want.extend(executor);
+    assert_eq!(layout, want, "layout (kind, run length) of\n{bt}");
+}
+
+/// Run-length encoding of frame kinds.
+fn runs(kinds: &[FrameKind]) -> Vec<(FrameKind, usize)> {
+    let mut out: Vec<(FrameKind, usize)> = Vec::new();
+    for &kind in kinds {
+        match out.last_mut() {
+            Some((last, n)) if *last == kind => *n += 1,
+            _ => out.push((kind, 1)),
+        }
+    }
+    out
+}
+
+/// Asserts that `bt` was taken outside any traced poll: no async frame.
+#[track_caller]
+pub fn assert_no_async_frames(bt: &Backtrace) {
+    assert_eq!(bt.async_depth(), 0, "async_depth of\n{bt}");
+    assert_eq!(async_frames(bt), [], "async frames of\n{bt}");
+    assert!(
+        bt.frames().iter().all(|f| f.kind() == FrameKind::Native),
+        "{bt}"
+    );
+}
+
+/// A future that returns `Pending` once (waking itself first), then
+/// `Ready`. Works on any executor.
+#[derive(Debug, Default)]
+pub struct YieldOnce {
+    yielded: bool,
+}
+
+/// Suspends the calling future once.
+pub fn yield_once() -> YieldOnce {
+    YieldOnce::default()
+}
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            Poll::Ready(())
+        } else {
+            self.yielded = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+/// A future that polls `inner` exactly once and returns what that poll
+/// returned, so a parent can poll a child without awaiting it to the end.
+#[derive(Debug)]
+pub struct PollOnce<'a, F>(pub Pin<&'a mut F>);
+
+impl<F: Future> Future for PollOnce<'_, F> {
+    type Output = Poll<F::Output>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Poll::Ready(self.0.as_mut().poll(cx))
+    }
+}
+
+struct ParkWaker(Thread);
+
+impl Wake for ParkWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// A minimal executor: polls `fut` on this thread, parking between polls
+/// until a wake. Returns the output and the line of the `poll` call, which
+/// is where the executor's native frame sits below the task root.
+#[inline(never)]
+pub fn block_on<F: Future>(fut: F) -> (F::Output, u32) {
+    let mut fut = pin!(fut);
+    let waker = Waker::from(Arc::new(ParkWaker(thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        let (poll, line) = (fut.as_mut().poll(&mut cx), line!());
+        if let Poll::Ready(out) = poll {
+            return (out, line);
+        }
+        thread::park();
+    }
+}
+
+/// This file, for frames of the executor above.
+pub const FILE: &str = file!();
