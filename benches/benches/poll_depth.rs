@@ -1,0 +1,267 @@
+//! `poll_depth`: the added cost of one instrumented level on one poll.
+//!
+//! # What runs
+//!
+//! A chain `root -> lN -> ... -> l1 -> leaf` of nested async fns, for
+//! N = 1, 8 and 32. The leaf ([`benches::YieldN`]) is `Pending` 1000 times,
+//! so every poll of `root` goes down through all N levels. One iteration
+//! creates the future, polls it to completion (1001 polls) with a bare loop
+//! and a no-op waker ([`benches::poll_to_completion`], no runtime), and drops
+//! it. Every level is written out by [`benches::chain!`]: nothing is boxed in
+//! any variant.
+//!
+//! Variants, in one criterion group so they run in the same process:
+//!
+//! - `untraced`: plain async fns. The baseline.
+//! - `async-stack`: `#[async_stack::traced_async]` on `root` and every level.
+//!   `root` is polled with no traced frame active, so it is the task root
+//!   (registered on its first poll, once per future); `l1..lN` are ordinary
+//!   frames, which is what this bench is about.
+//! - `async-stack .traced()`: plain async fns, each wrapped by
+//!   `async_stack::TracedExt::traced()` (the same `Traced` future without
+//!   the macro's extra async-fn layer and await-site records).
+//! - `native-frames-only`: a control, not a peer. Each level is wrapped in
+//!   [`benches::NativeFrames`], which reproduces the native call shape of a
+//!   `Traced` poll (never-inlined frames, indirect call) and records
+//!   nothing: what being real native frames costs, bookkeeping aside.
+//! - `async-backtrace`: `#[async_backtrace::framed]` on `root` and every
+//!   level; `root` is likewise its task root.
+//! - `await-tree`: every level awaits its callee through
+//!   `instrument_await("lK")`, and the whole chain runs inside
+//!   `Registry::register(..).instrument(..)` (await-tree's root: without it
+//!   `instrument_await` records nothing).
+//!
+//! # How to read it
+//!
+//! Times are the benchmark thread's CPU time ([`benches::clock`];
+//! `BENCH_CLOCK=wall` for wall time), so other processes on the machine
+//! inflate them less.
+//!
+//! Criterion's time is per future, i.e. per 1001 polls. The cost of one
+//! level on one poll is
+//!
+//! ```text
+//! per level per poll = (time(variant, N) - time(untraced, N)) / (N * 1001)
+//! ```
+//!
+//! That figure also carries the root's own per-poll cost and its one-off
+//! registration, spread over the N levels, so it overstates the per-level
+//! cost most at N = 1. The marginal cost of a level,
+//! `(time(v, 32) - time(v, 8) - (time(untraced, 32) - time(untraced, 8))) / (24 * 1001)`,
+//! has neither. `cargo run -p benches --bin summary` prints both, and the
+//! ratio async-stack / async-backtrace; BENCHMARKS.md holds the last run.
+
+use std::hint::black_box;
+
+use benches::clock::BenchClock;
+use benches::{DEPTHS, PENDING_PER_FUTURE, POLLS_PER_FUTURE, names, poll_to_completion};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+
+/// The root of a chain of depth `depth`, with the variant's instrumentation
+/// (or none) on the root itself.
+macro_rules! root {
+    ($(#[$attr:meta])*) => {
+        $(#[$attr])*
+        pub async fn root(depth: u32, pending: u32) {
+            match depth {
+                1 => l1(pending).await,
+                8 => l8(pending).await,
+                32 => l32(pending).await,
+                _ => unreachable!("no chain of depth {depth}"),
+            }
+        }
+    };
+}
+
+mod untraced {
+    use benches::yield_leaf;
+
+    macro_rules! level {
+        ($name:ident => $callee:ident) => {
+            pub async fn $name(pending: u32) {
+                $callee(pending).await
+            }
+        };
+    }
+    benches::chain!(32, level, yield_leaf);
+    root!();
+}
+
+mod native_frames {
+    use benches::{NativeFrames, yield_leaf};
+
+    macro_rules! level {
+        ($name:ident => $callee:ident) => {
+            pub fn $name(pending: u32) -> NativeFrames<impl Future<Output = ()>> {
+                NativeFrames::new(async move { $callee(pending).await })
+            }
+        };
+    }
+    benches::chain!(32, level, yield_leaf);
+
+    pub fn root(depth: u32, pending: u32) -> NativeFrames<impl Future<Output = ()>> {
+        NativeFrames::new(async move {
+            match depth {
+                1 => l1(pending).await,
+                8 => l8(pending).await,
+                32 => l32(pending).await,
+                _ => unreachable!("no chain of depth {depth}"),
+            }
+        })
+    }
+}
+
+mod async_stack_traced {
+    use benches::yield_leaf;
+
+    macro_rules! level {
+        ($name:ident => $callee:ident) => {
+            #[async_stack::traced_async]
+            pub async fn $name(pending: u32) {
+                $callee(pending).await
+            }
+        };
+    }
+    benches::chain!(32, level, yield_leaf);
+    root!(#[async_stack::traced_async]);
+}
+
+mod async_stack_traced_ext {
+    use async_stack::{Traced, TracedExt};
+    use benches::yield_leaf;
+
+    macro_rules! level {
+        ($name:ident => $callee:ident) => {
+            pub fn $name(pending: u32) -> Traced<impl Future<Output = ()>> {
+                async move { $callee(pending).await }.traced()
+            }
+        };
+    }
+    benches::chain!(32, level, yield_leaf);
+
+    pub fn root(depth: u32, pending: u32) -> Traced<impl Future<Output = ()>> {
+        async move {
+            match depth {
+                1 => l1(pending).await,
+                8 => l8(pending).await,
+                32 => l32(pending).await,
+                _ => unreachable!("no chain of depth {depth}"),
+            }
+        }
+        .traced()
+    }
+}
+
+mod async_backtrace_framed {
+    use benches::yield_leaf;
+
+    macro_rules! level {
+        ($name:ident => $callee:ident) => {
+            #[async_backtrace::framed]
+            pub async fn $name(pending: u32) {
+                $callee(pending).await
+            }
+        };
+    }
+    benches::chain!(32, level, yield_leaf);
+    root!(#[async_backtrace::framed]);
+}
+
+mod await_tree_instrumented {
+    use await_tree::InstrumentAwait;
+    use benches::yield_leaf;
+
+    macro_rules! level {
+        ($name:ident => $callee:ident) => {
+            pub async fn $name(pending: u32) {
+                $callee(pending).instrument_await(stringify!($name)).await
+            }
+        };
+    }
+    benches::chain!(32, level, yield_leaf);
+    root!();
+}
+
+fn poll_depth(c: &mut Criterion<BenchClock>) {
+    let registry = await_tree::Registry::new(await_tree::Config::default());
+    let mut group = c.benchmark_group(names::POLL_DEPTH);
+    for depth in DEPTHS {
+        group.bench_with_input(
+            BenchmarkId::new(names::UNTRACED, depth),
+            &depth,
+            |b, &depth| {
+                b.iter(|| run(untraced::root(black_box(depth), PENDING_PER_FUTURE)));
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new(names::NATIVE_FRAMES, depth),
+            &depth,
+            |b, &depth| {
+                b.iter(|| run(native_frames::root(black_box(depth), PENDING_PER_FUTURE)));
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new(names::ASYNC_STACK, depth),
+            &depth,
+            |b, &depth| {
+                b.iter(|| {
+                    run(async_stack_traced::root(
+                        black_box(depth),
+                        PENDING_PER_FUTURE,
+                    ))
+                });
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new(names::ASYNC_STACK_TRACED_EXT, depth),
+            &depth,
+            |b, &depth| {
+                b.iter(|| {
+                    run(async_stack_traced_ext::root(
+                        black_box(depth),
+                        PENDING_PER_FUTURE,
+                    ))
+                });
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new(names::ASYNC_BACKTRACE, depth),
+            &depth,
+            |b, &depth| {
+                b.iter(|| {
+                    run(async_backtrace_framed::root(
+                        black_box(depth),
+                        PENDING_PER_FUTURE,
+                    ))
+                });
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new(names::AWAIT_TREE, depth),
+            &depth,
+            |b, &depth| {
+                b.iter(|| {
+                    let root = registry.register(names::POLL_DEPTH, "root");
+                    run(root.instrument(await_tree_instrumented::root(
+                        black_box(depth),
+                        PENDING_PER_FUTURE,
+                    )))
+                });
+            },
+        );
+    }
+    group.finish();
+}
+
+/// Polls one chain to completion and checks it took the expected polls.
+fn run(fut: impl Future<Output = ()>) {
+    let ((), polls) = poll_to_completion(fut);
+    assert_eq!(polls, POLLS_PER_FUTURE);
+}
+
+criterion_group! {
+    name = benches;
+    config = benches::clock::criterion();
+    targets = poll_depth
+}
+criterion_main!(benches);

@@ -1,0 +1,300 @@
+//! Shared pieces of the async-stack benchmarks.
+//!
+//! Everything here is identical for every variant a benchmark compares, so
+//! that the difference between two variants is the instrumentation alone:
+//!
+//! - [`YieldN`] / [`yield_leaf`]: the leaf of every chain. It returns
+//!   `Pending` a fixed number of times (waking itself through the no-op
+//!   waker), so every poll of the chain's root walks down through all levels.
+//! - [`poll_to_completion`]: the "executor". A hand-written loop with
+//!   [`Waker::noop`], no runtime. The future is polled through a
+//!   `Pin<&mut dyn Future>` hidden behind [`black_box`], the way a runtime
+//!   polls a task through its vtable: the compiler can neither devirtualize
+//!   the poll nor fold consecutive polls together.
+//! - [`chain!`]: defines the levels `l1..=l8` or `l1..=l32` of a chain from a
+//!   per-level macro, so that every depth is a distinct, statically nested
+//!   type (no `Box::pin` per level in any variant).
+//! - [`Timed`] / [`timed_leaf`]: a leaf that runs a closure-free `fn()` many
+//!   times *inside* the poll of a chain and returns the elapsed time, for
+//!   `iter_custom` benchmarks of things that must run inside a traced poll
+//!   (capturing a backtrace).
+//! - [`traced8`]: the depth-8 `#[traced_async]` chain ending in [`Timed`],
+//!   shared by the `capture` bench and the `cold_resolve` binary.
+//! - [`clock`]: the clock all benches read, this thread's CPU time unless
+//!   `BENCH_CLOCK=wall`, and the criterion configuration that uses it.
+//! - [`names`], [`DEPTHS`], [`PENDING_PER_FUTURE`]: the benchmark ids and
+//!   parameters, shared by the benches and the `summary` binary that turns
+//!   criterion's `estimates.json` files into the tables of BENCHMARKS.md.
+
+use std::future::Future;
+use std::hint::black_box;
+use std::pin::{Pin, pin};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+pub mod clock;
+
+/// How many times the leaf of a `poll_depth` chain returns `Pending`.
+///
+/// A future is created, polled [`POLLS_PER_FUTURE`] times and dropped per
+/// iteration, so one-off costs (task-root registration, first-poll set-up of
+/// every level) are spread over this many polls.
+pub const PENDING_PER_FUTURE: u32 = 1000;
+
+/// Polls per future in `poll_depth`: every `Pending` plus the final `Ready`.
+pub const POLLS_PER_FUTURE: u32 = PENDING_PER_FUTURE + 1;
+
+/// The chain depths measured by `poll_depth`.
+pub const DEPTHS: [u32; 3] = [1, 8, 32];
+
+/// Benchmark group and function ids, shared by the benches and `summary`.
+pub mod names {
+    /// Group of `benches/poll_depth.rs`.
+    pub const POLL_DEPTH: &str = "poll_depth";
+    /// Group of `benches/root.rs`.
+    pub const ROOT: &str = "root";
+    /// Group of `benches/capture.rs`.
+    pub const CAPTURE: &str = "capture";
+
+    /// Plain async fns: the baseline of `poll_depth` and `root`.
+    pub const UNTRACED: &str = "untraced";
+    /// Control: every level wrapped in [`NativeFrames`](crate::NativeFrames),
+    /// async-stack's native call shape with no bookkeeping.
+    pub const NATIVE_FRAMES: &str = "native-frames-only";
+    /// `#[async_stack::traced_async]` on every level.
+    pub const ASYNC_STACK: &str = "async-stack";
+    /// `async_stack::TracedExt::traced()` around a plain async fn.
+    pub const ASYNC_STACK_TRACED_EXT: &str = "async-stack .traced()";
+    /// `#[async_backtrace::framed]` on every level.
+    pub const ASYNC_BACKTRACE: &str = "async-backtrace";
+    /// `await_tree::InstrumentAwait::instrument_await` on every level.
+    pub const AWAIT_TREE: &str = "await-tree";
+
+    /// `async_stack::backtrace()` alone.
+    pub const CAPTURE_ONLY: &str = "async-stack capture";
+    /// `async_stack::backtrace()` then `format!("{bt}")`, symbols cached.
+    pub const CAPTURE_RESOLVE_WARM: &str = "async-stack capture+format warm";
+    /// `std::backtrace::Backtrace::force_capture()` alone.
+    pub const STD_CAPTURE_ONLY: &str = "std force_capture";
+    /// `std::backtrace::Backtrace::force_capture()` then `.to_string()`.
+    pub const STD_CAPTURE_RESOLVE: &str = "std force_capture+to_string";
+}
+
+/// A leaf future that returns `Pending` `remaining` times, waking itself each
+/// time, then `Ready(())`.
+#[derive(Debug)]
+pub struct YieldN {
+    remaining: u32,
+}
+
+impl Future for YieldN {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.remaining == 0 {
+            return Poll::Ready(());
+        }
+        self.remaining -= 1;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// The leaf of every `poll_depth` chain: a plain (never instrumented) future
+/// that is `Pending` `pending` times.
+pub fn yield_leaf(pending: u32) -> YieldN {
+    YieldN { remaining: pending }
+}
+
+/// Polls `fut` until it is ready with a no-op waker; returns its output and
+/// the number of polls.
+///
+/// See the crate docs for why the poll goes through a `black_box`ed
+/// `Pin<&mut dyn Future>`.
+pub fn poll_to_completion<F: Future>(fut: F) -> (F::Output, u32) {
+    let mut fut = pin!(fut);
+    let mut fut: Pin<&mut dyn Future<Output = F::Output>> = black_box(fut.as_mut());
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut polls = 0;
+    loop {
+        polls += 1;
+        if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return (out, polls);
+        }
+    }
+}
+
+/// Control wrapper: the native call shape of an `async_stack::Traced` poll
+/// with none of its bookkeeping.
+///
+/// `Traced::poll` is `#[inline(never)]` (so the stack walker finds one
+/// physical frame per level) and calls the inner poll from a second
+/// never-inlined function through a `black_box`ed fn pointer. This wrapper
+/// does exactly that and nothing else, so `poll_depth` can tell the cost of
+/// being three real native frames per level (calls, returns, and a return
+/// stack buffer that overflows on deep chains) from the cost of recording
+/// the frame.
+#[derive(Debug)]
+pub struct NativeFrames<F> {
+    inner: F,
+}
+
+impl<F> NativeFrames<F> {
+    /// Wraps `inner`.
+    pub fn new(inner: F) -> Self {
+        NativeFrames { inner }
+    }
+}
+
+impl<F: Future> Future for NativeFrames<F> {
+    type Output = F::Output;
+
+    #[inline(never)]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `inner` is structurally pinned: it is never moved out of
+        // `self`, and `NativeFrames` has no `Drop` impl and is not `Unpin`
+        // unless `F` is.
+        let inner = unsafe { self.map_unchecked_mut(|s| &mut s.inner) };
+        call_inner(inner, cx)
+    }
+}
+
+/// The second native frame of [`NativeFrames`]: an indirect call to the
+/// inner poll, as in `async_stack`'s `call_body`.
+#[inline(never)]
+fn call_inner<F: Future>(inner: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    let poll: fn(Pin<&mut F>, &mut Context<'_>) -> Poll<F::Output> = F::poll;
+    black_box(poll)(inner, cx)
+}
+
+/// A leaf future that, on its only poll, runs `work` `iters` times and
+/// returns how long that took on the [`clock`]. For `iter_custom` inside a
+/// traced chain.
+#[derive(Debug)]
+pub struct Timed {
+    iters: u64,
+    work: fn(),
+}
+
+impl Future for Timed {
+    type Output = Duration;
+
+    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Duration> {
+        let start = clock::now();
+        for _ in 0..self.iters {
+            (self.work)();
+        }
+        Poll::Ready(clock::now().saturating_sub(start))
+    }
+}
+
+/// The leaf of the `capture` chain: runs `work` `iters` times in one poll.
+pub fn timed_leaf(iters: u64, work: fn()) -> Timed {
+    Timed { iters, work }
+}
+
+/// The depth-8 `#[traced_async]` chain that ends in [`Timed`]: `l8` (the
+/// task root when polled from outside) down to `l1`, which awaits
+/// [`timed_leaf`]. `work` therefore runs with eight traced frames active.
+pub mod traced8 {
+    use std::time::Duration;
+
+    use super::timed_leaf;
+
+    macro_rules! level {
+        ($name:ident => $callee:ident) => {
+            /// One level of the chain: awaits the level below.
+            #[async_stack::traced_async]
+            pub async fn $name(iters: u64, work: fn()) -> Duration {
+                $callee(iters, work).await
+            }
+        };
+    }
+    crate::chain!(8, level, timed_leaf);
+}
+
+/// Runs `work` `iters` times inside the eight traced frames of [`traced8`]
+/// and returns the time the loop took (creating and polling the chain is
+/// outside the measurement).
+pub fn time_in_traced_chain(iters: u64, work: fn()) -> Duration {
+    poll_to_completion(traced8::l8(iters, work)).0
+}
+
+/// Defines the levels of a chain: `l1` calls `$leaf`, and `lN` calls
+/// `l(N-1)`, for N up to 8 or 32.
+///
+/// `$level` is a macro invoked once per level as `$level!(lN => callee)`; it
+/// defines `lN`, with whatever instrumentation and signature the variant
+/// needs, as an async fn that awaits `callee(..)`. Writing each depth out
+/// keeps every variant free of per-level boxing.
+#[macro_export]
+macro_rules! chain {
+    (8, $level:ident, $leaf:ident) => {
+        $level!(l1 => $leaf);
+        $level!(l2 => l1);
+        $level!(l3 => l2);
+        $level!(l4 => l3);
+        $level!(l5 => l4);
+        $level!(l6 => l5);
+        $level!(l7 => l6);
+        $level!(l8 => l7);
+    };
+    (32, $level:ident, $leaf:ident) => {
+        $crate::chain!(8, $level, $leaf);
+        $level!(l9 => l8);
+        $level!(l10 => l9);
+        $level!(l11 => l10);
+        $level!(l12 => l11);
+        $level!(l13 => l12);
+        $level!(l14 => l13);
+        $level!(l15 => l14);
+        $level!(l16 => l15);
+        $level!(l17 => l16);
+        $level!(l18 => l17);
+        $level!(l19 => l18);
+        $level!(l20 => l19);
+        $level!(l21 => l20);
+        $level!(l22 => l21);
+        $level!(l23 => l22);
+        $level!(l24 => l23);
+        $level!(l25 => l24);
+        $level!(l26 => l25);
+        $level!(l27 => l26);
+        $level!(l28 => l27);
+        $level!(l29 => l28);
+        $level!(l30 => l29);
+        $level!(l31 => l30);
+        $level!(l32 => l31);
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    #[test]
+    fn yield_leaf_is_pending_the_given_number_of_times() {
+        assert_eq!(poll_to_completion(yield_leaf(0)), ((), 1));
+        assert_eq!(poll_to_completion(yield_leaf(3)), ((), 4));
+    }
+
+    #[test]
+    fn native_frames_only_forwards_polls() {
+        let fut = NativeFrames::new(NativeFrames::new(yield_leaf(2)));
+        assert_eq!(poll_to_completion(fut), ((), 3));
+    }
+
+    /// The premise of the `capture` bench: its work runs under exactly eight
+    /// async frames.
+    #[test]
+    fn traced8_runs_work_under_eight_async_frames() {
+        static DEPTH: AtomicUsize = AtomicUsize::new(0);
+        fn record() {
+            DEPTH.store(async_stack::backtrace().async_depth(), Ordering::Relaxed);
+        }
+        time_in_traced_chain(1, record);
+        assert_eq!(DEPTH.load(Ordering::Relaxed), 8);
+    }
+}
