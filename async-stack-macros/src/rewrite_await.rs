@@ -9,10 +9,18 @@
 //!         static __ASYNC_STACK_AWAIT: ::async_stack::__private::AwaitSite =
 //!             ::async_stack::__private::AwaitSite::new(::core::file!(), ::core::line!(), ::core::column!());
 //!         ::async_stack::__private::set_await_site(&__ASYNC_STACK_AWAIT);
-//!         __async_stack_fut.await
+//!         let __async_stack_out = __async_stack_fut.await;
+//!         #[allow(unreachable_code)]
+//!         ::async_stack::__private::clear_await_site();
+//!         __async_stack_out
 //!     }
 //! }
 //! ```
+//!
+//! Clearing the site once the `.await` completes keeps a frame that runs
+//! code between two `.await`s (say, a nested `block_on`) from being
+//! reported as still suspended on the previous one. The `allow` covers
+//! futures whose output is `!`.
 //!
 //! with `<expr>` itself rewritten first. It is a `match` and not a `let`, like
 //! the compiler's own desugaring of `.await`, so that temporaries in `<expr>`
@@ -114,12 +122,16 @@ fn recording_await(await_expr: &ExprAwait) -> Expr {
         .last()
         .map_or(span, |token| token.span());
     let future = Ident::new("__async_stack_fut", Span::mixed_site().located_at(base_end));
+    let out = Ident::new("__async_stack_out", Span::mixed_site().located_at(base_end));
     parse_quote_spanned! {span=>
         #(#attrs)*
         match #base {
             #future => {
                 #record
-                #future #dot_token #await_token
+                let #out = #future #dot_token #await_token;
+                #[allow(unreachable_code)]
+                ::async_stack::__private::clear_await_site();
+                #out
             }
         }
     }

@@ -78,6 +78,22 @@ pub fn set_await_site(site: &'static AwaitSite) {
     });
 }
 
+/// Records that the frame being polled on this thread finished the
+/// `.await` it was suspended on and runs code between two `.await`s.
+///
+/// Called by the `#[traced_async]` expansion right after each `.await`.
+#[inline(always)]
+pub fn clear_await_site() {
+    let _ = ACTIVE.try_with(|a| {
+        // SAFETY: as in `set_await_site`.
+        if let Some(frame) = unsafe { a.frame.get().as_ref() } {
+            frame
+                .await_site
+                .store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
+    });
+}
+
 /// The id of the task whose poll is running on this thread, if any.
 pub fn current_task_id() -> Option<u64> {
     with(|a| a.task_id.get()).filter(|&id| id != 0)

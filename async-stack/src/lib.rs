@@ -114,8 +114,7 @@ pub use walker::{Backtrace, BacktraceFrame, FrameKind, backtrace};
 /// Items used by the `#[traced_async]` expansion. Not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::active::set_await_site;
+    pub use crate::active::{clear_await_site, set_await_site};
     pub use crate::site::{AwaitSite, CallSite};
     pub use crate::traced::Traced;
-    pub use core::future::{Future, IntoFuture};
 }

@@ -141,6 +141,8 @@ struct Scope<'a> {
     task: *const TaskSlot,
     /// Set when the frame returned `Pending` and its entry must stay.
     keep: bool,
+    /// This scope is a task root's: leaving it leaves the task.
+    root: bool,
 }
 
 impl Drop for Scope<'_> {
@@ -159,6 +161,11 @@ impl Drop for Scope<'_> {
         self.active.frame.set(self.prev_frame);
         self.active.depth.set(self.prev_depth);
         self.active.index.set(self.prev_index);
+        if self.root {
+            self.active.task.set(std::ptr::null());
+            self.active.task_id.set(0);
+            self.active.cursor.set(0);
+        }
     }
 }
 
@@ -252,6 +259,7 @@ fn poll_child<F: Future>(
         index,
         task,
         keep: false,
+        root: false,
     };
     let out = call_body(inner, frame, cx);
     if out.is_pending() {
@@ -292,6 +300,7 @@ fn poll_root<F: Future>(
             index: 0,
             task: std::ptr::null(),
             keep: true,
+            root: true,
         };
         return call_body(inner, frame, cx);
     };
@@ -318,6 +327,7 @@ fn poll_root<F: Future>(
         index: 0,
         task: slot,
         keep: false,
+        root: true,
     };
     let out = call_body(inner, frame, &mut cx);
     if out.is_pending() {
@@ -326,9 +336,6 @@ fn poll_root<F: Future>(
         scope.keep = true;
     }
     drop(scope);
-    a.task.set(std::ptr::null());
-    a.task_id.set(0);
-    a.cursor.set(0);
     if out.is_pending() {
         slot.end_poll(reg.generation, crate::clock::now_ns());
     } else {

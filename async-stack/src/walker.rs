@@ -348,13 +348,28 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
             (_, None, Some(b)) => (b.file.clone(), b.line, b.column),
             (_, None, None) => (None, None, None),
         };
+        // The return address into the parent, read off this very stack
+        // (the parent's body frame) when the capture has it; otherwise the
+        // one the frame cached.
+        let address = bodies
+            .get(i + 1)
+            .copied()
+            .flatten()
+            .map_or(c.return_address, |(p, _)| phys[p].ip);
+        // A location from debug info is absolute; show it as the call
+        // site's `file!()` path when they name the same file, so every async
+        // frame reads the same way.
+        let file = match (file, c.call_site) {
+            (Some(f), Some(cs)) if i == 0 && f.ends_with(cs.file()) => Some(cs.file().to_string()),
+            (f, _) => f,
+        };
         BacktraceFrame {
             kind: FrameKind::Async,
             function,
             file,
             line,
             column,
-            address: c.return_address,
+            address,
             running: i == 0,
         }
     };

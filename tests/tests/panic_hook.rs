@@ -55,12 +55,7 @@ fn reports_message_task_and_exact_async_frames() {
     assert_eq!(
         async_frames(&stderr),
         [
-            // Where it runs comes from debug info, shown relative to the
-            // working directory like std does (the test runs in `tests/`).
-            (
-                "panicky::parse_row".to_string(),
-                "at ./src/bin/panicky.rs:11:9".to_string()
-            ),
+            ("panicky::parse_row".to_string(), format!("at {SRC}:11:9")),
             (
                 "panicky::load".to_string(),
                 format!("awaiting at {SRC}:20:31")
