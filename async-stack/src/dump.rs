@@ -118,14 +118,10 @@ impl TaskInfo {
     }
 
     fn from_raw(raw: RawTask, now_ms: u64) -> TaskInfo {
-        let (len, words) = raw.stack.clone().unwrap_or((0, Vec::new()));
-        let entries: Vec<Entry> = words.iter().map(|w| Entry::decode(*w)).collect();
-        let innermost_running = entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.running)
-            .max_by_key(|(_, e)| e.depth)
-            .map(|(i, _)| i);
+        let copy = raw.stack.clone().unwrap_or_default();
+        let entries: Vec<Entry> = copy.words.iter().map(|w| Entry::decode(*w)).collect();
+        let running = copy.running();
+        let innermost_running = copy.active.map(|a| a as usize);
         let frames = entries
             .iter()
             .enumerate()
@@ -149,7 +145,7 @@ impl TaskInfo {
                         column: c.column(),
                     }),
                     awaiting_at,
-                    running: e.running,
+                    running: running[i],
                 }
             })
             .collect();
@@ -168,7 +164,7 @@ impl TaskInfo {
             }),
             root: call_site_by_id(raw.root_call_site).map(|c| c.function()),
             frames,
-            truncated: len.saturating_sub(words.len() as u32),
+            truncated: copy.len.saturating_sub(copy.words.len() as u32),
             stack_unavailable: raw.stack.is_none(),
         }
     }

@@ -14,6 +14,7 @@
 //! | `call_site` | constructor (macro) or first poll (`.traced()`) | once | always, once non-null |
 //! | `await_site` | the body, just before each `.await` | at each `.await` | always; null before the first `.await` |
 //! | `poll_marker` | the polling thread | on every poll | non-zero only while being polled |
+//! | `body_fn` | the polling thread | on every poll (a constant) | always, once polled |
 //!
 //! The parent is re-linked on every poll, never only on the first: a future
 //! can be moved before it is pinned, polled by different parents
@@ -57,6 +58,10 @@ pub struct AsyncStackFrame {
     /// An address on the native stack inside this frame's current `poll`;
     /// `0` while not being polled. The walker uses it to splice.
     pub(crate) poll_marker: AtomicUsize,
+    /// Address of the body's `poll` function (`<F as Future>::poll`), to
+    /// tell from unwind data whether the body has a physical frame of its
+    /// own or was inlined into the marker frame.
+    pub(crate) body_fn: AtomicUsize,
 }
 
 impl AsyncStackFrame {
@@ -69,10 +74,12 @@ impl AsyncStackFrame {
             })),
             await_site: AtomicPtr::new(std::ptr::null_mut()),
             poll_marker: AtomicUsize::new(0),
+            body_fn: AtomicUsize::new(0),
         }
     }
 
     /// The call site of this frame, once known.
+    #[inline]
     pub fn call_site(&self) -> Option<&'static CallSite> {
         let p = self.call_site.load(Ordering::Relaxed);
         // SAFETY: `call_site` only ever holds null or a pointer derived from a
@@ -81,6 +88,7 @@ impl AsyncStackFrame {
     }
 
     /// The `.await` this frame is suspended on, or last suspended on.
+    #[inline]
     pub fn await_site(&self) -> Option<&'static AwaitSite> {
         let p = self.await_site.load(Ordering::Relaxed);
         // SAFETY: `await_site` only ever holds null or a pointer derived from
@@ -89,6 +97,7 @@ impl AsyncStackFrame {
     }
 
     /// The cached return address into the parent's code (`0` if unknown).
+    #[inline]
     pub fn return_address(&self) -> usize {
         match self.return_address.load(Ordering::Relaxed) {
             // `1` marks a site whose resolution failed.

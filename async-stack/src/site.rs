@@ -65,12 +65,23 @@ impl CallSite {
 
     /// The display name: `module::path::function` for an instrumented
     /// function, or the explicit name given to the macro or `.traced_named`.
+    ///
+    /// An unnamed `.traced()` future has no function name of its own; it is
+    /// shown as `<future at file:line:col>` (the walker prefers the name
+    /// debug info gives its body).
     pub fn function(&self) -> String {
-        if self.explicit_name || self.module_path.is_empty() {
+        if self.is_anonymous() {
+            format!("<future at {}:{}:{}>", self.file, self.line, self.column)
+        } else if self.explicit_name || self.module_path.is_empty() {
             self.name.to_string()
         } else {
             format!("{}::{}", self.module_path, self.name)
         }
+    }
+
+    /// Whether this is an unnamed `.traced()` call site.
+    pub(crate) fn is_anonymous(&self) -> bool {
+        self.name.is_empty()
     }
 
     /// The bare name (function identifier or explicit name).
@@ -79,6 +90,7 @@ impl CallSite {
     }
 
     /// Whether [`name`](Self::name) was given explicitly.
+    #[inline]
     pub fn explicit_name(&self) -> bool {
         self.explicit_name
     }
@@ -242,21 +254,42 @@ pub(crate) fn call_site_for_caller(
     use std::collections::HashMap;
     type Key = (usize, usize, usize);
     static LEAKED: OnceLock<crate::sync::Mutex<HashMap<Key, &'static CallSite>>> = OnceLock::new();
+    thread_local! {
+        // Per-thread memo in front of the shared map, so the common case
+        // takes no lock.
+        static MEMO: std::cell::RefCell<HashMap<Key, &'static CallSite>> =
+            std::cell::RefCell::new(HashMap::new());
+    }
     let key = (
         location as *const _ as usize,
         name.map_or(0, |n| n.as_ptr() as usize),
         name.map_or(0, str::len),
     );
+    let memo = |f: &mut dyn FnMut(&mut HashMap<Key, &'static CallSite>)| {
+        let _ = MEMO.try_with(|m| {
+            if let Ok(mut m) = m.try_borrow_mut() {
+                f(&mut m);
+            }
+        });
+    };
+    let mut hit = None;
+    memo(&mut |m| hit = m.get(&key).copied());
+    if let Some(site) = hit {
+        return site;
+    }
     let map = LEAKED.get_or_init(Default::default);
-    let mut map = crate::sync::lock(map);
-    map.entry(key).or_insert_with(|| {
+    let site: &'static CallSite = crate::sync::lock(map).entry(key).or_insert_with(|| {
         Box::leak(Box::new(CallSite::new(
-            name.unwrap_or("<async block>"),
+            name.unwrap_or(""),
             "",
             location.file(),
             location.line(),
             location.column(),
             true,
         )))
-    })
+    });
+    memo(&mut |m| {
+        m.insert(key, site);
+    });
+    site
 }

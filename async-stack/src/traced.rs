@@ -151,16 +151,21 @@ impl Drop for Scope<'_> {
         if !self.keep {
             // Completed or unwound: the frame and its subtree are gone.
             self.active.cursor.set(self.index);
-            // SAFETY: `task` is null or the `&'static TaskSlot` of the task
-            // being polled on this thread (see `active`).
-            if let Some(task) = unsafe { self.task.as_ref() } {
-                task.stack.truncate(self.index);
-            }
         }
         self.frame.poll_marker.store(0, Ordering::Relaxed);
         self.active.frame.set(self.prev_frame);
         self.active.depth.set(self.prev_depth);
         self.active.index.set(self.prev_index);
+        // SAFETY: `task` is null or the `&'static TaskSlot` of the task
+        // being polled on this thread (see `active`).
+        if let Some(task) = unsafe { self.task.as_ref() } {
+            let cursor = self.active.cursor.get();
+            if self.root {
+                task.stack.finish(cursor);
+            } else {
+                task.stack.set_pos(self.prev_index, cursor);
+            }
+        }
         if self.root {
             self.active.task.set(std::ptr::null());
             self.active.task_id.set(0);
@@ -222,7 +227,7 @@ fn poll_child<F: Future>(
         .store(parent as *mut AsyncStackFrame, Ordering::Relaxed);
     let ra = match parent_ref.await_site() {
         Some(site) => match site.return_address.load(Ordering::Relaxed) {
-            0 => resolve_return_address(site, parent_ref.poll_marker.load(Ordering::Relaxed)),
+            0 => resolve_return_address(site, parent_ref),
             ra => ra,
         },
         None => 0,
@@ -239,12 +244,11 @@ fn poll_child<F: Future>(
     // polled on this thread.
     let task_ref = unsafe { task.as_ref() };
     if let Some(t) = task_ref {
-        t.stack.enter_child(
-            index,
-            Entry::encode(depth, call_id, await_id(frame), true),
-            prev_index,
-            await_id(parent_ref),
-        );
+        // The parent may have moved on to another `.await` in this poll.
+        t.stack.set_await(prev_index, await_id(parent_ref));
+        t.stack
+            .set_entry(index, Entry::encode(depth, call_id, await_id(frame)));
+        t.stack.set_pos(index, index.wrapping_add(1));
     }
     a.cursor.set(index.wrapping_add(1));
     a.index.set(index);
@@ -265,7 +269,7 @@ fn poll_child<F: Future>(
     if out.is_pending() {
         if let Some(t) = task_ref {
             t.stack
-                .suspend(index, Entry::encode(depth, call_id, await_id(frame), false));
+                .set_entry(index, Entry::encode(depth, call_id, await_id(frame)));
         }
         scope.keep = true;
     }
@@ -315,7 +319,8 @@ fn poll_root<F: Future>(
     a.depth.set(0);
     a.index.set(0);
     slot.stack
-        .enter(0, Entry::encode(0, call_id, await_id(frame), true));
+        .set_entry(0, Entry::encode(0, call_id, await_id(frame)));
+    slot.stack.set_pos(0, 1);
     a.cursor.set(1);
     a.frame.set(frame);
     let mut scope = Scope {
@@ -332,7 +337,7 @@ fn poll_root<F: Future>(
     let out = call_body(inner, frame, &mut cx);
     if out.is_pending() {
         slot.stack
-            .suspend(0, Entry::encode(0, call_id, await_id(frame), false));
+            .set_entry(0, Entry::encode(0, call_id, await_id(frame)));
         scope.keep = true;
     }
     drop(scope);
@@ -347,12 +352,12 @@ fn poll_root<F: Future>(
 
 /// Polls an instrumented body from a physical frame of its own.
 ///
-/// This never-inlined frame holds the frame's *poll marker*, and it calls
-/// the body through a function pointer the optimiser cannot see through, so
-/// the body's resume function is always the very next physical frame. The
-/// walker relies on both (the body is the frame just inside the marker
-/// frame), and so does the return address of a child (an address inside
-/// that body frame, at the `.await`).
+/// This never-inlined frame holds the frame's *poll marker*. The body's
+/// resume function is either the very next physical frame, or inlined into
+/// this one; `body_fn` lets readers tell which (see
+/// [`resolve_return_address`] and the walker). Either way the body's code is
+/// the innermost user code at or inside the marker frame, which is what the
+/// walker and a child's return address rely on.
 #[inline(never)]
 fn call_body<F: Future>(
     inner: Pin<&mut F>,
@@ -366,7 +371,10 @@ fn call_body<F: Future>(
     let marker_addr = std::hint::black_box(&marker) as *const u8 as usize;
     frame.poll_marker.store(marker_addr, Ordering::Relaxed);
     let poll: fn(Pin<&mut F>, &mut Context<'_>) -> Poll<F::Output> = <F as Future>::poll;
-    std::hint::black_box(poll)(inner, cx)
+    frame
+        .body_fn
+        .store(poll as *const () as usize, Ordering::Relaxed);
+    inner.poll(cx)
 }
 
 #[cold]
@@ -409,25 +417,35 @@ impl<F> PinnedDrop for Traced<F> {
 /// Resolves, once per `.await` site, the address in the awaiting parent's
 /// code that leads to this child's poll, and caches it in the site.
 ///
-/// The parent's body is the physical frame just inside the parent's
-/// `call_body` frame, which is the outermost frame whose stack pointer is
-/// at or below `parent_marker` (see [`call_body`]). The body frame's return
-/// address is inside the code of the `.await` that polls us.
+/// The parent's `call_body` is the outermost physical frame whose stack
+/// pointer is at or below the parent's poll marker. If the frame just
+/// inside it starts at the parent's body function (`body_fn`), the body has
+/// its own frame, whose return address is inside the `.await` that polls
+/// us. Otherwise the body was inlined into `call_body`, and `call_body`'s
+/// own return address is inside that `.await`.
 #[cold]
 #[inline(never)]
-fn resolve_return_address(site: &'static AwaitSite, parent_marker: usize) -> usize {
-    let mut previous = 0usize;
-    let mut body = 0usize;
+fn resolve_return_address(site: &'static AwaitSite, parent: &AsyncStackFrame) -> usize {
+    let parent_marker = parent.poll_marker.load(Ordering::Relaxed);
+    let body_fn = parent.body_fn.load(Ordering::Relaxed);
+    // (ip, function start) of the last two frames at or below the marker.
+    let mut inside = (0usize, 0usize);
+    let mut marker_frame = (0usize, 0usize);
     backtrace::trace(|f| {
         let sp = f.sp() as usize;
         if sp != 0 && sp > parent_marker {
             return false;
         }
-        body = previous;
-        previous = f.ip() as usize;
+        inside = marker_frame;
+        marker_frame = (f.ip() as usize, f.symbol_address() as usize);
         true
     });
-    let ra = if body == 0 { 1 } else { body };
+    let ra = if inside.1 != 0 && inside.1 == body_fn {
+        inside.0
+    } else {
+        marker_frame.0
+    };
+    let ra = if ra == 0 { 1 } else { ra };
     site.return_address.store(ra, Ordering::Relaxed);
     ra
 }

@@ -311,11 +311,19 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
         })
         .collect();
 
-    // For each async frame, its body: the physical frame just inside its
-    // marker frame (`call_body`, the outermost frame of its region), shown
-    // by that frame's outermost symbol.
+    // For each async frame, its body: inlined into its marker frame
+    // (`call_body`, the outermost frame of its region), as the outermost
+    // symbol there that is not ours; or else the physical frame just inside
+    // the marker frame, as that frame's outermost symbol.
     let body_of = |i: usize| -> Option<(usize, usize)> {
         let marker_frame = phys.iter().rposition(|p| p.region == i)?;
+        if let Some(si) = phys[marker_frame]
+            .symbols
+            .iter()
+            .rposition(|s| !is_own_plumbing(s))
+        {
+            return Some((marker_frame, si));
+        }
         let body = marker_frame.checked_sub(1)?;
         (phys[body].region == i).then(|| (body, phys[body].symbols.len() - 1))
     };

@@ -10,24 +10,31 @@
 //! # Protocol
 //!
 //! - **One writer**: the thread currently polling the task (a task is
-//!   polled by one thread at a time, since `poll` takes `&mut`). The writer
-//!   bumps `seq` to odd, writes words, and bumps it to even. It never takes
-//!   a lock and does no read-modify-write (only it writes `seq`).
-//! - **Any number of readers** copy `len` and the words between two loads of
-//!   `seq`. If the two loads differ, or the first is odd, the copy is torn:
-//!   it is retried a bounded number of times and then dropped and counted.
-//!   A returned copy is therefore one that existed at one instant.
+//!   polled by one thread at a time, since `poll` takes `&mut`). It never
+//!   takes a lock and does no read-modify-write.
+//! - **Entries** (the task's pending frames, a tree in pre-order: one word
+//!   per frame with its depth) and `len` change only inside a *section*:
+//!   `seq` to odd, the stores, `seq` to even. Sections are rare: an entry is
+//!   rewritten only when it changes (a new frame at that position, or a
+//!   frame that moved to another `.await`), never when a frame is polled
+//!   again where it was.
+//! - **Progress** within a poll is the `pos` word: the index of the frame
+//!   being polled (`active`) and the position where the next frame would
+//!   enter (`cursor`). It is stored (release) on every poll entry and exit,
+//!   outside sections: a change of `pos` alone cannot tear a copy, because
+//!   a copy that saw it also saw `seq` unchanged around constant entries, or
+//!   saw `seq` change and was retried.
+//! - **Readers** copy `pos`, `len` and the entries between two loads of
+//!   `seq`, and retry (a bounded number of times, counted) when `seq` was
+//!   odd or changed. While a poll runs (`pos` non-zero) the stack is
+//!   `[0, cursor)` and the running frames are `active` and its ancestors;
+//!   between polls it is `[0, len)`. A returned copy is one that existed at
+//!   one instant.
 //! - Words are interned ids ([`crate::site`]), never pointers.
 //!
-//! # Entries
-//!
-//! The array holds the task's pending frames as a tree in pre-order: each
-//! entry is one frame with its depth. A frame enters at the cursor when its
-//! poll starts (flagged *running*), is rewritten with its current `.await`
-//! when its poll returns `Pending`, and is cut off (with its subtree) when it
-//! returns `Ready`. So a suspended task shows every branch that was pending
-//! when it last yielded (both arms of a `join!`), and a running task shows
-//! the path it is executing now, flagged running.
+//! A suspended task therefore shows every branch that was pending when it
+//! last yielded (both arms of a `join!`), and a running task the tree it
+//! has rebuilt so far in this poll, with the path it is executing now.
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering, fence};
 
@@ -40,7 +47,6 @@ const CALL_BITS: u32 = 23;
 const CALL_SHIFT: u32 = AWAIT_BITS;
 const DEPTH_SHIFT: u32 = AWAIT_BITS + CALL_BITS; // 55
 const DEPTH_MASK: u64 = 0xff;
-const RUNNING_BIT: u64 = 1 << 63;
 
 /// One decoded entry of a published stack.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -48,18 +54,14 @@ pub(crate) struct Entry {
     pub(crate) depth: u32,
     pub(crate) call_site: u32,
     pub(crate) await_site: u32,
-    pub(crate) running: bool,
 }
 
 impl Entry {
     #[inline(always)]
-    pub(crate) fn encode(depth: u32, call_site: u32, await_site: u32, running: bool) -> u64 {
+    pub(crate) fn encode(depth: u32, call_site: u32, await_site: u32) -> u64 {
         let depth = u64::from(depth.min(DEPTH_MASK as u32));
         let call = u64::from(call_site.min((1 << CALL_BITS) - 1));
-        (depth << DEPTH_SHIFT)
-            | (call << CALL_SHIFT)
-            | u64::from(await_site)
-            | if running { RUNNING_BIT } else { 0 }
+        (depth << DEPTH_SHIFT) | (call << CALL_SHIFT) | u64::from(await_site)
     }
 
     pub(crate) fn decode(word: u64) -> Entry {
@@ -67,9 +69,52 @@ impl Entry {
             depth: ((word >> DEPTH_SHIFT) & DEPTH_MASK) as u32,
             call_site: ((word >> CALL_SHIFT) & ((1 << CALL_BITS) - 1)) as u32,
             await_site: (word & 0xffff_ffff) as u32,
-            running: word & RUNNING_BIT != 0,
         }
     }
+}
+
+/// A reader's copy of a published stack.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct StackCopy {
+    /// Entry words, at most [`STACK_CAPACITY`].
+    pub(crate) words: Vec<u64>,
+    /// Logical length (greater than `words.len()` when truncated).
+    pub(crate) len: u32,
+    /// While a poll runs: the index of the frame being polled.
+    pub(crate) active: Option<u32>,
+}
+
+impl StackCopy {
+    /// Whether entry `i` is inside its poll right now: the active frame and
+    /// its ancestors (found from the depths, since entries are pre-order).
+    pub(crate) fn running(&self) -> Vec<bool> {
+        let mut running = vec![false; self.words.len()];
+        let Some(active) = self.active else {
+            return running;
+        };
+        let Some(&w) = self.words.get(active as usize) else {
+            return running;
+        };
+        let mut depth = Entry::decode(w).depth;
+        running[active as usize] = true;
+        for i in (0..active as usize).rev() {
+            let d = Entry::decode(self.words[i]).depth;
+            if d < depth {
+                running[i] = true;
+                depth = d;
+            }
+        }
+        running
+    }
+}
+
+/// `pos` while no poll runs.
+const IDLE_POS: u64 = 0;
+
+/// Packs `pos`: the active index plus one (so zero means idle) and the cursor.
+#[inline(always)]
+fn pack_pos(active: u32, cursor: u32) -> u64 {
+    (u64::from(active.wrapping_add(1)) << 32) | u64::from(cursor)
 }
 
 /// The published stack of one task. `#[repr(C)]` for debugger scripts.
@@ -77,13 +122,15 @@ impl Entry {
 #[derive(Debug)]
 pub(crate) struct PublishedStack {
     seq: AtomicU64,
-    /// Logical length (may exceed the capacity; readers clamp).
+    /// Progress of the running poll (see the module docs); `0` when idle.
+    pos: AtomicU64,
+    /// Length of the tree between polls (may exceed the capacity).
     len: AtomicU32,
     _pad: AtomicU32,
     words: [AtomicU64; STACK_CAPACITY],
 }
 
-/// Why a copy of a published stack failed.
+/// A copy raced with the writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Torn;
 
@@ -91,6 +138,7 @@ impl PublishedStack {
     pub(crate) fn new() -> Self {
         PublishedStack {
             seq: AtomicU64::new(0),
+            pos: AtomicU64::new(IDLE_POS),
             len: AtomicU32::new(0),
             _pad: AtomicU32::new(0),
             words: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -111,79 +159,84 @@ impl PublishedStack {
         self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
 
-    /// Writer: a frame at `index` starts its poll. Truncates everything after
-    /// it (stale entries from an earlier poll).
+    /// Writer: entry `index` must read `word`. Rewrites it (in a section)
+    /// only if it differs.
     #[inline(always)]
-    pub(crate) fn enter(&self, index: u32, word: u64) {
-        let s = self.begin();
+    pub(crate) fn set_entry(&self, index: u32, word: u64) {
         if let Some(w) = self.words.get(index as usize) {
-            w.store(word | RUNNING_BIT, Ordering::Relaxed);
+            if w.load(Ordering::Relaxed) != word {
+                self.write_entry(w, word);
+            }
         }
-        self.len.store(index.saturating_add(1), Ordering::Relaxed);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_entry(&self, w: &AtomicU64, word: u64) {
+        let s = self.begin();
+        w.store(word, Ordering::Relaxed);
         self.end(s);
     }
 
-    /// Writer: a child frame at `index` starts its poll, called from the
-    /// `.await` `parent_await` of the running frame at `parent`. The parent's
-    /// entry is refreshed in the same step, so a running task shows the
-    /// `.await` each ancestor is in right now, not the one of its last
-    /// suspension.
+    /// Writer: the await-site bits of entry `index` must read `await_site`
+    /// (a running frame moved on to another `.await`).
     #[inline(always)]
-    pub(crate) fn enter_child(&self, index: u32, word: u64, parent: u32, parent_await: u32) {
-        let s = self.begin();
-        if let Some(p) = self.words.get(parent as usize) {
-            let old = p.load(Ordering::Relaxed);
-            p.store(
-                (old & !0xffff_ffff) | u64::from(parent_await),
-                Ordering::Relaxed,
-            );
-        }
+    pub(crate) fn set_await(&self, index: u32, await_site: u32) {
         if let Some(w) = self.words.get(index as usize) {
-            w.store(word | RUNNING_BIT, Ordering::Relaxed);
+            let old = w.load(Ordering::Relaxed);
+            let word = (old & !0xffff_ffff) | u64::from(await_site);
+            if old != word {
+                self.write_entry(w, word);
+            }
         }
-        self.len.store(index.saturating_add(1), Ordering::Relaxed);
-        self.end(s);
     }
 
-    /// Writer: the frame at `index` returned `Pending`; `word` describes it
-    /// suspended. Its subtree (entries after it) stays.
+    /// Writer: progress of the running poll.
     #[inline(always)]
-    pub(crate) fn suspend(&self, index: u32, word: u64) {
-        if let Some(w) = self.words.get(index as usize) {
+    pub(crate) fn set_pos(&self, active: u32, cursor: u32) {
+        self.pos.store(pack_pos(active, cursor), Ordering::Release);
+    }
+
+    /// Writer: the poll ended with `len` entries pending.
+    #[inline(always)]
+    pub(crate) fn finish(&self, len: u32) {
+        if self.len.load(Ordering::Relaxed) != len {
             let s = self.begin();
-            w.store(word, Ordering::Relaxed);
+            self.len.store(len, Ordering::Relaxed);
             self.end(s);
         }
+        self.pos.store(IDLE_POS, Ordering::Release);
     }
 
-    /// Writer: the frame at `index` completed (or unwound); it and its
-    /// subtree disappear.
-    #[inline(always)]
-    pub(crate) fn truncate(&self, index: u32) {
-        let s = self.begin();
-        self.len.store(index, Ordering::Relaxed);
-        self.end(s);
-    }
-
-    /// Reader: copies the entries into `out` (cleared first). Returns the
-    /// logical length (greater than `out.len()` when truncated).
-    pub(crate) fn copy_into(&self, out: &mut Vec<u64>) -> Result<u32, Torn> {
-        out.clear();
+    /// Reader: copies the stack into `out`.
+    pub(crate) fn copy_into(&self, out: &mut StackCopy) -> Result<(), Torn> {
+        out.words.clear();
         let s1 = self.seq.load(Ordering::Acquire);
         if s1 & 1 == 1 {
             return Err(Torn);
         }
-        let len = self.len.load(Ordering::Relaxed);
+        let pos = self.pos.load(Ordering::Acquire);
+        let (len, active) = if pos == IDLE_POS {
+            (self.len.load(Ordering::Relaxed), None)
+        } else {
+            (
+                (pos & 0xffff_ffff) as u32,
+                Some(((pos >> 32) as u32).wrapping_sub(1)),
+            )
+        };
         let n = (len as usize).min(STACK_CAPACITY);
-        out.extend(self.words[..n].iter().map(|w| w.load(Ordering::Relaxed)));
-        // Order the data loads before the second `seq` load.
+        out.words
+            .extend(self.words[..n].iter().map(|w| w.load(Ordering::Relaxed)));
+        // Order the loads above before the second `seq` load.
         fence(Ordering::Acquire);
         let s2 = self.seq.load(Ordering::Relaxed);
         if s1 != s2 {
-            out.clear();
+            out.words.clear();
             return Err(Torn);
         }
-        Ok(len)
+        out.len = len;
+        out.active = active.filter(|&a| (a as usize) < out.words.len());
+        Ok(())
     }
 }
 
@@ -192,33 +245,43 @@ mod loom_tests {
     use super::*;
     use loom::sync::Arc;
 
-    /// A reader copying while the writer pushes, suspends and truncates never
-    /// returns a mix of two moments: every accepted copy equals one of the
-    /// states the writer passed through.
+    /// A reader copying while the writer runs one poll (a root, a child
+    /// that moves to another `.await`, then the end of the poll) never gets
+    /// a mix of two moments: every accepted copy is one of the states the
+    /// writer passed through.
     #[test]
     fn copy_is_never_torn() {
         loom::model(|| {
             let stack = Arc::new(PublishedStack::new());
             let w = stack.clone();
-            let a = Entry::encode(0, 1, 0, false);
-            let b = Entry::encode(1, 2, 7, false);
+            let a = Entry::encode(0, 1, 0);
+            let b = Entry::encode(1, 2, 7);
+            let b2 = Entry::encode(1, 2, 8);
             let writer = loom::thread::spawn(move || {
-                w.enter(0, a);
-                w.enter(1, b);
-                w.suspend(1, b);
-                w.truncate(1);
+                w.set_entry(0, a);
+                w.set_pos(0, 1);
+                w.set_entry(1, b);
+                w.set_pos(1, 2);
+                w.set_entry(1, b2);
+                w.set_pos(0, 2);
+                w.finish(2);
             });
-            let mut out = Vec::new();
-            if let Ok(len) = stack.copy_into(&mut out) {
-                let states: [&[u64]; 5] = [
-                    &[],
-                    &[a | RUNNING_BIT],
-                    &[a | RUNNING_BIT, b | RUNNING_BIT],
-                    &[a | RUNNING_BIT, b],
-                    &[a | RUNNING_BIT],
+            let mut out = StackCopy::default();
+            if stack.copy_into(&mut out).is_ok() {
+                let states: [(&[u64], Option<u32>); 6] = [
+                    (&[], None),
+                    (&[a], Some(0)),
+                    (&[a, b], Some(1)),
+                    (&[a, b2], Some(1)),
+                    (&[a, b2], Some(0)),
+                    (&[a, b2], None),
                 ];
-                assert_eq!(len as usize, out.len());
-                assert!(states.contains(&out.as_slice()), "torn copy {out:x?}");
+                assert!(
+                    states.contains(&(out.words.as_slice(), out.active)),
+                    "torn copy {:x?} active {:?}",
+                    out.words,
+                    out.active
+                );
             }
             writer.join().unwrap();
         });
@@ -231,35 +294,79 @@ mod tests {
 
     #[test]
     fn entry_round_trips_and_clamps() {
-        let e = Entry::decode(Entry::encode(3, 77, 9, true));
+        let e = Entry::decode(Entry::encode(3, 77, 9));
         assert_eq!(
             e,
             Entry {
                 depth: 3,
                 call_site: 77,
-                await_site: 9,
-                running: true
+                await_site: 9
             }
         );
-        let big = Entry::decode(Entry::encode(10_000, u32::MAX, u32::MAX, false));
+        let big = Entry::decode(Entry::encode(10_000, u32::MAX, u32::MAX));
         assert_eq!(big.depth, 255);
         assert_eq!(big.call_site, (1 << 23) - 1);
         assert_eq!(big.await_site, u32::MAX);
-        assert!(!big.running);
+    }
+
+    #[test]
+    fn running_view_and_idle_view() {
+        let s = PublishedStack::new();
+        // root(0) with two children: A (pending, with child A1) and B running.
+        let words = [
+            Entry::encode(0, 1, 5),
+            Entry::encode(1, 2, 6),
+            Entry::encode(2, 3, 7),
+            Entry::encode(1, 4, 0),
+        ];
+        for (i, w) in words.iter().enumerate() {
+            s.set_entry(i as u32, *w);
+        }
+        s.set_pos(3, 4);
+        let mut out = StackCopy::default();
+        s.copy_into(&mut out).unwrap();
+        assert_eq!(out.words, words);
+        assert_eq!(out.active, Some(3));
+        assert_eq!(out.running(), [true, false, false, true]);
+        // The poll ends with only the root pending: the idle view is [0, 1).
+        s.finish(1);
+        s.copy_into(&mut out).unwrap();
+        assert_eq!(out.words, words[..1]);
+        assert_eq!(out.active, None);
+        assert_eq!(out.running(), [false]);
     }
 
     #[test]
     fn truncation_beyond_capacity_is_reported() {
         let s = PublishedStack::new();
         for i in 0..(STACK_CAPACITY as u32 + 5) {
-            s.enter(i, Entry::encode(i, 1, 0, false));
+            s.set_entry(i, Entry::encode(i, 1, 0));
         }
-        let mut out = Vec::new();
-        let len = s.copy_into(&mut out).unwrap();
-        assert_eq!(len as usize, STACK_CAPACITY + 5);
-        assert_eq!(out.len(), STACK_CAPACITY);
-        s.truncate(2);
-        assert_eq!(s.copy_into(&mut out).unwrap(), 2);
-        assert_eq!(out.len(), 2);
+        s.finish(STACK_CAPACITY as u32 + 5);
+        let mut out = StackCopy::default();
+        s.copy_into(&mut out).unwrap();
+        assert_eq!(out.len as usize, STACK_CAPACITY + 5);
+        assert_eq!(out.words.len(), STACK_CAPACITY);
+        s.finish(2);
+        s.copy_into(&mut out).unwrap();
+        assert_eq!(out.len, 2);
+        assert_eq!(out.words.len(), 2);
+    }
+
+    #[test]
+    fn unchanged_entries_are_not_rewritten() {
+        let s = PublishedStack::new();
+        s.set_entry(0, Entry::encode(0, 1, 2));
+        let seq = s.seq.load(Ordering::Relaxed);
+        s.set_entry(0, Entry::encode(0, 1, 2));
+        s.set_await(0, 2);
+        s.set_pos(0, 1);
+        assert_eq!(
+            s.seq.load(Ordering::Relaxed),
+            seq,
+            "steady state writes no section"
+        );
+        s.set_await(0, 3);
+        assert_eq!(s.seq.load(Ordering::Relaxed), seq + 2);
     }
 }

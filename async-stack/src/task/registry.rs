@@ -6,7 +6,7 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use super::TaskState;
-use super::published::PublishedStack;
+use super::published::{PublishedStack, StackCopy};
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
 
 /// Slots per page.
@@ -151,17 +151,25 @@ impl TaskSlot {
 /// A task name that readers load without taking a lock.
 #[cfg(not(async_stack_loom))]
 #[derive(Debug, Default)]
-pub(crate) struct NameCell(arc_swap::ArcSwapOption<String>);
+pub(crate) struct NameCell {
+    name: arc_swap::ArcSwapOption<String>,
+    /// Whether `name` may be `Some`; only the registering thread writes it,
+    /// so unnamed tasks (most of them) never touch `arc-swap`.
+    maybe_named: std::sync::atomic::AtomicBool,
+}
 
 #[cfg(not(async_stack_loom))]
 impl NameCell {
     pub(crate) fn store(&self, name: Option<Arc<String>>) {
-        if name.is_some() || self.0.load().is_some() {
-            self.0.store(name);
+        use std::sync::atomic::Ordering::Relaxed;
+        let named = name.is_some();
+        if named || self.maybe_named.load(Relaxed) {
+            self.name.store(name);
+            self.maybe_named.store(named, Relaxed);
         }
     }
     pub(crate) fn load(&self) -> Option<Arc<String>> {
-        self.0.load_full()
+        self.name.load_full()
     }
 }
 
@@ -181,6 +189,18 @@ impl NameCell {
 }
 
 type Page = [TaskSlot; PAGE];
+
+/// Allocates a page of free slots directly on the heap. Kept out of line:
+/// inlined, the page was built on the stack of every `register` call.
+#[cold]
+#[inline(never)]
+fn new_page() -> Box<Page> {
+    let slots: Box<[TaskSlot]> = (0..PAGE).map(|_| TaskSlot::new()).collect();
+    match slots.try_into() {
+        Ok(page) => page,
+        Err(_) => unreachable!("the iterator yields exactly PAGE slots"),
+    }
+}
 
 /// The set of all task slots.
 pub(crate) struct Registry {
@@ -245,8 +265,7 @@ impl Registry {
     fn page_for(&'static self, index: usize) -> Option<&'static TaskSlot> {
         let cell = self.pages.get(index / PAGE)?;
         if cell.load(Ordering::Acquire).is_null() {
-            let fresh: Box<Page> = Box::new(std::array::from_fn(|_| TaskSlot::new()));
-            let fresh = Box::into_raw(fresh);
+            let fresh = Box::into_raw(new_page());
             if cell
                 .compare_exchange(
                     std::ptr::null_mut(),
@@ -266,7 +285,7 @@ impl Registry {
 
     /// Takes a slot and publishes a new task in it.
     pub(crate) fn register(&'static self, task: NewTask<'_>) -> Option<Registration> {
-        let reused = lock(&self.free).pop();
+        let reused = free_cache::pop().or_else(|| lock(&self.free).pop());
         let index = match reused {
             Some(i) => i as usize,
             None => {
@@ -306,7 +325,7 @@ impl Registry {
             (None, None) => None,
         };
         slot.name.store(name);
-        slot.stack.truncate(0);
+        slot.stack.finish(0);
         slot.id.store(id, Ordering::Release);
         Some(Registration {
             slot,
@@ -319,7 +338,14 @@ impl Registry {
     /// Ends a task: its slot stops being reported and becomes reusable.
     pub(crate) fn deregister(&'static self, reg: &Registration) {
         reg.slot.id.store(0, Ordering::Release);
-        lock(&self.free).push(reg.index);
+        if let Err(index) = free_cache::push(reg.index) {
+            lock(&self.free).push(index);
+        }
+    }
+
+    /// Takes back slots from a thread's cache (when the thread exits).
+    fn return_free(&self, indices: &mut Vec<u32>) {
+        lock(&self.free).append(indices);
     }
 
     /// Visits every slot that is or was in use.
@@ -335,6 +361,61 @@ impl Registry {
     /// Roots that ran untracked because every slot was taken.
     pub(crate) fn untracked(&self) -> u64 {
         self.untracked.load(Ordering::Relaxed)
+    }
+}
+
+/// A small per-thread cache of free slot indices, so that a task that
+/// starts and ends on the same thread (the common case) takes and returns
+/// its slot without touching the registry's mutex. A thread's cached slots
+/// go back to the registry when the thread exits.
+#[cfg(not(async_stack_loom))]
+mod free_cache {
+    use std::cell::RefCell;
+
+    const CAPACITY: usize = 64;
+
+    struct Cache(Vec<u32>);
+
+    impl Drop for Cache {
+        fn drop(&mut self) {
+            super::registry().return_free(&mut self.0);
+        }
+    }
+
+    thread_local! {
+        static CACHE: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) };
+    }
+
+    pub(super) fn pop() -> Option<u32> {
+        CACHE
+            .try_with(|c| c.try_borrow_mut().ok()?.0.pop())
+            .ok()
+            .flatten()
+    }
+
+    /// Caches `index`, or hands it back when the cache is full or gone.
+    pub(super) fn push(index: u32) -> Result<(), u32> {
+        CACHE
+            .try_with(|c| match c.try_borrow_mut() {
+                Ok(mut c) if c.0.len() < CAPACITY => {
+                    c.0.push(index);
+                    Ok(())
+                }
+                _ => Err(index),
+            })
+            .unwrap_or(Err(index))
+    }
+}
+
+/// Under loom every free slot goes through the registry's mutex, which the
+/// models cover.
+#[cfg(async_stack_loom)]
+mod free_cache {
+    pub(super) fn pop() -> Option<u32> {
+        None
+    }
+    pub(super) fn push(index: u32) -> Result<(), u32> {
+        Err(index)
     }
 }
 
@@ -368,7 +449,7 @@ pub(crate) struct RawTask {
     pub(crate) wakes: u64,
     pub(crate) name: Option<Arc<String>>,
     /// The published stack, or `None` if every copy attempt was torn.
-    pub(crate) stack: Option<(u32, Vec<u64>)>,
+    pub(crate) stack: Option<StackCopy>,
     /// Copies of the stack that were torn and retried.
     pub(crate) torn: u32,
 }
@@ -396,13 +477,13 @@ impl TaskSlot {
         let polls = self.polls.load(Ordering::Relaxed);
         let wakes = self.wakes.load(Ordering::Relaxed);
         let name = self.name.load();
-        let mut words = Vec::new();
+        let mut copy = StackCopy::default();
         let mut stack = None;
         let mut torn = 0;
         while torn < COPY_TRIES {
-            match self.stack.copy_into(&mut words) {
-                Ok(len) => {
-                    stack = Some((len, std::mem::take(&mut words)));
+            match self.stack.copy_into(&mut copy) {
+                Ok(()) => {
+                    stack = Some(std::mem::take(&mut copy));
                     break;
                 }
                 Err(_) => {
