@@ -39,5 +39,5 @@ done
 cargo test -p tests --profile release-lines "${walker_tests[@]}"
 
 echo "== 3/3 loom models"
-RUSTFLAGS="--cfg async_stack_loom" CARGO_TARGET_DIR=target/loom \
+LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg async_stack_loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p async-stack --lib --release loom
