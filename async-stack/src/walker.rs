@@ -120,7 +120,7 @@ struct Resolved {
 }
 
 /// A captured backtrace of the current thread, native and async frames
-/// spliced. See the [module docs](self) and the crate's "Stack accuracy"
+/// spliced. See [`backtrace()`] and the crate's "Stack accuracy"
 /// section.
 pub struct Backtrace {
     natives: Vec<NativeFrame>,
@@ -396,7 +396,7 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
         for (si, s) in p.symbols.iter().enumerate() {
             let f = native_frame(p.ip, s);
             full.push(f.clone());
-            let is_body = bodies.iter().any(|b| *b == Some((pi, si)));
+            let is_body = bodies.contains(&Some((pi, si)));
             let outer = p.region == chain.len() && p.region > 0;
             // Below the root: fold the root's poll machinery, its wrapper
             // generator and spawn wrappers, up to the executor's first frame.
@@ -443,10 +443,10 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
 }
 
 fn display_path(file: &str) -> String {
-    if let Ok(cwd) = std::env::current_dir() {
-        if let Ok(rel) = std::path::Path::new(file).strip_prefix(&cwd) {
-            return format!("./{}", rel.display());
-        }
+    if let Ok(cwd) = std::env::current_dir()
+        && let Ok(rel) = std::path::Path::new(file).strip_prefix(&cwd)
+    {
+        return format!("./{}", rel.display());
     }
     file.to_string()
 }
@@ -497,7 +497,7 @@ impl fmt::Debug for Backtrace {
         };
         f.write_str("Backtrace ")?;
         f.debug_list()
-            .entries(frames.iter().map(|fr| DebugFrame(fr)))
+            .entries(frames.iter().map(DebugFrame))
             .finish()
     }
 }

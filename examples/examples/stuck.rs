@@ -51,9 +51,17 @@ async fn main() {
     async_stack::tokio::spawn_named("alice->bob", transfer(alice.clone(), bob.clone(), 10));
     async_stack::tokio::spawn_named("bob->alice", transfer(bob, alice, 20));
 
-    // The ledger lock is held here (a bug elsewhere never releases it).
+    // A thread elsewhere takes the ledger lock and does not let go (the
+    // staged bug), so `checksum` blocks its worker inside a poll.
     let ledger = Arc::new(std::sync::Mutex::new(vec![1, 2, 3]));
-    let held = ledger.lock().unwrap();
+    let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+    let holder = ledger.clone();
+    std::thread::spawn(move || {
+        let _held = holder.lock().unwrap();
+        locked_tx.send(()).unwrap();
+        std::thread::sleep(Duration::from_secs(3600));
+    });
+    locked_rx.recv().unwrap();
     async_stack::tokio::spawn_named("checksum", checksum(ledger.clone()));
 
     // Let the watchdog notice `checksum`, then ask for a dump as an
@@ -62,6 +70,5 @@ async fn main() {
     eprintln!("\n== sending SIGUSR1 to ourselves ==");
     signal_hook::low_level::raise(signal_hook::consts::SIGUSR1).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
-    drop(held);
     std::process::exit(0);
 }

@@ -2,7 +2,7 @@
 //!
 //! A traced future polled while no traced frame is active on its thread is
 //! a **task root** (see `DESIGN.md`). On its first poll it takes a
-//! [`TaskSlot`] from the [`Registry`]; when it completes or is dropped it
+//! `TaskSlot` from the `Registry`; when it completes or is dropped it
 //! gives the slot back. No spawn wrapper is needed; spawn helpers
 //! ([`spawn`]) only add a name and the spawning task.
 //!
@@ -23,7 +23,7 @@
 //! | `state` | the polling thread (running/idle) and wakers (scheduled), by compare-and-swap on one word that carries the slot generation, so a stale waker of an earlier task cannot touch a later one |
 //! | `polls` | the polling thread only (load + store, no read-modify-write) |
 //! | `wakes` | wakers (`fetch_add`) |
-//! | `stack` | the polling thread only ([`published`]) |
+//! | `stack` | the polling thread only (`published`) |
 
 pub(crate) mod published;
 pub(crate) mod registry;

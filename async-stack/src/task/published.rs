@@ -163,10 +163,10 @@ impl PublishedStack {
     /// only if it differs.
     #[inline(always)]
     pub(crate) fn set_entry(&self, index: u32, word: u64) {
-        if let Some(w) = self.words.get(index as usize) {
-            if w.load(Ordering::Relaxed) != word {
-                self.write_entry(w, word);
-            }
+        if let Some(w) = self.words.get(index as usize)
+            && w.load(Ordering::Relaxed) != word
+        {
+            self.write_entry(w, word);
         }
     }
 

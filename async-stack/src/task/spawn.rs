@@ -2,7 +2,7 @@
 //!
 //! Any traced future becomes a task root on its own; wrapping it in
 //! [`Spawned`] (or using [`crate::tokio::spawn`]) only adds metadata. The
-//! wrapper hands its [`SpawnInfo`] to the first task root polled inside it,
+//! wrapper hands its `SpawnInfo` to the first task root polled inside it,
 //! through the thread's active state, so the root frame stays the user's
 //! function and no extra frame appears in stacks.
 
