@@ -122,10 +122,11 @@ impl TaskInfo {
         let entries: Vec<Entry> = copy.words.iter().map(|w| Entry::decode(*w)).collect();
         let running = copy.running();
         let innermost_running = copy.active.map(|a| a as usize);
-        let frames = entries
-            .iter()
-            .enumerate()
-            .map(|(i, e)| {
+        let frames = copy
+            .source_order()
+            .into_iter()
+            .map(|i| {
+                let e = &entries[i];
                 let call = call_site_by_id(e.call_site);
                 let awaiting_at = if Some(i) == innermost_running {
                     None

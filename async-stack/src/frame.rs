@@ -15,6 +15,7 @@
 //! | `await_site` | the body, just before each `.await` | at each `.await` | always; null before the first `.await` |
 //! | `poll_marker` | the polling thread | on every poll | non-zero only while being polled |
 //! | `body_fn` | the polling thread | on every poll (a constant) | always, once polled |
+//! | `birth` | the polling thread | first poll under a task | always, once set |
 //!
 //! The parent is re-linked on every poll, never only on the first: a future
 //! can be moved before it is pinned, polled by different parents
@@ -35,7 +36,7 @@
 //! the line of the parent's `.await`.
 
 use crate::site::{AwaitSite, CallSite};
-use crate::sync::{AtomicPtr, AtomicUsize, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// One async stack frame: the record an instrumented future keeps while it
 /// runs, linked to the frame of the future that polls it.
@@ -62,6 +63,9 @@ pub struct AsyncStackFrame {
     /// tell from unwind data whether the body has a physical frame of its
     /// own or was inlined into the marker frame.
     pub(crate) body_fn: AtomicUsize,
+    /// Per-task number taken on the first poll under a task; orders
+    /// siblings in dumps (`0` until then).
+    pub(crate) birth: AtomicU32,
 }
 
 impl AsyncStackFrame {
@@ -75,6 +79,7 @@ impl AsyncStackFrame {
             await_site: AtomicPtr::new(std::ptr::null_mut()),
             poll_marker: AtomicUsize::new(0),
             body_fn: AtomicUsize::new(0),
+            birth: AtomicU32::new(0),
         }
     }
 

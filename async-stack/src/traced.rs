@@ -243,11 +243,16 @@ fn poll_child<F: Future>(
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
     // polled on this thread.
     let task_ref = unsafe { task.as_ref() };
+    let mut birth = frame.birth.load(Ordering::Relaxed);
     if let Some(t) = task_ref {
+        if birth == 0 {
+            birth = t.next_birth();
+            frame.birth.store(birth, Ordering::Relaxed);
+        }
         // The parent may have moved on to another `.await` in this poll.
         t.stack.set_await(prev_index, await_id(parent_ref));
         t.stack
-            .set_entry(index, Entry::encode(depth, call_id, await_id(frame)));
+            .set_entry(index, Entry::encode(depth, call_id, await_id(frame)), birth);
         t.stack.set_pos(index, index.wrapping_add(1));
     }
     a.cursor.set(index.wrapping_add(1));
@@ -269,7 +274,7 @@ fn poll_child<F: Future>(
     if out.is_pending() {
         if let Some(t) = task_ref {
             t.stack
-                .set_entry(index, Entry::encode(depth, call_id, await_id(frame)));
+                .set_entry(index, Entry::encode(depth, call_id, await_id(frame)), birth);
         }
         scope.keep = true;
     }
@@ -319,7 +324,7 @@ fn poll_root<F: Future>(
     a.depth.set(0);
     a.index.set(0);
     slot.stack
-        .set_entry(0, Entry::encode(0, call_id, await_id(frame)));
+        .set_entry(0, Entry::encode(0, call_id, await_id(frame)), 0);
     slot.stack.set_pos(0, 1);
     a.cursor.set(1);
     a.frame.set(frame);
@@ -337,7 +342,7 @@ fn poll_root<F: Future>(
     let out = call_body(inner, frame, &mut cx);
     if out.is_pending() {
         slot.stack
-            .set_entry(0, Entry::encode(0, call_id, await_id(frame)));
+            .set_entry(0, Entry::encode(0, call_id, await_id(frame)), 0);
         scope.keep = true;
     }
     drop(scope);

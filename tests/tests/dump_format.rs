@@ -299,3 +299,58 @@ async fn spawn_helpers_record_name_location_and_parent() {
     h.await.unwrap();
     plain.await.unwrap();
 }
+
+#[traced_async]
+async fn first_arm(rx: tokio::sync::oneshot::Receiver<()>) {
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    let _ = rx.await;
+}
+
+#[traced_async]
+async fn second_arm(rx: tokio::sync::oneshot::Receiver<()>) {
+    for _ in 0..3 {
+        tokio::task::yield_now().await;
+    }
+    let _ = rx.await;
+}
+
+#[traced_async(name = "rotating-join")]
+async fn rotating_join(
+    a: tokio::sync::oneshot::Receiver<()>,
+    b: tokio::sync::oneshot::Receiver<()>,
+) {
+    tokio::join!(first_arm(a), second_arm(b));
+}
+
+/// `tokio::join!` starts polling at a different arm on each poll; the dump
+/// still lists the arms in source order.
+#[tokio::test(flavor = "current_thread")]
+async fn join_branches_read_in_source_order_even_when_polled_in_rotation() {
+    let (ta, ra) = tokio::sync::oneshot::channel();
+    let (tb, rb) = tokio::sync::oneshot::channel();
+    let h = tokio::spawn(rotating_join(ra, rb));
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+    let d = async_stack::dump().with_name_containing("rotating-join");
+    let task = &d.tasks[0];
+    assert!(task.polls >= 4, "the join was polled {} times", task.polls);
+    let names: Vec<(u32, &str)> = task
+        .frames
+        .iter()
+        .map(|f| (f.depth, f.function.as_str()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (0, "rotating-join"),
+            (1, "dump_format::first_arm"),
+            (1, "dump_format::second_arm")
+        ]
+    );
+    ta.send(()).unwrap();
+    tb.send(()).unwrap();
+    h.await.unwrap();
+}

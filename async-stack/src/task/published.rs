@@ -31,6 +31,10 @@
 //!   between polls it is `[0, len)`. A returned copy is one that existed at
 //!   one instant.
 //! - Words are interned ids ([`crate::site`]), never pointers.
+//! - Beside each entry sits its frame's *birth*: a per-task number taken on
+//!   the frame's first poll. Readers order siblings by it, so the branches
+//!   of a `join!` read in source order even when the combinator polls them
+//!   in rotation (as `tokio::join!` does).
 //!
 //! A suspended task therefore shows every branch that was pending when it
 //! last yielded (both arms of a `join!`), and a running task the tree it
@@ -78,6 +82,8 @@ impl Entry {
 pub(crate) struct StackCopy {
     /// Entry words, at most [`STACK_CAPACITY`].
     pub(crate) words: Vec<u64>,
+    /// The birth of each entry's frame.
+    pub(crate) births: Vec<u32>,
     /// Logical length (greater than `words.len()` when truncated).
     pub(crate) len: u32,
     /// While a poll runs: the index of the frame being polled.
@@ -85,6 +91,42 @@ pub(crate) struct StackCopy {
 }
 
 impl StackCopy {
+    /// The entries' indices in pre-order with siblings sorted by birth
+    /// (first poll), i.e. in source order for a `join!`'s branches.
+    pub(crate) fn source_order(&self) -> Vec<usize> {
+        let depth = |i: usize| Entry::decode(self.words[i]).depth;
+        // End (exclusive) of the subtree rooted at `i`.
+        let end_of = |i: usize| {
+            let mut j = i + 1;
+            while j < self.words.len() && depth(j) > depth(i) {
+                j += 1;
+            }
+            j
+        };
+        fn emit(
+            first: usize,
+            end: usize,
+            end_of: &dyn Fn(usize) -> usize,
+            births: &[u32],
+            out: &mut Vec<usize>,
+        ) {
+            let mut roots = Vec::new();
+            let mut i = first;
+            while i < end {
+                roots.push(i);
+                i = end_of(i);
+            }
+            roots.sort_by_key(|&r| births.get(r).copied().unwrap_or(0));
+            for r in roots {
+                out.push(r);
+                emit(r + 1, end_of(r), end_of, births, out);
+            }
+        }
+        let mut out = Vec::with_capacity(self.words.len());
+        emit(0, self.words.len(), &end_of, &self.births, &mut out);
+        out
+    }
+
     /// Whether entry `i` is inside its poll right now: the active frame and
     /// its ancestors (found from the depths, since entries are pre-order).
     pub(crate) fn running(&self) -> Vec<bool> {
@@ -128,6 +170,7 @@ pub(crate) struct PublishedStack {
     len: AtomicU32,
     _pad: AtomicU32,
     words: [AtomicU64; STACK_CAPACITY],
+    births: [AtomicU32; STACK_CAPACITY],
 }
 
 /// A copy raced with the writer.
@@ -142,6 +185,7 @@ impl PublishedStack {
             len: AtomicU32::new(0),
             _pad: AtomicU32::new(0),
             words: std::array::from_fn(|_| AtomicU64::new(0)),
+            births: std::array::from_fn(|_| AtomicU32::new(0)),
         }
     }
 
@@ -159,15 +203,25 @@ impl PublishedStack {
         self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
 
-    /// Writer: entry `index` must read `word`. Rewrites it (in a section)
-    /// only if it differs.
+    /// Writer: entry `index` must read `word`, for a frame born `birth`.
+    /// Rewrites it (in a section) only if it differs.
     #[inline(always)]
-    pub(crate) fn set_entry(&self, index: u32, word: u64) {
-        if let Some(w) = self.words.get(index as usize)
-            && w.load(Ordering::Relaxed) != word
+    pub(crate) fn set_entry(&self, index: u32, word: u64, birth: u32) {
+        let i = index as usize;
+        if let (Some(w), Some(b)) = (self.words.get(i), self.births.get(i))
+            && (w.load(Ordering::Relaxed) != word || b.load(Ordering::Relaxed) != birth)
         {
-            self.write_entry(w, word);
+            self.write_entry_born(w, word, b, birth);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn write_entry_born(&self, w: &AtomicU64, word: u64, b: &AtomicU32, birth: u32) {
+        let s = self.begin();
+        w.store(word, Ordering::Relaxed);
+        b.store(birth, Ordering::Relaxed);
+        self.end(s);
     }
 
     #[cold]
@@ -211,6 +265,7 @@ impl PublishedStack {
     /// Reader: copies the stack into `out`.
     pub(crate) fn copy_into(&self, out: &mut StackCopy) -> Result<(), Torn> {
         out.words.clear();
+        out.births.clear();
         let s1 = self.seq.load(Ordering::Acquire);
         if s1 & 1 == 1 {
             return Err(Torn);
@@ -227,11 +282,14 @@ impl PublishedStack {
         let n = (len as usize).min(STACK_CAPACITY);
         out.words
             .extend(self.words[..n].iter().map(|w| w.load(Ordering::Relaxed)));
+        out.births
+            .extend(self.births[..n].iter().map(|b| b.load(Ordering::Relaxed)));
         // Order the loads above before the second `seq` load.
         fence(Ordering::Acquire);
         let s2 = self.seq.load(Ordering::Relaxed);
         if s1 != s2 {
             out.words.clear();
+            out.births.clear();
             return Err(Torn);
         }
         out.len = len;
@@ -258,11 +316,11 @@ mod loom_tests {
             let b = Entry::encode(1, 2, 7);
             let b2 = Entry::encode(1, 2, 8);
             let writer = loom::thread::spawn(move || {
-                w.set_entry(0, a);
+                w.set_entry(0, a, 0);
                 w.set_pos(0, 1);
-                w.set_entry(1, b);
+                w.set_entry(1, b, 1);
                 w.set_pos(1, 2);
-                w.set_entry(1, b2);
+                w.set_entry(1, b2, 1);
                 w.set_pos(0, 2);
                 w.finish(2);
             });
@@ -320,7 +378,7 @@ mod tests {
             Entry::encode(1, 4, 0),
         ];
         for (i, w) in words.iter().enumerate() {
-            s.set_entry(i as u32, *w);
+            s.set_entry(i as u32, *w, i as u32);
         }
         s.set_pos(3, 4);
         let mut out = StackCopy::default();
@@ -337,10 +395,25 @@ mod tests {
     }
 
     #[test]
+    fn siblings_read_in_birth_order() {
+        let s = PublishedStack::new();
+        // root, then two branches polled in rotated order: B (born 3, with
+        // a child) before A (born 2).
+        let rows = [(0, 1), (1, 3), (2, 4), (1, 2)];
+        for (i, (depth, birth)) in rows.iter().enumerate() {
+            s.set_entry(i as u32, Entry::encode(*depth, 10 + i as u32, 0), *birth);
+        }
+        s.finish(4);
+        let mut out = StackCopy::default();
+        s.copy_into(&mut out).unwrap();
+        assert_eq!(out.source_order(), [0, 3, 1, 2]);
+    }
+
+    #[test]
     fn truncation_beyond_capacity_is_reported() {
         let s = PublishedStack::new();
         for i in 0..(STACK_CAPACITY as u32 + 5) {
-            s.set_entry(i, Entry::encode(i, 1, 0));
+            s.set_entry(i, Entry::encode(i, 1, 0), 0);
         }
         s.finish(STACK_CAPACITY as u32 + 5);
         let mut out = StackCopy::default();
@@ -356,9 +429,9 @@ mod tests {
     #[test]
     fn unchanged_entries_are_not_rewritten() {
         let s = PublishedStack::new();
-        s.set_entry(0, Entry::encode(0, 1, 2));
+        s.set_entry(0, Entry::encode(0, 1, 2), 0);
         let seq = s.seq.load(Ordering::Relaxed);
-        s.set_entry(0, Entry::encode(0, 1, 2));
+        s.set_entry(0, Entry::encode(0, 1, 2), 0);
         s.set_await(0, 2);
         s.set_pos(0, 1);
         assert_eq!(

@@ -70,6 +70,8 @@ pub(crate) struct TaskSlot {
     pub(crate) state: AtomicU64,
     pub(crate) polls: AtomicU64,
     pub(crate) wakes: AtomicU64,
+    /// Last birth number handed to a frame of this task (poller only).
+    pub(crate) births: AtomicU32,
     /// Optional task name; readers load it without locking.
     pub(crate) name: NameCell,
     pub(crate) stack: PublishedStack,
@@ -86,6 +88,7 @@ impl TaskSlot {
             state: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
+            births: AtomicU32::new(0),
             name: NameCell::default(),
             stack: PublishedStack::new(),
         }
@@ -98,6 +101,15 @@ impl TaskSlot {
             .store(pack_state(RUNNING, generation, now_ns), Ordering::Release);
         let polls = self.polls.load(Ordering::Relaxed);
         self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Poller: the next birth number for a frame first polled in this task
+    /// (load and store: only the polling thread calls it).
+    #[inline]
+    pub(crate) fn next_birth(&self) -> u32 {
+        let b = self.births.load(Ordering::Relaxed).wrapping_add(1).max(1);
+        self.births.store(b, Ordering::Relaxed);
+        b
     }
 
     /// Poller: the task's poll returned `Pending`.
@@ -319,6 +331,7 @@ impl Registry {
         );
         slot.polls.store(0, Ordering::Relaxed);
         slot.wakes.store(0, Ordering::Relaxed);
+        slot.births.store(0, Ordering::Relaxed);
         let name = match (task.name, task.static_name) {
             (Some(n), _) => Some(n.clone()),
             (None, Some(s)) => Some(Arc::new(s.to_string())),
