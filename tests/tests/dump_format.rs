@@ -104,13 +104,7 @@ fn coalesced_text_counts_identical_tasks() {
     for _ in 0..3 {
         let (tx, rx) = oneshot::channel();
         senders.push(tx);
-        pool.spawner()
-            .spawn_local(
-                async_stack::task::spawned(wait_one(rx))
-                    .named("coalesce-me")
-                    .map_unit(),
-            )
-            .unwrap();
+        spawn_named(&pool, "coalesce-me", wait_one(rx));
     }
     pool.run_until_stalled();
     let d = async_stack::dump().with_name_containing("coalesce-me");
@@ -131,6 +125,17 @@ fn coalesced_text_counts_identical_tasks() {
     pool.run();
 }
 
+/// Spawns `fut` on `pool` as a task named `name`.
+fn spawn_named<F: std::future::Future + 'static>(
+    pool: &futures::executor::LocalPool,
+    name: &str,
+    fut: F,
+) {
+    pool.spawner()
+        .spawn_local(async_stack::task::spawned(fut).named(name).map_unit())
+        .unwrap();
+}
+
 trait MapUnit: std::future::Future + Sized {
     fn map_unit(self) -> futures::future::Map<Self, fn(Self::Output)> {
         futures::FutureExt::map(self, drop as fn(Self::Output))
@@ -142,13 +147,7 @@ impl<F: std::future::Future> MapUnit for F {}
 fn filters_select_by_state_time_and_name() {
     let mut pool = futures::executor::LocalPool::new();
     let (tx, rx) = oneshot::channel();
-    pool.spawner()
-        .spawn_local(
-            async_stack::task::spawned(wait_one(rx))
-                .named("filter-me")
-                .map_unit(),
-        )
-        .unwrap();
+    spawn_named(&pool, "filter-me", wait_one(rx));
     pool.run_until_stalled();
     let d = async_stack::dump().with_name_containing("filter-me");
     assert_eq!(d.tasks.len(), 1);
@@ -186,13 +185,7 @@ fn json_output_matches_the_checked_in_schema_and_round_trips() {
     let mut pool = futures::executor::LocalPool::new();
     let (ta, ra) = oneshot::channel::<u32>();
     let (tb, rb) = oneshot::channel::<u32>();
-    pool.spawner()
-        .spawn_local(
-            async_stack::task::spawned(format_root(ra, rb))
-                .named("json-root")
-                .map_unit(),
-        )
-        .unwrap();
+    spawn_named(&pool, "json-root", format_root(ra, rb));
     pool.run_until_stalled();
     let d = async_stack::dump().with_name_containing("json-root");
     assert_eq!(d.tasks.len(), 1);

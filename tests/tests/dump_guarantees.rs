@@ -19,6 +19,18 @@ fn short(f: &DumpFrame) -> &str {
     f.function.rsplit("::").next().unwrap()
 }
 
+/// The task of `d` whose root function is `name` (in this test file).
+fn task_rooted_at<'d>(
+    d: &'d async_stack::TaskDump,
+    name: &str,
+) -> Option<&'d async_stack::TaskInfo> {
+    d.tasks.iter().find(|t| {
+        t.root
+            .as_deref()
+            .is_some_and(|r| r.rsplit("::").next() == Some(name))
+    })
+}
+
 /// Waits (bounded) until `pred` holds for some dump, and returns it.
 fn dump_until(what: &str, pred: impl Fn(&async_stack::TaskDump) -> bool) -> async_stack::TaskDump {
     for _ in 0..2_000 {
@@ -65,22 +77,9 @@ fn dump_completes_while_a_task_blocks_forever_in_a_poll() {
     }
     // The dumping thread holds the mutex the task is blocked on.
     let d = dump_until("the blocked task", |d| {
-        d.tasks.iter().any(|t| {
-            t.root
-                .as_deref()
-                .is_some_and(|r| r.ends_with("::blocked_root"))
-                && t.frames.len() == 2
-        })
+        task_rooted_at(d, "blocked_root").is_some_and(|t| t.frames.len() == 2)
     });
-    let task = d
-        .tasks
-        .iter()
-        .find(|t| {
-            t.root
-                .as_deref()
-                .is_some_and(|r| r.ends_with("::blocked_root"))
-        })
-        .unwrap();
+    let task = task_rooted_at(&d, "blocked_root").unwrap();
     assert_eq!(task.state, TaskState::Running);
     assert_eq!(
         task.frames.iter().map(short).collect::<Vec<_>>(),
@@ -142,23 +141,10 @@ fn cpu_bound_task_is_running_with_its_current_stack() {
     let _stop = StopOnDrop(stop.clone());
     let h = rt.spawn(spin_root(stop.clone()));
     let d = dump_until("the spinning task running at depth 3", |d| {
-        d.tasks.iter().any(|t| {
-            t.root
-                .as_deref()
-                .is_some_and(|r| r.ends_with("::spin_root"))
-                && t.state == TaskState::Running
-                && t.frames.len() == 3
-        })
+        task_rooted_at(d, "spin_root")
+            .is_some_and(|t| t.state == TaskState::Running && t.frames.len() == 3)
     });
-    let task = d
-        .tasks
-        .iter()
-        .find(|t| {
-            t.root
-                .as_deref()
-                .is_some_and(|r| r.ends_with("::spin_root"))
-        })
-        .unwrap();
+    let task = task_rooted_at(&d, "spin_root").unwrap();
     assert_eq!(
         task.frames.iter().map(short).collect::<Vec<_>>(),
         ["spin_root", "spin_mid", "spin_leaf"]
