@@ -8,10 +8,12 @@
 //!
 //! # Defaults
 //!
-//! tokio-metrics calls a poll *slow* when it runs longer than its slow-poll
-//! threshold, and counts such polls. A watchdog that prints a stack for each
-//! one needs a far higher bar, and task states are stamped with a coarse
-//! clock (about 4 ms), so the defaults are:
+//! The terms follow tokio-metrics: *running* is time inside one poll (what
+//! tokio-metrics measures against its slow-poll threshold), *idle* is time
+//! from the end of a poll until the next wake (its idle duration). Its
+//! default slow-poll threshold, 50 µs, is made for counting polls, not for
+//! printing a stack per poll, and task states here are stamped with a
+//! coarse clock (a few milliseconds), so the defaults are:
 //!
 //! - running threshold: 100 ms (a poll that long blocks its worker thread
 //!   for every other task on it);
