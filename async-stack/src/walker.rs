@@ -122,6 +122,17 @@ struct Resolved {
 /// A captured backtrace of the current thread, native and async frames
 /// spliced. See [`backtrace()`] and the crate's "Stack accuracy"
 /// section.
+///
+/// # How frames are spliced
+///
+/// Each async frame records, while it is polled, an address on the native
+/// stack inside its own poll. Native stack addresses grow towards callers,
+/// so those addresses cut the native stack into regions: the frames below
+/// the innermost one ran inside the innermost poll (the synchronous code the
+/// leaf is executing, shown first); the frames between two of them are poll
+/// and generator plumbing (hidden, except with `{:#}`); the frames above the
+/// outermost are the executor (shown last, trimmed like std's short
+/// backtraces).
 pub struct Backtrace {
     natives: Vec<NativeFrame>,
     chain: Vec<ChainFrame>,
