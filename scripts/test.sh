@@ -31,9 +31,9 @@ need_tool() {
 echo "== 1/3 workspace tests (debug)"
 cargo test --workspace --all-features
 
-echo "== 2/3 walker and frame tests (release, line tables only)"
+echo "== 2/3 walker, frame, await-site and dump tests (release, line tables only)"
 walker_tests=()
-for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/dump_guarantees.rs; do
+for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_sites.rs tests/tests/dump_*.rs; do
     [ -e "$t" ] && walker_tests+=(--test "$(basename "$t" .rs)")
 done
 cargo test -p tests --profile release-lines "${walker_tests[@]}"
