@@ -9,24 +9,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System tools. None are needed yet beyond a Rust toolchain; debugger
-# script tests (gdb, lldb) will add theirs here, installed when missing.
-need_tool() {
-    local tool=$1 package=$2
-    if command -v "$tool" >/dev/null 2>&1; then
-        return
-    fi
-    echo "== installing $package (for $tool)"
-    if command -v apt-get >/dev/null 2>&1; then
-        local sudo=""
-        [ "$(id -u)" -eq 0 ] || sudo="sudo"
-        $sudo apt-get update -qq && $sudo apt-get install -y -qq "$package"
-    else
-        echo "error: $tool is missing and this system has no apt-get; install $package" >&2
-        exit 1
-    fi
-}
-
+# System tools: none are needed yet beyond the Rust toolchain. Tests that
+# need one (gdb and lldb for the debugger scripts) must install it here when
+# it is missing, never skip.
 
 echo "== 1/3 workspace tests (debug)"
 cargo test --workspace --all-features
