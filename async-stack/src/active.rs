@@ -74,8 +74,20 @@ pub fn set_await_site(site: &'static AwaitSite) {
                 site as *const AwaitSite as *mut AwaitSite,
                 Ordering::Relaxed,
             );
+            publish_await(a, site.id());
         }
     });
+}
+
+/// Publishes the active frame's new await site in its task's stack, so
+/// readers see where a running frame is now without any per-poll work.
+#[inline(always)]
+fn publish_await(a: &Active, await_id: u32) {
+    // SAFETY: `task` is null or the `&'static TaskSlot` of the task whose
+    // poll is on this thread's stack (module invariant).
+    if let Some(task) = unsafe { a.task.get().as_ref() } {
+        task.stack.set_await(a.index.get(), await_id);
+    }
 }
 
 /// Records that the frame being polled on this thread finished the
@@ -90,6 +102,7 @@ pub fn clear_await_site() {
             frame
                 .await_site
                 .store(std::ptr::null_mut(), Ordering::Relaxed);
+            publish_await(a, 0);
         }
     });
 }

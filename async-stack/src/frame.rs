@@ -13,7 +13,7 @@
 //! | `return_address` | the polling thread | on every poll, from its parent's await-site cache | while being polled |
 //! | `call_site` | constructor (macro) or first poll (`.traced()`) | once | always, once non-null |
 //! | `await_site` | the body, just before each `.await` | at each `.await` | always; null before the first `.await` |
-//! | `poll_marker` | the polling thread | on every poll | non-zero only while being polled |
+//! | `poll_marker` | the polling thread | on every poll | while being polled (stale otherwise) |
 //! | `body_fn` | the polling thread | on every poll (a constant) | always, once polled |
 //! | `birth` | the polling thread | first poll under a task | always, once set |
 //!
@@ -56,8 +56,9 @@ pub struct AsyncStackFrame {
     pub(crate) call_site: AtomicPtr<CallSite>,
     /// The `.await` this frame is suspended on (or was last suspended on).
     pub(crate) await_site: AtomicPtr<AwaitSite>,
-    /// An address on the native stack inside this frame's current `poll`;
-    /// `0` while not being polled. The walker uses it to splice.
+    /// An address on the native stack inside this frame's current `poll`
+    /// (`0` before the first; stale between polls, when nothing reads it).
+    /// The walker uses it to splice the frames of the active chain.
     pub(crate) poll_marker: AtomicUsize,
     /// Address of the body's `poll` function (`<F as Future>::poll`), to
     /// tell from unwind data whether the body has a physical frame of its

@@ -133,7 +133,6 @@ fn await_id(frame: &AsyncStackFrame) -> u32 {
 /// unwinding.
 struct Scope<'a> {
     active: &'a Active,
-    frame: &'a AsyncStackFrame,
     prev_frame: *const AsyncStackFrame,
     prev_depth: u32,
     prev_index: u32,
@@ -152,7 +151,6 @@ impl Drop for Scope<'_> {
             // Completed or unwound: the frame and its subtree are gone.
             self.active.cursor.set(self.index);
         }
-        self.frame.poll_marker.store(0, Ordering::Relaxed);
         self.active.frame.set(self.prev_frame);
         self.active.depth.set(self.prev_depth);
         self.active.index.set(self.prev_index);
@@ -249,8 +247,6 @@ fn poll_child<F: Future>(
             birth = t.next_birth();
             frame.birth.store(birth, Ordering::Relaxed);
         }
-        // The parent may have moved on to another `.await` in this poll.
-        t.stack.set_await(prev_index, await_id(parent_ref));
         t.stack
             .set_entry(index, Entry::encode(depth, call_id, await_id(frame)), birth);
         t.stack.set_pos(index, index.wrapping_add(1));
@@ -261,7 +257,6 @@ fn poll_child<F: Future>(
     a.frame.set(frame);
     let mut scope = Scope {
         active: a,
-        frame,
         prev_frame: parent,
         prev_depth,
         prev_index,
@@ -271,13 +266,9 @@ fn poll_child<F: Future>(
         root: false,
     };
     let out = call_body(inner, frame, cx);
-    if out.is_pending() {
-        if let Some(t) = task_ref {
-            t.stack
-                .set_entry(index, Entry::encode(depth, call_id, await_id(frame)), birth);
-        }
-        scope.keep = true;
-    }
+    // Pending: the entry is already current (an `.await` reached during the
+    // poll published itself, see `active::set_await_site`).
+    scope.keep = out.is_pending();
     drop(scope);
     out
 }
@@ -302,7 +293,6 @@ fn poll_root<F: Future>(
         a.frame.set(frame);
         let _scope = Scope {
             active: a,
-            frame,
             prev_frame: std::ptr::null(),
             prev_depth: 0,
             prev_index: 0,
@@ -330,7 +320,6 @@ fn poll_root<F: Future>(
     a.frame.set(frame);
     let mut scope = Scope {
         active: a,
-        frame,
         prev_frame: std::ptr::null(),
         prev_depth: 0,
         prev_index: 0,
@@ -340,11 +329,7 @@ fn poll_root<F: Future>(
         root: true,
     };
     let out = call_body(inner, frame, &mut cx);
-    if out.is_pending() {
-        slot.stack
-            .set_entry(0, Entry::encode(0, call_id, await_id(frame)), 0);
-        scope.keep = true;
-    }
+    scope.keep = out.is_pending();
     drop(scope);
     if out.is_pending() {
         slot.end_poll(reg.generation, crate::clock::now_ns());

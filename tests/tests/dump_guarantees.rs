@@ -332,3 +332,53 @@ fn a_thousand_dumps_race_with_spawning_and_finishing_tasks() {
     let d = async_stack::dump();
     assert!(d.tasks.iter().all(|t| !all_finished.contains(&t.id)));
 }
+
+// ---- a running frame that moved on to a later `.await` in the same poll ----
+
+#[traced_async]
+async fn quick() -> u32 {
+    7
+}
+
+/// Spins in its first poll: everything above it happens in that one poll.
+#[traced_async]
+async fn spin_now(stop: Arc<AtomicBool>) {
+    spin_until(&stop);
+}
+
+const MOVED_ON_SECOND_AWAIT: u32 = line!() + 4;
+#[traced_async]
+async fn moved_on(stop: Arc<AtomicBool>) {
+    let _ = quick().await;
+    spin_now(stop).await;
+}
+
+#[test]
+fn a_running_frame_shows_the_await_it_moved_on_to() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let _stop = StopOnDrop(stop.clone());
+    let h = rt.spawn(moved_on(stop.clone()));
+    let d = dump_until("moved_on spinning in spin_now", |d| {
+        task_rooted_at(d, "moved_on")
+            .is_some_and(|t| t.state == TaskState::Running && t.frames.len() == 2)
+    });
+    let task = task_rooted_at(&d, "moved_on").unwrap();
+    assert_eq!(task.polls, 1, "all of this happens inside the first poll");
+    assert_eq!(
+        task.frames.iter().map(short).collect::<Vec<_>>(),
+        ["moved_on", "spin_now"]
+    );
+    assert_eq!(await_line(&task.frames[0]), Some(MOVED_ON_SECOND_AWAIT));
+    stop.store(true, Ordering::Relaxed);
+    rt.block_on(h).unwrap();
+}
