@@ -11,20 +11,22 @@
 //!   `Pin<&mut dyn Future>` hidden behind [`black_box`], the way a runtime
 //!   polls a task through its vtable: the compiler can neither devirtualize
 //!   the poll nor fold consecutive polls together.
-//! - [`chain!`]: defines the levels `l1..=l8` or `l1..=l32` of a chain from a
-//!   per-level macro, so that every depth is a distinct, statically nested
-//!   type (no `Box::pin` per level in any variant).
+//! - [`chain!`]: defines the levels `l1..=l8`, `l1..=l9` or `l1..=l32` of a
+//!   chain from a per-level macro, so that every depth is a distinct,
+//!   statically nested type (no `Box::pin` per level in any variant).
 //! - [`Timed`] / [`timed_leaf`]: a leaf that runs a closure-free `fn()` many
 //!   times *inside* the poll of a chain and returns the elapsed time, for
 //!   `iter_custom` benchmarks of things that must run inside a traced poll
 //!   (capturing a backtrace).
 //! - [`traced8`]: the depth-8 `#[traced_async]` chain ending in [`Timed`],
 //!   shared by the `capture` bench and the `cold_resolve` binary.
-//! - [`clock`]: the clock all benches read, this thread's CPU time unless
-//!   `BENCH_CLOCK=wall`, and the criterion configuration that uses it.
-//! - [`names`], [`DEPTHS`], [`PENDING_PER_FUTURE`]: the benchmark ids and
-//!   parameters, shared by the benches and the `summary` binary that turns
-//!   criterion's `estimates.json` files into the tables of BENCHMARKS.md.
+//! - [`clock`]: the clock all benches read, this thread's CPU time (the
+//!   process's, for work that runs on other threads) unless
+//!   `BENCH_CLOCK=wall`, and the criterion configurations that use it.
+//! - [`names`], [`DEPTHS`], [`PENDING_PER_FUTURE`], [`SPAWN_TASKS`],
+//!   [`DUMP_TASKS`], [`DUMP_DEPTH`]: the benchmark ids and parameters, shared
+//!   by the benches and the `summary` binary that turns criterion's
+//!   `estimates.json` files into the tables of BENCHMARKS.md.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -47,6 +49,19 @@ pub const POLLS_PER_FUTURE: u32 = PENDING_PER_FUTURE + 1;
 /// The chain depths measured by `poll_depth`.
 pub const DEPTHS: [u32; 3] = [1, 8, 32];
 
+/// Tasks spawned (and awaited) per iteration of the `spawn` bench.
+pub const SPAWN_TASKS: u32 = 1000;
+
+/// Polls per task in the `spawn` bench: ready at once, or after yielding
+/// once.
+pub const SPAWN_POLLS: [u32; 2] = [1, 2];
+
+/// Live, suspended tasks the `dump` bench dumps.
+pub const DUMP_TASKS: usize = 10_000;
+
+/// Instrumented frames per task in the `dump` bench.
+pub const DUMP_DEPTH: usize = 9;
+
 /// Benchmark group and function ids, shared by the benches and `summary`.
 pub mod names {
     /// Group of `benches/poll_depth.rs`.
@@ -55,8 +70,14 @@ pub mod names {
     pub const ROOT: &str = "root";
     /// Group of `benches/capture.rs`.
     pub const CAPTURE: &str = "capture";
+    /// Group of `benches/spawn.rs` on a `current_thread` tokio runtime.
+    pub const SPAWN_CURRENT_THREAD: &str = "spawn_current_thread";
+    /// Group of `benches/spawn.rs` on a `multi_thread` runtime, 2 workers.
+    pub const SPAWN_MULTI_THREAD: &str = "spawn_multi_thread";
+    /// Group of `benches/dump.rs`.
+    pub const DUMP: &str = "dump";
 
-    /// Plain async fns: the baseline of `poll_depth` and `root`.
+    /// Plain async fns: the baseline of `poll_depth`, `root` and `spawn`.
     pub const UNTRACED: &str = "untraced";
     /// Control: every level wrapped in [`NativeFrames`](crate::NativeFrames),
     /// async-stack's native call shape with no bookkeeping.
@@ -78,6 +99,23 @@ pub mod names {
     pub const STD_CAPTURE_ONLY: &str = "std force_capture";
     /// `std::backtrace::Backtrace::force_capture()` then `.to_string()`.
     pub const STD_CAPTURE_RESOLVE: &str = "std force_capture+to_string";
+
+    /// `spawn`: `async_stack::tokio::spawn(traced())`, the helper that also
+    /// records the spawn location and the spawning task.
+    pub const ASYNC_STACK_SPAWN_HELPER: &str = "async-stack spawn helper";
+
+    /// `dump`: `async_stack::dump()`, the snapshot alone.
+    pub const DUMP_SNAPSHOT: &str = "async-stack dump()";
+    /// `dump`: `async_stack::dump().to_string()`, snapshot + Go-style text.
+    pub const DUMP_TEXT: &str = "async-stack dump().to_string()";
+    /// `dump`: `async_stack::dump().to_json()`, snapshot + JSON.
+    pub const DUMP_JSON: &str = "async-stack dump().to_json()";
+    /// `dump`: `async_backtrace::taskdump_tree(false)`.
+    pub const AB_TASKDUMP: &str = "async-backtrace taskdump_tree(false)";
+    /// `dump`: `await_tree::Registry::collect_all()`, the snapshot alone.
+    pub const AT_COLLECT: &str = "await-tree collect_all()";
+    /// `dump`: `collect_all()`, then every tree rendered to a string.
+    pub const AT_COLLECT_TEXT: &str = "await-tree collect_all()+to_string";
 }
 
 /// A leaf future that returns `Pending` `remaining` times, waking itself each
@@ -221,7 +259,7 @@ pub fn time_in_traced_chain(iters: u64, work: fn()) -> Duration {
 }
 
 /// Defines the levels of a chain: `l1` calls `$leaf`, and `lN` calls
-/// `l(N-1)`, for N up to 8 or 32.
+/// `l(N-1)`, for N up to 8, 9 or 32.
 ///
 /// `$level` is a macro invoked once per level as `$level!(lN => callee)`; it
 /// defines `lN`, with whatever instrumentation and signature the variant
@@ -239,9 +277,12 @@ macro_rules! chain {
         $level!(l7 => l6);
         $level!(l8 => l7);
     };
-    (32, $level:ident, $leaf:ident) => {
+    (9, $level:ident, $leaf:ident) => {
         $crate::chain!(8, $level, $leaf);
         $level!(l9 => l8);
+    };
+    (32, $level:ident, $leaf:ident) => {
+        $crate::chain!(9, $level, $leaf);
         $level!(l10 => l9);
         $level!(l11 => l10);
         $level!(l12 => l11);

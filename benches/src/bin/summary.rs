@@ -3,8 +3,9 @@
 //! Reads every `<criterion dir>/**/new/{benchmark,estimates}.json` left by
 //! `cargo bench -p benches` and prints markdown: the `poll_depth` per-level
 //! per-poll table with the async-stack / async-backtrace and
-//! async-stack / await-tree ratios and the targets, then the `root` and
-//! `capture` tables. Each time is criterion's headline estimate (the
+//! async-stack / await-tree ratios and the targets, then the `root`,
+//! `capture`, `spawn` and `dump` tables, and last a table of every target
+//! with its verdict. Each time is criterion's headline estimate (the
 //! regression slope when criterion has one, else the mean), the number
 //! printed after `time:` by `cargo bench`.
 //!
@@ -19,13 +20,18 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use benches::{DEPTHS, POLLS_PER_FUTURE, names};
+use benches::{DEPTHS, DUMP_DEPTH, DUMP_TASKS, POLLS_PER_FUTURE, SPAWN_POLLS, SPAWN_TASKS, names};
 use serde_json::Value;
 
 /// Per-level cost the design aims for at depth 8, in ns per level per poll.
 const TARGET_NS_PER_LEVEL: f64 = 2.0;
 /// Largest acceptable async-stack / async-backtrace per-level ratio.
 const TARGET_RATIO_VS_ASYNC_BACKTRACE: f64 = 0.5;
+/// Largest acceptable cost a task root adds to a spawn + completion, ns.
+const TARGET_SPAWN_NS: f64 = 100.0;
+/// Largest acceptable time for `dump().to_string()` of the `dump` bench's
+/// tasks, ms.
+const TARGET_DUMP_MS: f64 = 5.0;
 
 /// `(group, function, parameter)` -> criterion's typical time in ns.
 type Results = BTreeMap<(String, String, String), Estimate>;
@@ -61,6 +67,9 @@ fn main() -> ExitCode {
     poll_depth(&r);
     root(&r);
     capture(&r);
+    spawn(&r);
+    dump(&r);
+    targets(&r);
     ExitCode::SUCCESS
 }
 
@@ -176,11 +185,6 @@ fn poll_depth(r: &Lookup<'_>) {
         println!("| {depth} | {} |", cells.join(" | "));
     }
 
-    // (variant - untraced) / (depth * polls)
-    let per_level = |variant: &str, depth: u32| {
-        let extra = r.get(g, variant, depth)? - r.get(g, names::UNTRACED, depth)?;
-        Some(extra / (f64::from(depth) * polls))
-    };
     // The same difference between depth 8 and 32: the root's costs cancel.
     let marginal = |variant: &str| {
         let extra = |d: u32| Some(r.get(g, variant, d)? - r.get(g, names::UNTRACED, d)?);
@@ -210,36 +214,92 @@ fn poll_depth(r: &Lookup<'_>) {
         );
     };
     for depth in DEPTHS {
-        row(depth.to_string(), &|v| per_level(v, depth));
+        row(depth.to_string(), &|v| per_level(r, v, depth));
     }
     row("marginal 8→32".to_owned(), &marginal);
 
     println!();
-    let ours = per_level(names::ASYNC_STACK, 8);
-    match ours {
-        Some(ns) if ns <= TARGET_NS_PER_LEVEL => {
-            println!("- target ≤ {TARGET_NS_PER_LEVEL} ns/level/poll at depth 8: {ns:.2} ns, met")
-        }
-        Some(ns) => println!(
-            "- target ≤ {TARGET_NS_PER_LEVEL} ns/level/poll at depth 8: {ns:.2} ns, \
-             missed by {:.2} ns ({:.2}× the target)",
-            ns - TARGET_NS_PER_LEVEL,
-            ns / TARGET_NS_PER_LEVEL
-        ),
-        None => println!("- target at depth 8: n/a"),
-    }
-    match ratio(ours, per_level(names::ASYNC_BACKTRACE, 8)) {
-        Some(q) if q <= TARGET_RATIO_VS_ASYNC_BACKTRACE => println!(
-            "- target ≤ {TARGET_RATIO_VS_ASYNC_BACKTRACE} × async-backtrace at depth 8: {q:.2}×, met"
-        ),
-        Some(q) => println!(
-            "- target ≤ {TARGET_RATIO_VS_ASYNC_BACKTRACE} × async-backtrace at depth 8: {q:.2}×, \
-             missed ({:.2}× the allowed ratio)",
-            q / TARGET_RATIO_VS_ASYNC_BACKTRACE
-        ),
-        None => println!("- target vs async-backtrace at depth 8: n/a"),
+    for target in &poll_depth_targets(r)[..] {
+        println!("- {}", target.line());
     }
     println!();
+}
+
+/// `(variant - untraced) / (depth * polls)` in `poll_depth`, ns.
+fn per_level(r: &Lookup<'_>, variant: &str, depth: u32) -> Option<f64> {
+    let g = names::POLL_DEPTH;
+    let extra = r.get(g, variant, depth)? - r.get(g, names::UNTRACED, depth)?;
+    Some(extra / (f64::from(depth) * f64::from(POLLS_PER_FUTURE)))
+}
+
+/// One target: what it asks, the measured value, and whether it is met.
+struct Target {
+    /// What is asked, e.g. "≤ 2 ns/level/poll at depth 8".
+    goal: String,
+    /// The measured value, formatted, or `None` when not run.
+    measured: Option<String>,
+    /// `measured / limit` (≤ 1 means met).
+    of_limit: Option<f64>,
+    /// How much the value exceeds the limit, formatted, when it does.
+    excess: Option<String>,
+}
+
+impl Target {
+    /// A target on a value that must not exceed `limit`.
+    fn at_most(
+        goal: String,
+        value: Option<f64>,
+        limit: f64,
+        unit: &str,
+        decimals: usize,
+    ) -> Target {
+        Target {
+            goal,
+            measured: value.map(|v| format!("{v:.decimals$}{unit}")),
+            of_limit: value.map(|v| v / limit),
+            excess: value
+                .filter(|&v| v > limit)
+                .map(|v| format!("{:.decimals$}{unit}", v - limit)),
+        }
+    }
+
+    fn verdict(&self) -> String {
+        match (self.of_limit, &self.excess) {
+            (None, _) => "n/a (not run)".to_owned(),
+            (Some(q), None) => format!("met ({q:.2}× the limit)"),
+            (Some(q), Some(excess)) => format!("**missed** by {excess} ({q:.2}× the limit)"),
+        }
+    }
+
+    fn line(&self) -> String {
+        format!(
+            "target {}: {}, {}",
+            self.goal,
+            self.measured.as_deref().unwrap_or("n/a"),
+            self.verdict()
+        )
+    }
+}
+
+fn poll_depth_targets(r: &Lookup<'_>) -> [Target; 2] {
+    let ours = per_level(r, names::ASYNC_STACK, 8);
+    let theirs = per_level(r, names::ASYNC_BACKTRACE, 8);
+    [
+        Target::at_most(
+            format!("≤ {TARGET_NS_PER_LEVEL} ns per level per poll at depth 8"),
+            ours,
+            TARGET_NS_PER_LEVEL,
+            " ns",
+            2,
+        ),
+        Target::at_most(
+            format!("≤ {TARGET_RATIO_VS_ASYNC_BACKTRACE} × async-backtrace per level at depth 8"),
+            ratio(ours, theirs),
+            TARGET_RATIO_VS_ASYNC_BACKTRACE,
+            "×",
+            2,
+        ),
+    ]
 }
 
 fn root(r: &Lookup<'_>) {
@@ -287,6 +347,194 @@ fn capture(r: &Lookup<'_>) {
             r.with_ci(g, ours, "", 1e3, 2),
             r.with_ci(g, peer, "", 1e3, 2),
             fmt(ratio(t, p), 3)
+        );
+    }
+    println!();
+}
+
+/// The `spawn` groups and how to name them in tables.
+const SPAWN_GROUPS: [(&str, &str); 2] = [
+    (names::SPAWN_CURRENT_THREAD, "current_thread"),
+    (names::SPAWN_MULTI_THREAD, "multi_thread (2 workers)"),
+];
+
+/// Every `spawn` variant, baseline first.
+const SPAWN_VARIANTS: [&str; 5] = [
+    names::UNTRACED,
+    names::ASYNC_STACK,
+    names::ASYNC_STACK_SPAWN_HELPER,
+    names::ASYNC_BACKTRACE,
+    names::AWAIT_TREE,
+];
+
+/// ns per task of a `spawn` variant: criterion's time per batch / batch.
+fn spawn_ns(r: &Lookup<'_>, group: &str, variant: &str, polls: u32) -> Option<f64> {
+    Some(r.get(group, variant, polls)? / f64::from(SPAWN_TASKS))
+}
+
+/// Added ns per task of a `spawn` variant against `untraced`.
+fn spawn_added(r: &Lookup<'_>, group: &str, variant: &str, polls: u32) -> Option<f64> {
+    Some(spawn_ns(r, group, variant, polls)? - spawn_ns(r, group, names::UNTRACED, polls)?)
+}
+
+fn spawn(r: &Lookup<'_>) {
+    println!("## spawn\n");
+    println!(
+        "Spawn + run to completion + join, {SPAWN_TASKS} tasks per iteration, ns per task \
+         (95% interval); added = variant − untraced:\n"
+    );
+    println!("| runtime | polls | variant | ns per task | added ns | × untraced |");
+    println!("|---|---:|---|---:|---:|---:|");
+    for (group, runtime) in SPAWN_GROUPS {
+        for polls in SPAWN_POLLS {
+            let base = spawn_ns(r, group, names::UNTRACED, polls);
+            for variant in SPAWN_VARIANTS {
+                let t = spawn_ns(r, group, variant, polls);
+                println!(
+                    "| {runtime} | {polls} | {variant} | {} | {} | {} |",
+                    r.with_ci(group, variant, polls, f64::from(SPAWN_TASKS), 1),
+                    fmt(spawn_added(r, group, variant, polls), 1),
+                    fmt(ratio(t, base), 2)
+                );
+            }
+        }
+    }
+    println!(
+        "\nAdded ns per task, async-stack (`tokio::spawn(traced())`) against the peers' added \
+         ns:\n"
+    );
+    println!(
+        "| runtime | polls | async-stack | async-backtrace | await-tree | async-stack / async-backtrace | async-stack / await-tree |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (group, runtime) in SPAWN_GROUPS {
+        for polls in SPAWN_POLLS {
+            let added = |v: &str| spawn_added(r, group, v, polls);
+            let (ours, ab, at) = (
+                added(names::ASYNC_STACK),
+                added(names::ASYNC_BACKTRACE),
+                added(names::AWAIT_TREE),
+            );
+            println!(
+                "| {runtime} | {polls} | {} | {} | {} | {} | {} |",
+                fmt(ours, 1),
+                fmt(ab, 1),
+                fmt(at, 1),
+                fmt(ratio(ours, ab), 2),
+                fmt(ratio(ours, at), 2)
+            );
+        }
+    }
+    println!();
+    for target in spawn_targets(r, names::SPAWN_CURRENT_THREAD, "current_thread") {
+        println!("- {}", target.line());
+    }
+    println!(
+        "- informational only (process CPU time, which also counts the workers' searching and \
+         parking, varies more between runs than these differences):"
+    );
+    for target in spawn_targets(r, names::SPAWN_MULTI_THREAD, "multi_thread") {
+        println!("  - {}", target.line());
+    }
+    println!();
+}
+
+/// The spawn targets on one runtime. Verdicts are `current_thread`'s: on
+/// `multi_thread` the process CPU time also counts the workers' searching
+/// and parking, which varies more between runs than the instrumentation
+/// costs, so its lines are informational.
+fn spawn_targets(r: &Lookup<'_>, group: &str, runtime: &str) -> Vec<Target> {
+    let mut targets = Vec::new();
+    for polls in SPAWN_POLLS {
+        for variant in [names::ASYNC_STACK, names::ASYNC_STACK_SPAWN_HELPER] {
+            targets.push(Target::at_most(
+                format!(
+                    "≤ {TARGET_SPAWN_NS} ns added per spawn+completion \
+                     ({variant}, {runtime}, {polls} poll{})",
+                    if polls == 1 { "" } else { "s" }
+                ),
+                spawn_added(r, group, variant, polls),
+                TARGET_SPAWN_NS,
+                " ns",
+                1,
+            ));
+        }
+    }
+    targets
+}
+
+/// Every `dump` variant, async-stack first.
+const DUMP_VARIANTS: [&str; 6] = [
+    names::DUMP_SNAPSHOT,
+    names::DUMP_TEXT,
+    names::DUMP_JSON,
+    names::AB_TASKDUMP,
+    names::AT_COLLECT,
+    names::AT_COLLECT_TEXT,
+];
+
+fn dump(r: &Lookup<'_>) {
+    let g = names::DUMP;
+    let get = |v: &str| r.get(g, v, "");
+    println!("## dump\n");
+    println!(
+        "One dump of {DUMP_TASKS} live, suspended tasks, {DUMP_DEPTH} frames each; ms per dump \
+         (95% interval). Ratios against async-stack's text dump:\n"
+    );
+    println!("| variant | ms per dump | µs per task | × async-stack text |");
+    println!("|---|---:|---:|---:|");
+    let ours = get(names::DUMP_TEXT);
+    for variant in DUMP_VARIANTS {
+        let t = get(variant);
+        println!(
+            "| {variant} | {} | {} | {} |",
+            r.with_ci(g, variant, "", 1e6, 2),
+            fmt(t.map(|t| t / 1e3 / DUMP_TASKS as f64), 2),
+            fmt(ratio(t, ours), 2)
+        );
+    }
+    println!(
+        "\n- async-stack text / async-backtrace text: {}×; async-stack text / await-tree \
+         collect+text: {}×; async-stack snapshot / await-tree snapshot: {}×",
+        fmt(ratio(ours, get(names::AB_TASKDUMP)), 2),
+        fmt(ratio(ours, get(names::AT_COLLECT_TEXT)), 2),
+        fmt(ratio(get(names::DUMP_SNAPSHOT), get(names::AT_COLLECT)), 2)
+    );
+    println!("- {}", dump_target(r).line());
+    println!();
+}
+
+fn dump_target(r: &Lookup<'_>) -> Target {
+    Target::at_most(
+        format!(
+            "≤ {TARGET_DUMP_MS} ms for dump().to_string() of {DUMP_TASKS} tasks × {DUMP_DEPTH} frames"
+        ),
+        r.get(names::DUMP, names::DUMP_TEXT, "").map(|ns| ns / 1e6),
+        TARGET_DUMP_MS,
+        " ms",
+        2,
+    )
+}
+
+/// Every target, with its verdict.
+fn targets(r: &Lookup<'_>) {
+    println!("## targets\n");
+    println!("| target | measured | verdict |");
+    println!("|---|---:|---|");
+    let all = poll_depth_targets(r)
+        .into_iter()
+        .chain(spawn_targets(
+            r,
+            names::SPAWN_CURRENT_THREAD,
+            "current_thread",
+        ))
+        .chain([dump_target(r)]);
+    for t in all {
+        println!(
+            "| {} | {} | {} |",
+            t.goal,
+            t.measured.as_deref().unwrap_or("n/a"),
+            t.verdict()
         );
     }
     println!();

@@ -1,0 +1,365 @@
+//! `dump`: a dump of 10,000 live, suspended tasks, 9 frames deep, as text.
+//!
+//! # What runs
+//!
+//! [`DUMP_TASKS`] (10,000) tasks are spawned on a `current_thread` tokio
+//! runtime. Each is a chain of [`DUMP_DEPTH`] (9) instrumented async fns,
+//! `l9 -> l8 -> ... -> l1 -> park`, where `park` is a plain future that is
+//! `Pending` forever and never wakes anyone. The runtime runs until every
+//! task has reached `park` (it counts its first polls), then stays alive and
+//! idle while the dumps are timed from the benchmark thread: every task is
+//! suspended, none is running. Building the tasks is outside the timing.
+//!
+//! One population per library, built before its benchmarks and dropped
+//! (runtime shut down, tasks dropped) after them, so exactly one population
+//! of 10,000 tasks is alive at any time and no library's dump sees, or
+//! walks past, another's tasks. After the async-stack population is dropped
+//! the bench checks that async-stack's registry is empty again.
+//!
+//! Variants, one criterion group:
+//!
+//! - `async-stack dump()`: `async_stack::dump()`, the snapshot alone (every
+//!   live task's published stack copied, sites resolved to names and
+//!   file:line:column).
+//! - `async-stack dump().to_string()`: the same, rendered to the Go-style
+//!   text: per task a header, each frame with the `.await` it is suspended
+//!   at (`awaiting at benches/benches/dump.rs:LINE:COL`), and a footer.
+//!   This is the figure the target (at most 5 ms) applies to.
+//! - `async-stack dump().to_json()`: the snapshot as (pretty) JSON.
+//! - `async-backtrace taskdump_tree(false)`: tasks built from
+//!   `#[async_backtrace::framed]` fns; one line per frame with the fn's
+//!   definition site (the peers' chains come from [`benches::chain!`], so
+//!   all their levels show the line of its invocation; their cost does not
+//!   depend on it). `false`: do not wait for running tasks (it would
+//!   make no difference here, none runs; `true` can deadlock, see its docs).
+//! - `await-tree collect_all()`: tasks spawned as
+//!   `registry.register(i, "l9 at FILE:LINE").instrument(l9())`, each level
+//!   awaiting the next through `instrument_await("lK at FILE:LINE")` (the
+//!   root span plus 8 instrumented awaits: 9 nodes, each naming its
+//!   `.await` line); `Registry::collect_all()` clones every tree.
+//! - `await-tree collect_all()+to_string`: the same, every tree rendered
+//!   (`Display`) into one string, with its key, as await-tree's examples do.
+//!
+//! Before timing, each population is checked (assertions, outside the
+//! timing): async-stack's dump holds exactly 10,000 tasks, all idle, each
+//! with 9 frames `l9..l1`, each frame suspended at a `.await` of this file;
+//! async-backtrace's taskdump has 10,000 tasks of 9 frames and no `POLLING`
+//! task; await-tree has 10,000 trees of 9 nodes. One task of each is
+//! printed once (stderr), to show what the dumps contain.
+//!
+//! # What each dump pauses
+//!
+//! async-stack's dump pauses nothing by design: it copies each task's
+//! published stack under a sequence counter and never waits for a task, so
+//! a task polled during a dump is neither blocked nor delayed. (The one lock
+//! it touches, per id lookup, is the read side of the interned-site table's
+//! `RwLock`, whose write side a task takes only the first time the process
+//! passes a given call site or `.await`.) The peers lock: async-backtrace iterates its task set holding the set's
+//! shard read locks (spawning or completing a framed task waits) and holds
+//! each task's mutex while formatting it (a poll of that task waits);
+//! await-tree holds its registry's read lock (registering waits) and each
+//! task's tree mutex while cloning it (a poll of that task waits). With
+//! every task suspended, as here, those locks are uncontended.
+//!
+//! # How to read it
+//!
+//! Times are the benchmark thread's CPU time ([`benches::clock`]), per dump
+//! of all 10,000 tasks, including freeing the result. Compare
+//! `dump().to_string()` with the 5 ms target and with the peers' text
+//! dumps; `dump()` alone shows how much of it is the snapshot and how much
+//! the formatting. `cargo run -p benches --bin summary` prints the ratios.
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use await_tree::Registry;
+use benches::clock::BenchClock;
+use benches::{DUMP_DEPTH, DUMP_TASKS, names};
+use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
+use tokio::runtime::{Builder, Runtime};
+
+/// Tasks that have reached their `park` leaf, over all populations.
+static PARKED: AtomicUsize = AtomicUsize::new(0);
+
+/// The leaf of every chain: `Pending` forever, never wakes. Counts its
+/// first poll in [`PARKED`].
+struct Park {
+    counted: bool,
+}
+
+impl Future for Park {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if !self.counted {
+            self.counted = true;
+            PARKED.fetch_add(1, Ordering::Relaxed);
+        }
+        Poll::Pending
+    }
+}
+
+fn park() -> Park {
+    Park { counted: false }
+}
+
+/// The async-stack chain, written out rather than generated by
+/// [`benches::chain!`] so that each `.await` has a line of its own (in a
+/// macro they would all carry the line of its invocation). The premise
+/// check finds each line by the comment that ends it.
+mod async_stack_chain {
+    use super::park;
+
+    #[async_stack::traced_async]
+    pub async fn l9() {
+        l8().await // l9 awaits
+    }
+
+    #[async_stack::traced_async]
+    pub async fn l8() {
+        l7().await // l8 awaits
+    }
+
+    #[async_stack::traced_async]
+    pub async fn l7() {
+        l6().await // l7 awaits
+    }
+
+    #[async_stack::traced_async]
+    pub async fn l6() {
+        l5().await // l6 awaits
+    }
+
+    #[async_stack::traced_async]
+    pub async fn l5() {
+        l4().await // l5 awaits
+    }
+
+    #[async_stack::traced_async]
+    pub async fn l4() {
+        l3().await // l4 awaits
+    }
+
+    #[async_stack::traced_async]
+    pub async fn l3() {
+        l2().await // l3 awaits
+    }
+
+    #[async_stack::traced_async]
+    pub async fn l2() {
+        l1().await // l2 awaits
+    }
+
+    #[async_stack::traced_async]
+    pub async fn l1() {
+        park().await // l1 awaits
+    }
+}
+
+mod async_backtrace_chain {
+    use super::park;
+
+    macro_rules! level {
+        ($name:ident => $callee:ident) => {
+            /// One level: awaits the level below.
+            #[async_backtrace::framed]
+            pub async fn $name() {
+                $callee().await
+            }
+        };
+    }
+    benches::chain!(9, level, park);
+}
+
+mod await_tree_chain {
+    use await_tree::InstrumentAwait;
+
+    use super::park;
+
+    /// The span the task root is registered with: `l9` and where it is.
+    pub const ROOT_SPAN: &str = concat!("l9 at ", file!(), ":", line!());
+
+    macro_rules! level {
+        // `l1` awaits the leaf uninstrumented: with the root span, the
+        // tree then has one node per level, 9 in all, like the other chains.
+        (l1 => $callee:ident) => {
+            /// The innermost level: awaits the leaf.
+            pub async fn l1() {
+                $callee().await
+            }
+        };
+        ($name:ident => $callee:ident) => {
+            /// One level: awaits the level below as an await-tree span
+            /// naming the callee and the line of this `.await`.
+            pub async fn $name() {
+                $callee()
+                    .instrument_await(concat!(stringify!($callee), " at ", file!(), ":", line!()))
+                    .await
+            }
+        };
+    }
+    benches::chain!(9, level, park);
+}
+
+/// Spawns [`DUMP_TASKS`] tasks with `spawn_one(i)` on a new
+/// `current_thread` runtime and runs it until every task is parked. The
+/// tasks live until the runtime is dropped.
+fn populate(spawn_one: impl Fn(usize)) -> Runtime {
+    let rt = Builder::new_current_thread()
+        .build()
+        .expect("cannot build the tokio runtime");
+    let target = PARKED.load(Ordering::Relaxed) + DUMP_TASKS;
+    rt.block_on(async {
+        for i in 0..DUMP_TASKS {
+            spawn_one(i);
+        }
+        while PARKED.load(Ordering::Relaxed) < target {
+            tokio::task::yield_now().await;
+        }
+    });
+    assert_eq!(PARKED.load(Ordering::Relaxed), target);
+    rt
+}
+
+/// The line of this file that ends with `// l{level} awaits`.
+fn await_line(level: usize) -> u32 {
+    let tag = format!("// l{level} awaits");
+    let index = include_str!("dump.rs")
+        .lines()
+        .position(|l| l.ends_with(&tag))
+        .expect("every level of the async-stack chain has a tagged .await");
+    u32::try_from(index + 1).expect("line number")
+}
+
+/// The async-stack population's premise: exactly [`DUMP_TASKS`] idle
+/// tasks, each with the 9 frames `l9..l1` (root first), each suspended at
+/// the exact line of its `.await` in this file. Returns the text of one
+/// task.
+fn check_async_stack() -> String {
+    let dump = async_stack::dump();
+    assert_eq!(dump.tasks.len(), DUMP_TASKS, "live async-stack tasks");
+    let levels: Vec<(String, u32)> = (1..=DUMP_DEPTH)
+        .rev()
+        .map(|n| (format!("dump::async_stack_chain::l{n}"), await_line(n)))
+        .collect();
+    for task in &dump.tasks {
+        assert_eq!(task.state, async_stack::TaskState::Idle);
+        assert_eq!(task.frames.len(), DUMP_DEPTH, "task {}", task.id);
+        for (k, (frame, (function, line))) in task.frames.iter().zip(&levels).enumerate() {
+            assert_eq!(&frame.function, function);
+            assert_eq!(frame.depth as usize, k);
+            let at = frame.awaiting_at.as_ref().expect("suspended at an .await");
+            assert_eq!(at.file, file!());
+            assert_eq!(at.line, *line, "{function}");
+        }
+    }
+    let text = dump.to_string();
+    assert_eq!(text.matches(" [async]\n").count(), DUMP_TASKS * DUMP_DEPTH);
+    assert_eq!(
+        text.matches("awaiting at ").count(),
+        DUMP_TASKS * DUMP_DEPTH
+    );
+    eprintln!("async-stack text dump: {} bytes", text.len());
+    async_stack::TaskDump {
+        tasks: dump.tasks[..1].to_vec(),
+        ..dump
+    }
+    .to_string()
+}
+
+/// The async-backtrace population's premise. Returns one task's tree.
+fn check_async_backtrace() -> String {
+    assert_eq!(async_backtrace::tasks().count(), DUMP_TASKS);
+    let text = async_backtrace::taskdump_tree(false);
+    assert!(!text.contains("POLLING"));
+    assert_eq!(text.matches("╼ ").count(), DUMP_TASKS * DUMP_DEPTH);
+    eprintln!("async-backtrace text dump: {} bytes", text.len());
+    async_backtrace::tasks()
+        .next()
+        .expect("a task")
+        .pretty_tree(false)
+}
+
+/// await-tree's text dump: every tree with its key, as one string.
+fn await_tree_text(registry: &Registry) -> String {
+    let mut out = String::new();
+    for (key, tree) in registry.collect_all() {
+        writeln!(out, "[{key}]\n{tree}").expect("writing to a String");
+    }
+    out
+}
+
+/// The await-tree population's premise. Returns one task's tree.
+fn check_await_tree(registry: &Registry) -> String {
+    let all = registry.collect_all();
+    assert_eq!(all.len(), DUMP_TASKS);
+    for (_, tree) in &all {
+        assert_eq!(tree.to_string().lines().count(), DUMP_DEPTH);
+    }
+    let text = await_tree_text(registry);
+    assert_eq!(
+        text.matches(await_tree_chain::ROOT_SPAN).count(),
+        DUMP_TASKS
+    );
+    eprintln!("await-tree text dump: {} bytes", text.len());
+    all[0].1.to_string()
+}
+
+fn dump(c: &mut Criterion<BenchClock>) {
+    let mut group = c.benchmark_group(names::DUMP);
+    // Milliseconds per iteration: a fixed number of iterations per sample.
+    group.sampling_mode(SamplingMode::Flat).sample_size(20);
+
+    let rt = populate(|_| drop(tokio::spawn(async_stack_chain::l9())));
+    eprintln!("one async-stack task:\n{}", check_async_stack());
+    group.bench_function(names::DUMP_SNAPSHOT, |b| {
+        b.iter(async_stack::dump);
+    });
+    group.bench_function(names::DUMP_TEXT, |b| {
+        b.iter(|| async_stack::dump().to_string());
+    });
+    group.bench_function(names::DUMP_JSON, |b| {
+        b.iter(|| async_stack::dump().to_json());
+    });
+    drop(rt);
+    assert_eq!(
+        async_stack::dump().tasks.len(),
+        0,
+        "tasks outlived the runtime"
+    );
+
+    let rt = populate(|_| drop(tokio::spawn(async_backtrace_chain::l9())));
+    eprintln!("one async-backtrace task:\n{}", check_async_backtrace());
+    group.bench_function(names::AB_TASKDUMP, |b| {
+        b.iter(|| async_backtrace::taskdump_tree(black_box(false)));
+    });
+    drop(rt);
+    assert_eq!(async_backtrace::tasks().count(), 0);
+
+    let registry = Registry::new(await_tree::Config::default());
+    let rt = populate(|i| {
+        let root = registry.register(i, await_tree_chain::ROOT_SPAN);
+        drop(tokio::spawn(root.instrument(await_tree_chain::l9())));
+    });
+    eprintln!("one await-tree task:\n{}", check_await_tree(&registry));
+    group.bench_function(names::AT_COLLECT, |b| {
+        b.iter(|| registry.collect_all());
+    });
+    group.bench_function(names::AT_COLLECT_TEXT, |b| {
+        b.iter(|| await_tree_text(&registry));
+    });
+    drop(rt);
+    assert!(registry.collect_all().is_empty());
+
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = benches::clock::criterion();
+    targets = dump
+}
+criterion_main!(benches);
