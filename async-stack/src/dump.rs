@@ -35,14 +35,15 @@
 //! [`TaskDump::to_json`] follows the schema checked in at
 //! `docs/task-dump.schema.json`.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::site::{await_site_by_id, call_site_by_id};
-use crate::task::published::Entry;
+use crate::site::{AwaitSite, CallSite, await_site_by_id, call_site_by_id};
+use crate::task::published::{Entry, StackCopy};
 use crate::task::registry::{RawTask, public_state};
 use crate::task::{TaskState, registry};
 
@@ -50,7 +51,7 @@ use crate::task::{TaskState, registry};
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct SourceLocation {
     /// Source file, as `file!()` records it.
-    pub file: String,
+    pub file: Cow<'static, str>,
     /// 1-based line.
     pub line: u32,
     /// 1-based column.
@@ -69,7 +70,7 @@ pub struct DumpFrame {
     /// Depth in the task's tree of pending frames; the root is 0.
     pub depth: u32,
     /// The function (`module::path::name`) or explicit name.
-    pub function: String,
+    pub function: Cow<'static, str>,
     /// Where the function (or `.traced()` call) is defined.
     pub defined_at: Option<SourceLocation>,
     /// The `.await` the frame is suspended on, or, while it runs, the
@@ -100,7 +101,7 @@ pub struct TaskInfo {
     /// Where the task was spawned, when spawned through a helper.
     pub spawned_at: Option<SourceLocation>,
     /// The root future's function (or explicit name).
-    pub root: Option<String>,
+    pub root: Option<Cow<'static, str>>,
     /// Pending frames, a tree in pre-order (root first, children in source
     /// order). The text form prints them innermost first.
     pub frames: Vec<DumpFrame>,
@@ -117,39 +118,40 @@ impl TaskInfo {
         Duration::from_millis(self.state_ms)
     }
 
-    fn from_raw(raw: RawTask, now_ms: u64) -> TaskInfo {
-        let copy = raw.stack.clone().unwrap_or_default();
-        let entries: Vec<Entry> = copy.words.iter().map(|w| Entry::decode(*w)).collect();
-        let running = copy.running();
-        let innermost_running = copy.active.map(|a| a as usize);
-        let frames = copy
-            .source_order()
-            .into_iter()
-            .map(|i| {
-                let e = &entries[i];
-                let call = call_site_by_id(e.call_site);
-                let awaiting_at = if Some(i) == innermost_running {
-                    None
-                } else {
-                    await_site_by_id(e.await_site).map(|a| SourceLocation {
-                        file: a.file().to_string(),
-                        line: a.line(),
-                        column: a.column(),
-                    })
-                };
-                DumpFrame {
-                    depth: e.depth,
-                    function: call.map_or_else(|| "<unknown>".to_string(), |c| c.function()),
-                    defined_at: call.map(|c| SourceLocation {
-                        file: c.file().to_string(),
-                        line: c.line(),
-                        column: c.column(),
-                    }),
-                    awaiting_at,
-                    running: running[i],
-                }
-            })
-            .collect();
+    fn from_raw(raw: RawTask, copy: &StackCopy, sites: &Sites, now_ms: u64) -> TaskInfo {
+        let (words, len) = if raw.stack_copied {
+            (&copy.words[..], copy.len)
+        } else {
+            (&[][..], 0)
+        };
+        let running = if raw.stack_copied {
+            copy.running_mask()
+        } else {
+            0
+        };
+        let innermost_running = copy.active.filter(|_| raw.stack_copied).map(|a| a as usize);
+        let order = if raw.stack_copied {
+            copy.source_order()
+        } else {
+            Vec::new()
+        };
+        let mut frames = Vec::with_capacity(order.len());
+        for i in order {
+            let e = Entry::decode(words[i]);
+            let (function, defined_at) = sites.call(e.call_site);
+            let awaiting_at = if Some(i) == innermost_running {
+                None
+            } else {
+                sites.await_site(e.await_site)
+            };
+            frames.push(DumpFrame {
+                depth: e.depth,
+                function,
+                defined_at,
+                awaiting_at,
+                running: running & (1 << i) != 0,
+            });
+        }
         TaskInfo {
             id: raw.id,
             name: raw.name.map(|n| n.to_string()),
@@ -159,15 +161,58 @@ impl TaskInfo {
             wakes: raw.wakes,
             parent: (raw.parent != 0).then_some(raw.parent),
             spawned_at: raw.location.map(|l| SourceLocation {
-                file: l.file().to_string(),
+                file: Cow::Borrowed(l.file()),
                 line: l.line(),
                 column: l.column(),
             }),
-            root: call_site_by_id(raw.root_call_site).map(|c| c.function()),
+            root: (raw.root_call_site != 0).then(|| sites.call(raw.root_call_site).0),
             frames,
-            truncated: copy.len.saturating_sub(copy.words.len() as u32),
-            stack_unavailable: raw.stack.is_none(),
+            truncated: len.saturating_sub(words.len() as u32),
+            stack_unavailable: !raw.stack_copied,
         }
+    }
+}
+
+/// The site tables, copied once per dump so that resolving an id is an
+/// index, not a lock. Every string is `'static`: frames borrow them.
+struct Sites {
+    calls: Vec<&'static CallSite>,
+    awaits: Vec<&'static AwaitSite>,
+}
+
+impl Sites {
+    fn new() -> Self {
+        let (calls, awaits) = crate::site::snapshot();
+        Sites { calls, awaits }
+    }
+
+    // A site registered after the snapshot (during this dump) is looked up
+    // in the shared table instead.
+    fn call(&self, id: u32) -> (Cow<'static, str>, Option<SourceLocation>) {
+        let snapshot = (id as usize).checked_sub(1).and_then(|i| self.calls.get(i));
+        match snapshot.copied().or_else(|| call_site_by_id(id)) {
+            Some(c) => (
+                Cow::Borrowed(c.function_static()),
+                Some(SourceLocation {
+                    file: Cow::Borrowed(c.file()),
+                    line: c.line(),
+                    column: c.column(),
+                }),
+            ),
+            None => (Cow::Borrowed("<unknown>"), None),
+        }
+    }
+
+    fn await_site(&self, id: u32) -> Option<SourceLocation> {
+        let snapshot = (id as usize)
+            .checked_sub(1)
+            .and_then(|i| self.awaits.get(i));
+        let a = snapshot.copied().or_else(|| await_site_by_id(id))?;
+        Some(SourceLocation {
+            file: Cow::Borrowed(a.file()),
+            line: a.line(),
+            column: a.column(),
+        })
     }
 }
 
@@ -216,10 +261,12 @@ pub fn dump() -> TaskDump {
     let now_ms = crate::clock::now_ns() / 1_000_000;
     let mut tasks = Vec::new();
     let mut torn = 0u64;
+    let mut copy = StackCopy::default();
+    let sites = Sites::new();
     registry().for_each_slot(|slot| {
-        if let Some(raw) = slot.read() {
+        if let Some(raw) = slot.read(&mut copy) {
             torn += u64::from(raw.torn);
-            tasks.push(TaskInfo::from_raw(raw, now_ms));
+            tasks.push(TaskInfo::from_raw(raw, &copy, &sites, now_ms));
         }
     });
     tasks.sort_by_key(|t| t.id);
@@ -286,7 +333,27 @@ pub fn format_duration(d: Duration) -> String {
 /// Writes frames innermost first: a post-order walk of the pre-order tree,
 /// indented by depth, so a linear stack reads top-down from the leaf and
 /// each pending branch appears (in source order) above its parent.
-fn write_frames(f: &mut fmt::Formatter<'_>, frames: &[DumpFrame]) -> fmt::Result {
+fn write_pad(f: &mut String, n: usize) -> fmt::Result {
+    const SPACES: &str = "                                                                ";
+    let mut n = n;
+    while n > 0 {
+        let k = n.min(SPACES.len());
+        f.write_str(&SPACES[..k])?;
+        n -= k;
+    }
+    Ok(())
+}
+
+fn write_location(f: &mut String, at: &SourceLocation) -> fmt::Result {
+    let mut buf = itoa::Buffer::new();
+    f.write_str(&at.file)?;
+    f.write_str(":")?;
+    f.write_str(buf.format(at.line))?;
+    f.write_str(":")?;
+    f.write_str(buf.format(at.column))
+}
+
+fn write_frames(f: &mut String, frames: &[DumpFrame]) -> fmt::Result {
     fn subtree_end(frames: &[DumpFrame], i: usize) -> usize {
         let d = frames[i].depth;
         let mut j = i + 1;
@@ -295,20 +362,29 @@ fn write_frames(f: &mut fmt::Formatter<'_>, frames: &[DumpFrame]) -> fmt::Result
         }
         j
     }
-    fn walk(f: &mut fmt::Formatter<'_>, frames: &[DumpFrame], i: usize) -> fmt::Result {
+    fn walk(f: &mut String, frames: &[DumpFrame], i: usize) -> fmt::Result {
         let end = subtree_end(frames, i);
         let mut c = i + 1;
         while c < end {
             walk(f, frames, c)?;
             c = subtree_end(frames, c);
         }
+        // The hot loop of a large dump: plain slices and integers, no
+        // `format_args!` per field.
         let fr = &frames[i];
-        let pad = "  ".repeat(fr.depth as usize + 1);
-        writeln!(f, "{pad}{} [async]", fr.function)?;
+        let pad = 2 * (fr.depth as usize + 1);
+        write_pad(f, pad)?;
+        f.write_str(&fr.function)?;
+        f.write_str(" [async]\n")?;
+        write_pad(f, pad + 4)?;
         match (&fr.awaiting_at, fr.running) {
-            (Some(at), _) => writeln!(f, "{pad}    awaiting at {at}"),
-            (None, true) => writeln!(f, "{pad}    running"),
-            (None, false) => writeln!(f, "{pad}    not suspended at an instrumented .await"),
+            (Some(at), _) => {
+                f.write_str("awaiting at ")?;
+                write_location(f, at)?;
+                f.write_str("\n")
+            }
+            (None, true) => f.write_str("running\n"),
+            (None, false) => f.write_str("not suspended at an instrumented .await\n"),
         }
     }
     let mut i = 0;
@@ -319,7 +395,7 @@ fn write_frames(f: &mut fmt::Formatter<'_>, frames: &[DumpFrame]) -> fmt::Result
     Ok(())
 }
 
-fn write_footer(f: &mut fmt::Formatter<'_>, t: &TaskInfo) -> fmt::Result {
+fn write_footer(f: &mut String, t: &TaskInfo) -> fmt::Result {
     if t.stack_unavailable {
         writeln!(f, "  (stack changed during every copy; not shown)")?;
     }
@@ -337,7 +413,13 @@ fn write_footer(f: &mut fmt::Formatter<'_>, t: &TaskInfo) -> fmt::Result {
     }
 }
 
-fn write_header(f: &mut fmt::Formatter<'_>, t: &TaskInfo) -> fmt::Result {
+fn render_task(f: &mut String, t: &TaskInfo) -> fmt::Result {
+    write_header(f, t)?;
+    write_frames(f, &t.frames)?;
+    write_footer(f, t)
+}
+
+fn write_header(f: &mut String, t: &TaskInfo) -> fmt::Result {
     write!(f, "task {}", t.id)?;
     if let Some(n) = &t.name {
         write!(f, " {n:?}")?;
@@ -351,18 +433,25 @@ fn write_header(f: &mut fmt::Formatter<'_>, t: &TaskInfo) -> fmt::Result {
     )
 }
 
-impl fmt::Display for TaskDump {
-    /// The Go-style text form. `{:#}` coalesces tasks whose state, stack
-    /// and spawn site are identical into one entry with a count.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !f.alternate() {
+impl TaskDump {
+    /// The Go-style text form, as `Display` writes it (`coalesce` is what
+    /// `{:#}` selects), built in one preallocated `String`: the fast way to
+    /// get the text of a large dump.
+    pub fn to_text(&self, coalesce: bool) -> String {
+        let frames: usize = self.tasks.iter().map(|t| t.frames.len()).sum();
+        let mut out = String::with_capacity(self.tasks.len() * 96 + frames * 112);
+        // Writing to a `String` cannot fail.
+        let _ = self.render(&mut out, coalesce);
+        out
+    }
+
+    fn render(&self, f: &mut String, coalesce: bool) -> fmt::Result {
+        if !coalesce {
             for (i, t) in self.tasks.iter().enumerate() {
                 if i > 0 {
                     writeln!(f)?;
                 }
-                write_header(f, t)?;
-                write_frames(f, &t.frames)?;
-                write_footer(f, t)?;
+                render_task(f, t)?;
             }
             return Ok(());
         }
@@ -408,6 +497,28 @@ impl fmt::Display for TaskDump {
             }
             write_frames(f, &first.frames)?;
             write_footer(f, first)?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for TaskDump {
+    /// The Go-style text form. `{:#}` coalesces tasks whose state, stack
+    /// and spawn site are identical into one entry with a count.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            return f.write_str(&self.to_text(true));
+        }
+        // One task at a time through a small reused buffer: no giant
+        // intermediate string, and few calls into the formatter.
+        let mut buf = String::with_capacity(1024);
+        for (i, t) in self.tasks.iter().enumerate() {
+            buf.clear();
+            if i > 0 {
+                buf.push('\n');
+            }
+            render_task(&mut buf, t)?;
+            f.write_str(&buf)?;
         }
         Ok(())
     }

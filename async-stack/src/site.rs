@@ -39,6 +39,8 @@ pub struct CallSite {
     /// `name = ".."` or `.traced_named(..)`), `false` when it is a function
     /// identifier to be qualified with `module_path`.
     explicit_name: bool,
+    /// The display name, formatted once (bounded: one per call site).
+    display: OnceLock<&'static str>,
 }
 
 impl CallSite {
@@ -60,6 +62,7 @@ impl CallSite {
             line,
             column,
             explicit_name,
+            display: OnceLock::new(),
         }
     }
 
@@ -77,6 +80,13 @@ impl CallSite {
         } else {
             format!("{}::{}", self.module_path, self.name)
         }
+    }
+
+    /// [`function`](Self::function), formatted once per call site and kept
+    /// for the life of the process.
+    pub fn function_static(&self) -> &'static str {
+        self.display
+            .get_or_init(|| Box::leak(self.function().into_boxed_str()))
     }
 
     /// Whether this is an unnamed `.traced()` call site.
@@ -223,6 +233,15 @@ fn register_await_site(site: &'static AwaitSite) -> u32 {
     let id = u32::try_from(awaits.len()).unwrap_or(u32::MAX);
     site.id.store(id, Ordering::Release);
     id
+}
+
+/// A snapshot of both id tables, for resolving many ids without taking the
+/// lock for each (dumps).
+pub(crate) fn snapshot() -> (Vec<&'static CallSite>, Vec<&'static AwaitSite>) {
+    let t = tables();
+    let calls = t.calls.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let awaits = t.awaits.read().unwrap_or_else(|e| e.into_inner()).clone();
+    (calls, awaits)
 }
 
 /// Resolves a call-site id published by another thread.

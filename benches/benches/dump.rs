@@ -21,6 +21,8 @@
 //! - `async-stack dump()`: `async_stack::dump()`, the snapshot alone (every
 //!   live task's published stack copied, sites resolved to names and
 //!   file:line:column).
+//! - `async-stack dump().to_text(false)`: the same text through the
+//!   preallocating `to_text`, which skips `to_string`'s growth and copy.
 //! - `async-stack dump().to_string()`: the same, rendered to the Go-style
 //!   text: per task a header, each frame with the `.await` it is suspended
 //!   at (`awaiting at benches/benches/dump.rs:LINE:COL`), and a footer.
@@ -249,10 +251,10 @@ fn check_async_stack() -> String {
         assert_eq!(task.state, async_stack::TaskState::Idle);
         assert_eq!(task.frames.len(), DUMP_DEPTH, "task {}", task.id);
         for (k, (frame, (function, line))) in task.frames.iter().zip(&levels).enumerate() {
-            assert_eq!(&frame.function, function);
+            assert_eq!(&*frame.function, function.as_str());
             assert_eq!(frame.depth as usize, k);
             let at = frame.awaiting_at.as_ref().expect("suspended at an .await");
-            assert_eq!(at.file, file!());
+            assert_eq!(&*at.file, file!());
             assert_eq!(at.line, *line, "{function}");
         }
     }
@@ -320,6 +322,9 @@ fn dump(c: &mut Criterion<BenchClock>) {
     });
     group.bench_function(names::DUMP_TEXT, |b| {
         b.iter(|| async_stack::dump().to_string());
+    });
+    group.bench_function(names::DUMP_TO_TEXT, |b| {
+        b.iter(|| async_stack::dump().to_text(false));
     });
     group.bench_function(names::DUMP_JSON, |b| {
         b.iter(|| async_stack::dump().to_json());

@@ -108,6 +108,7 @@ pub mod names {
     pub const DUMP_SNAPSHOT: &str = "async-stack dump()";
     /// `dump`: `async_stack::dump().to_string()`, snapshot + Go-style text.
     pub const DUMP_TEXT: &str = "async-stack dump().to_string()";
+    pub const DUMP_TO_TEXT: &str = "async-stack dump().to_text(false)";
     /// `dump`: `async_stack::dump().to_json()`, snapshot + JSON.
     pub const DUMP_JSON: &str = "async-stack dump().to_json()";
     /// `dump`: `async_backtrace::taskdump_tree(false)`.

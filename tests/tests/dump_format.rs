@@ -78,7 +78,7 @@ fn text_form_shows_pending_join_branches_as_a_tree_innermost_first() {
     let names: Vec<(u32, &str)> = d.tasks[0]
         .frames
         .iter()
-        .map(|f| (f.depth, f.function.as_str()))
+        .map(|f| (f.depth, &*f.function))
         .collect();
     assert_eq!(
         names,
@@ -271,7 +271,7 @@ async fn spawn_helpers_record_name_location_and_parent() {
     let child = &d.tasks[0];
     assert_eq!(child.name.as_deref(), Some("the-child"));
     let at = child.spawned_at.as_ref().unwrap();
-    assert_eq!((at.file.as_str(), at.line, at.column), (file!(), line, 13));
+    assert_eq!((&*at.file, at.line, at.column), (file!(), line, 13));
     assert_eq!(child.root.as_deref(), Some("dump_format::child_task"));
     assert!(d.to_string().contains(&format!(
         "  spawned at {}:{line}:13 by task {parent_id}",
@@ -333,7 +333,7 @@ async fn join_branches_read_in_source_order_even_when_polled_in_rotation() {
     let names: Vec<(u32, &str)> = task
         .frames
         .iter()
-        .map(|f| (f.depth, f.function.as_str()))
+        .map(|f| (f.depth, &*f.function))
         .collect();
     assert_eq!(
         names,

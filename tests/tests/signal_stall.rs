@@ -51,7 +51,7 @@ fn watchdog_reports_a_task_blocked_in_a_poll_with_its_stack() {
         .iter()
         .map(|f| {
             (
-                f.function.as_str(),
+                &*f.function,
                 f.awaiting_at.as_ref().map(|a| a.line),
                 f.running,
             )

@@ -58,7 +58,7 @@ async fn healthy_leaf() -> (Backtrace, u32, u64, Vec<(u32, String)>) {
     let dumped = task
         .frames
         .iter()
-        .map(|f| (f.depth, f.function.clone()))
+        .map(|f| (f.depth, f.function.to_string()))
         .collect();
     (bt, line, id, dumped)
 }

@@ -95,6 +95,11 @@ impl StackCopy {
     /// (first poll), i.e. in source order for a `join!`'s branches.
     pub(crate) fn source_order(&self) -> Vec<usize> {
         let depth = |i: usize| Entry::decode(self.words[i]).depth;
+        // A plain chain (each entry one deeper than the last) has no
+        // siblings to order: the common case, without sorting.
+        if (1..self.words.len()).all(|i| depth(i) == depth(i - 1) + 1) {
+            return (0..self.words.len()).collect();
+        }
         // End (exclusive) of the subtree rooted at `i`.
         let end_of = |i: usize| {
             let mut j = i + 1;
@@ -127,26 +132,27 @@ impl StackCopy {
         out
     }
 
-    /// Whether entry `i` is inside its poll right now: the active frame and
-    /// its ancestors (found from the depths, since entries are pre-order).
-    pub(crate) fn running(&self) -> Vec<bool> {
-        let mut running = vec![false; self.words.len()];
+    /// Which entries are inside their poll right now, as a bit mask (bit
+    /// `i` for entry `i`; entries never exceed 64): the active frame and its
+    /// ancestors, found from the depths since entries are pre-order.
+    pub(crate) fn running_mask(&self) -> u64 {
+        const _: () = assert!(STACK_CAPACITY <= 64);
         let Some(active) = self.active else {
-            return running;
+            return 0;
         };
         let Some(&w) = self.words.get(active as usize) else {
-            return running;
+            return 0;
         };
         let mut depth = Entry::decode(w).depth;
-        running[active as usize] = true;
+        let mut mask = 1u64 << active;
         for i in (0..active as usize).rev() {
             let d = Entry::decode(self.words[i]).depth;
             if d < depth {
-                running[i] = true;
+                mask |= 1 << i;
                 depth = d;
             }
         }
-        running
+        mask
     }
 }
 
@@ -385,13 +391,13 @@ mod tests {
         s.copy_into(&mut out).unwrap();
         assert_eq!(out.words, words);
         assert_eq!(out.active, Some(3));
-        assert_eq!(out.running(), [true, false, false, true]);
+        assert_eq!(out.running_mask(), 0b1001);
         // The poll ends with only the root pending: the idle view is [0, 1).
         s.finish(1);
         s.copy_into(&mut out).unwrap();
         assert_eq!(out.words, words[..1]);
         assert_eq!(out.active, None);
-        assert_eq!(out.running(), [false]);
+        assert_eq!(out.running_mask(), 0);
     }
 
     #[test]

@@ -461,8 +461,9 @@ pub(crate) struct RawTask {
     pub(crate) polls: u64,
     pub(crate) wakes: u64,
     pub(crate) name: Option<Arc<String>>,
-    /// The published stack, or `None` if every copy attempt was torn.
-    pub(crate) stack: Option<StackCopy>,
+    /// Whether the published stack was copied (into the caller's buffer);
+    /// `false` if every copy attempt was torn.
+    pub(crate) stack_copied: bool,
     /// Copies of the stack that were torn and retried.
     pub(crate) torn: u32,
 }
@@ -472,10 +473,11 @@ pub(crate) struct RawTask {
 pub(crate) const COPY_TRIES: u32 = 16;
 
 impl TaskSlot {
-    /// Copies this slot if it holds a live task. Never blocks: no lock, no
-    /// waiting for a running poll. Returns `None` for a free slot or for a
-    /// task that ended (or was replaced) while being read.
-    pub(crate) fn read(&self) -> Option<RawTask> {
+    /// Copies this slot if it holds a live task, its published stack into
+    /// `copy`. Never blocks: no lock, no waiting for a running poll. Returns
+    /// `None` for a free slot or for a task that ended (or was replaced)
+    /// while being read.
+    pub(crate) fn read(&self, copy: &mut StackCopy) -> Option<RawTask> {
         let id = self.id.load(Ordering::Acquire);
         if id == 0 {
             return None;
@@ -490,13 +492,12 @@ impl TaskSlot {
         let polls = self.polls.load(Ordering::Relaxed);
         let wakes = self.wakes.load(Ordering::Relaxed);
         let name = self.name.load();
-        let mut copy = StackCopy::default();
-        let mut stack = None;
+        let mut stack_copied = false;
         let mut torn = 0;
         while torn < COPY_TRIES {
-            match self.stack.copy_into(&mut copy) {
+            match self.stack.copy_into(copy) {
                 Ok(()) => {
-                    stack = Some(std::mem::take(&mut copy));
+                    stack_copied = true;
                     break;
                 }
                 Err(_) => {
@@ -521,7 +522,7 @@ impl TaskSlot {
             polls,
             wakes,
             name,
-            stack,
+            stack_copied,
             torn,
         })
     }
@@ -556,7 +557,7 @@ mod loom_tests {
                 reg.deregister(&first);
                 reg.register(new_task(200)).unwrap()
             });
-            if let Some(raw) = slot.read() {
+            if let Some(raw) = slot.read(&mut StackCopy::default()) {
                 let expected = if raw.id == first.id { 100 } else { 200 };
                 assert_eq!(raw.parent, expected);
             }
