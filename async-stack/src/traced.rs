@@ -20,6 +20,7 @@
 use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::active::{self, Active};
@@ -27,8 +28,8 @@ use crate::frame::AsyncStackFrame;
 use crate::site::{self, AwaitSite, CallSite};
 use crate::sync::Ordering;
 use crate::task::published::Entry;
-use crate::task::registry::{NewTask, Registration};
-use crate::task::waker::RootWaker;
+use crate::task::registry::NewTask;
+use crate::task::waker::RootShared;
 use crate::task::{TaskSlot, registry};
 
 /// A future wrapped so that each of its polls records an async stack frame.
@@ -42,15 +43,8 @@ pub struct Traced<F> {
     #[pin]
     inner: F,
     frame: AsyncStackFrame,
-    /// The caller location for `.traced()`, whose call-site record is
-    /// created on the first poll.
-    caller: Option<(&'static Location<'static>, Option<&'static str>)>,
-    root: Option<Root>,
-}
-
-struct Root {
-    reg: Registration,
-    waker: RootWaker,
+    /// Set while this future is a registered task root.
+    root: Option<Arc<RootShared>>,
 }
 
 impl<F> std::fmt::Debug for Traced<F> {
@@ -70,7 +64,6 @@ impl<F> Traced<F> {
         Traced {
             inner,
             frame: AsyncStackFrame::new(Some(call_site)),
-            caller: None,
             root: None,
         }
     }
@@ -82,8 +75,7 @@ impl<F> Traced<F> {
     ) -> Self {
         Traced {
             inner,
-            frame: AsyncStackFrame::new(None),
-            caller: Some((location, name)),
+            frame: AsyncStackFrame::new(Some(site::call_site_for_caller(location, name))),
             root: None,
         }
     }
@@ -180,16 +172,10 @@ impl<F: Future> Future for Traced<F> {
         let mut this = self.project();
 
         let frame: &AsyncStackFrame = this.frame;
+        // Both constructors set the call site.
         let call_site = match frame.call_site() {
             Some(c) => c,
-            None => {
-                let (location, name) = this.caller.unwrap_or((Location::caller(), None));
-                let c = site::call_site_for_caller(location, name);
-                frame
-                    .call_site
-                    .store(c as *const CallSite as *mut CallSite, Ordering::Relaxed);
-                c
-            }
+            None => site::call_site_for_caller(Location::caller(), None),
         };
 
         let polled = active::with(|a| {
@@ -277,7 +263,7 @@ fn poll_child<F: Future>(
 fn poll_root<F: Future>(
     inner: Pin<&mut F>,
     frame: &AsyncStackFrame,
-    root: &mut Option<Root>,
+    root: &mut Option<Arc<RootShared>>,
     call_site: &'static CallSite,
     a: &Active,
     cx: &mut Context<'_>,
@@ -303,11 +289,14 @@ fn poll_root<F: Future>(
         };
         return call_body(inner, frame, cx);
     };
+    if !r.wakes_like(cx.waker()) {
+        *r = RootShared::new(r.reg, cx.waker());
+    }
     let reg = r.reg;
     let slot = reg.slot;
     slot.start_poll(reg.generation, crate::clock::now_ns());
-    let waker = r.waker.get(slot, reg.generation, cx.waker());
-    let mut cx = Context::from_waker(waker);
+    let waker = futures_util::task::waker_ref(r);
+    let mut cx = Context::from_waker(&waker);
 
     a.task.set(slot);
     a.task_id.set(reg.id);
@@ -374,7 +363,7 @@ fn register_root(
     call_id: u32,
     a: &Active,
     cx: &Context<'_>,
-) -> Option<Root> {
+) -> Option<Arc<RootShared>> {
     // SAFETY: `pending_spawn` is null or points into a `Spawned` future whose
     // poll is on this thread's stack (it restores the pointer on exit).
     let spawn = unsafe { a.pending_spawn.get().as_ref() };
@@ -388,10 +377,7 @@ fn register_root(
     })?;
     // The spawn metadata belongs to this root only.
     a.pending_spawn.set(std::ptr::null());
-    Some(Root {
-        reg,
-        waker: RootWaker::new(reg.slot, reg.generation, cx.waker()),
-    })
+    Some(RootShared::new(reg, cx.waker()))
 }
 
 #[pin_project::pinned_drop]

@@ -1,81 +1,52 @@
 //! The waker a task root hands to the future it polls, so that a wake marks
 //! the task *scheduled* before the executor's own waker runs.
 //!
-//! One [`TaskWaker`] is allocated per task (at its first poll) and rebuilt
-//! only when the executor passes a waker that would not wake the same task
-//! (`Waker::will_wake`), which executors such as tokio never do for a given
-//! task. In the steady state a root poll compares two words and passes
-//! `&Waker` through: no allocation, no reference count traffic.
+//! One [`RootShared`] is allocated per task (at its first poll). It holds
+//! the task's registration and the executor's waker, and is itself the
+//! waker handed down (through `futures`' `waker_ref`, which lends it without
+//! touching the reference count). So a task root keeps a single pointer in
+//! its future, and in the steady state a root poll compares two words and
+//! passes `&Waker` through: no allocation, no reference count traffic. It is
+//! rebuilt only when the executor passes a waker that would not wake the
+//! same task (`Waker::will_wake`), which executors such as tokio never do.
 
 use std::sync::Arc;
-use std::task::{Wake, Waker};
+use std::task::Waker;
 
-use super::TaskSlot;
+use futures_util::task::ArcWake;
+
+use super::registry::Registration;
 use crate::sync::Ordering;
 
-pub(crate) struct TaskWaker {
-    slot: &'static TaskSlot,
-    generation: u32,
-    inner: Waker,
-}
-
-impl TaskWaker {
-    pub(crate) fn new_waker(slot: &'static TaskSlot, generation: u32, inner: &Waker) -> Waker {
-        Waker::from(Arc::new(TaskWaker {
-            slot,
-            generation,
-            inner: inner.clone(),
-        }))
-    }
-
-    fn note_wake(&self) {
-        if self
-            .slot
-            .mark_woken(self.generation, crate::clock::now_ns())
-        {
-            self.slot.wakes.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-}
-
-impl Wake for TaskWaker {
-    fn wake(self: Arc<Self>) {
-        self.note_wake();
-        self.inner.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.note_wake();
-        self.inner.wake_by_ref();
-    }
-}
-
-/// The waker state a root keeps: ours, and the executor's it wraps.
-pub(crate) struct RootWaker {
-    ours: Waker,
-    /// A clone of the executor waker `ours` wraps, for `will_wake`.
+/// A task root's shared state: its registration, and the executor's waker
+/// that waking it forwards to.
+pub(crate) struct RootShared {
+    pub(crate) reg: Registration,
     executor: Waker,
 }
 
-impl RootWaker {
-    pub(crate) fn new(slot: &'static TaskSlot, generation: u32, executor: &Waker) -> Self {
-        RootWaker {
-            ours: TaskWaker::new_waker(slot, generation, executor),
+impl RootShared {
+    pub(crate) fn new(reg: Registration, executor: &Waker) -> Arc<Self> {
+        Arc::new(RootShared {
+            reg,
             executor: executor.clone(),
-        }
+        })
     }
 
-    /// Returns our waker, rebuilding it if the executor's waker changed.
+    /// Whether this state's executor waker still wakes the same task as
+    /// `executor`.
     #[inline]
-    pub(crate) fn get(
-        &mut self,
-        slot: &'static TaskSlot,
-        generation: u32,
-        executor: &Waker,
-    ) -> &Waker {
-        if !self.executor.will_wake(executor) {
-            *self = RootWaker::new(slot, generation, executor);
+    pub(crate) fn wakes_like(&self, executor: &Waker) -> bool {
+        self.executor.will_wake(executor)
+    }
+}
+
+impl ArcWake for RootShared {
+    fn wake_by_ref(arc_self: &Arc<Self>) {
+        let slot = arc_self.reg.slot;
+        if slot.mark_woken(arc_self.reg.generation, crate::clock::now_ns()) {
+            slot.wakes.fetch_add(1, Ordering::Relaxed);
         }
-        &self.ours
+        arc_self.executor.wake_by_ref();
     }
 }
