@@ -11,7 +11,7 @@
 //! |---|---|---|---|
 //! | `parent` | the polling thread | on **every** poll, from the thread's active frame | while the frame is being polled |
 //! | `return_address` | the polling thread | on every poll, from its parent's await-site cache | while being polled |
-//! | `call_site` | constructor (macro) or first poll (`.traced()`) | once | always, once non-null |
+//! | `call_site` | the constructor | once | always |
 //! | `await_site` | the body, just before each `.await` | at each `.await` | always; null before the first `.await` |
 //! | `poll_marker` | the polling thread | on every poll | while being polled (stale otherwise) |
 //! | `body_fn` | the polling thread | on every poll (a constant) | always, once polled |
@@ -52,8 +52,8 @@ pub struct AsyncStackFrame {
     /// An address inside the parent's code that symbolises to the `.await`
     /// that polls this frame; `0` when unknown.
     pub(crate) return_address: AtomicUsize,
-    /// The static call-site record; null until the first poll for `.traced()`.
-    pub(crate) call_site: AtomicPtr<CallSite>,
+    /// The static call-site record (immutable, so a plain reference).
+    pub(crate) call_site: &'static CallSite,
     /// The `.await` this frame is suspended on (or was last suspended on).
     pub(crate) await_site: AtomicPtr<AwaitSite>,
     /// An address on the native stack inside this frame's current `poll`
@@ -70,13 +70,11 @@ pub struct AsyncStackFrame {
 }
 
 impl AsyncStackFrame {
-    pub(crate) fn new(call_site: Option<&'static CallSite>) -> Self {
+    pub(crate) fn new(call_site: &'static CallSite) -> Self {
         AsyncStackFrame {
             parent: AtomicPtr::new(std::ptr::null_mut()),
             return_address: AtomicUsize::new(0),
-            call_site: AtomicPtr::new(call_site.map_or(std::ptr::null_mut(), |c| {
-                c as *const CallSite as *mut CallSite
-            })),
+            call_site,
             await_site: AtomicPtr::new(std::ptr::null_mut()),
             poll_marker: AtomicUsize::new(0),
             body_fn: AtomicUsize::new(0),
@@ -84,13 +82,10 @@ impl AsyncStackFrame {
         }
     }
 
-    /// The call site of this frame, once known.
+    /// The call site of this frame.
     #[inline]
-    pub fn call_site(&self) -> Option<&'static CallSite> {
-        let p = self.call_site.load(Ordering::Relaxed);
-        // SAFETY: `call_site` only ever holds null or a pointer derived from a
-        // `&'static CallSite` (see `new` and `Traced::poll`).
-        unsafe { p.cast_const().as_ref() }
+    pub fn call_site(&self) -> &'static CallSite {
+        self.call_site
     }
 
     /// The `.await` this frame is suspended on, or last suspended on.

@@ -63,7 +63,7 @@ impl<F> Traced<F> {
     pub fn new(inner: F, call_site: &'static CallSite) -> Self {
         Traced {
             inner,
-            frame: AsyncStackFrame::new(Some(call_site)),
+            frame: AsyncStackFrame::new(call_site),
             root: None,
         }
     }
@@ -75,7 +75,7 @@ impl<F> Traced<F> {
     ) -> Self {
         Traced {
             inner,
-            frame: AsyncStackFrame::new(Some(site::call_site_for_caller(location, name))),
+            frame: AsyncStackFrame::new(site::call_site_for_caller(location, name)),
             root: None,
         }
     }
@@ -172,11 +172,7 @@ impl<F: Future> Future for Traced<F> {
         let mut this = self.project();
 
         let frame: &AsyncStackFrame = this.frame;
-        // Both constructors set the call site.
-        let call_site = match frame.call_site() {
-            Some(c) => c,
-            None => site::call_site_for_caller(Location::caller(), None),
-        };
+        let call_site = frame.call_site();
 
         let polled = active::with(|a| {
             let parent = a.frame.get();

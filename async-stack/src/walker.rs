@@ -108,7 +108,7 @@ struct NativeFrame {
 
 #[derive(Clone, Copy, Debug)]
 struct ChainFrame {
-    call_site: Option<&'static CallSite>,
+    call_site: &'static CallSite,
     await_site: Option<&'static AwaitSite>,
     marker: usize,
     return_address: usize,
@@ -343,8 +343,7 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
     // `.traced()` futures have none.
     let root_has_wrapper = chain
         .last()
-        .and_then(|c| c.call_site)
-        .is_some_and(|c| !c.module_path().is_empty());
+        .is_some_and(|c| !c.call_site.module_path().is_empty());
     let mut outer_folding = true;
     let mut wrapper_pending = root_has_wrapper;
     let bodies: Vec<Option<(usize, usize)>> = (0..chain.len()).map(body_of).collect();
@@ -352,10 +351,12 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
     let async_frame = |i: usize| -> BacktraceFrame {
         let c = &chain[i];
         let body = bodies[i].map(|(p, s)| &phys[p].symbols[s]);
-        let function = c
-            .call_site
-            .map(CallSite::function)
-            .or_else(|| body.and_then(|b| b.name.clone()));
+        // An unnamed `.traced()` future has no name of its own: prefer the
+        // one debug info gives its body.
+        let function = match body.and_then(|b| b.name.clone()) {
+            Some(name) if c.call_site.is_anonymous() => Some(name),
+            _ => Some(c.call_site.function()),
+        };
         let (file, line, column) = match (i, c.await_site, body) {
             (0, _, Some(b)) => (b.file.clone(), b.line, b.column),
             (0, _, None) => (None, None, None),
@@ -378,9 +379,10 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
         // A location from debug info is absolute; show it as the call
         // site's `file!()` path when they name the same file, so every async
         // frame reads the same way.
-        let file = match (file, c.call_site) {
-            (Some(f), Some(cs)) if i == 0 && f.ends_with(cs.file()) => Some(cs.file().to_string()),
-            (f, _) => f,
+        let cs = c.call_site;
+        let file = match file {
+            Some(f) if i == 0 && f.ends_with(cs.file()) => Some(cs.file().to_string()),
+            f => f,
         };
         BacktraceFrame {
             kind: FrameKind::Async,

@@ -1,0 +1,41 @@
+//! How `.traced()` futures are named: an explicit name is used as is; an
+//! unnamed one is shown in backtraces by its body's debug-info name, and in
+//! dumps (which read no debug info) by its location.
+
+use async_stack::{FrameKind, TracedExt};
+
+fn async_names(bt: &async_stack::Backtrace) -> Vec<String> {
+    bt.frames()
+        .iter()
+        .filter(|f| f.kind() == FrameKind::Async)
+        .map(|f| f.function().unwrap_or("<none>").to_string())
+        .collect()
+}
+
+#[test]
+fn unnamed_traced_futures_take_their_body_name_named_ones_their_name() {
+    let body = async {
+        let id = async_stack::current_task_id().unwrap();
+        let d = async_stack::dump();
+        let root = d.task(id).unwrap().frames[0].function.to_string();
+        let inner = async { async_stack::backtrace() }.traced_named("inner");
+        (inner.await, root)
+    };
+    // The location of this `.traced()` call names the unnamed root.
+    let (root, line) = (body.traced(), line!());
+    let (bt, dumped) = futures::executor::block_on(root);
+    let names = async_names(&bt);
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names[0], "inner");
+    assert!(
+        !names[1].starts_with("<future at"),
+        "debug-info name expected: {names:?}"
+    );
+    if cfg!(debug_assertions) {
+        assert_eq!(
+            names[1],
+            "walker_traced_ext::unnamed_traced_futures_take_their_body_name_named_ones_their_name::{{closure}}"
+        );
+    }
+    assert_eq!(dumped, format!("<future at {}:{line}:30>", file!()));
+}
