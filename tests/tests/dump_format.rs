@@ -29,6 +29,14 @@ const WAIT_LINE: u32 = 14;
 const JOIN_LINE: u32 = 19;
 const ROOT_LINE: u32 = 25;
 
+/// A task's frames as `(depth, function)`, in the order the dump lists them.
+fn tree(task: &async_stack::TaskInfo) -> Vec<(u32, &str)> {
+    task.frames
+        .iter()
+        .map(|f| (f.depth, &*f.function))
+        .collect()
+}
+
 /// Replaces the time in a header (`[idle 12ms, ...`) so text compares exactly.
 fn without_times(text: &str) -> String {
     text.lines()
@@ -75,11 +83,7 @@ fn text_form_shows_pending_join_branches_as_a_tree_innermost_first() {
     ta.send(1).unwrap();
     pool.run_until_stalled();
     let d = async_stack::dump().with_name_containing("format-root");
-    let names: Vec<(u32, &str)> = d.tasks[0]
-        .frames
-        .iter()
-        .map(|f| (f.depth, &*f.function))
-        .collect();
+    let names = tree(&d.tasks[0]);
     assert_eq!(
         names,
         [
@@ -330,11 +334,7 @@ async fn join_branches_read_in_source_order_even_when_polled_in_rotation() {
     let d = async_stack::dump().with_name_containing("rotating-join");
     let task = &d.tasks[0];
     assert!(task.polls >= 4, "the join was polled {} times", task.polls);
-    let names: Vec<(u32, &str)> = task
-        .frames
-        .iter()
-        .map(|f| (f.depth, &*f.function))
-        .collect();
+    let names = tree(task);
     assert_eq!(
         names,
         [

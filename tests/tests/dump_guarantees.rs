@@ -123,23 +123,45 @@ async fn spin_root(stop: Arc<AtomicBool>) {
     spin_mid(stop).await;
 }
 
+/// A task spinning on a one-worker runtime until stopped. Dropping this
+/// stops the spinner before the runtime shuts down, so a failed assertion is
+/// reported instead of hanging in that shutdown.
+struct Spinning {
+    stop: Arc<AtomicBool>,
+    handle: tokio::task::JoinHandle<()>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Spinning {
+    fn start<F>(task: impl FnOnce(Arc<AtomicBool>) -> F) -> Spinning
+    where
+        F: std::future::Future<Output = ()> + Send + 'static,
+    {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .build()
+            .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = rt.spawn(task(stop.clone()));
+        Spinning { stop, handle, rt }
+    }
+
+    /// Stops the spinner and waits for its task to finish cleanly.
+    fn finish(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.rt.block_on(&mut self.handle).unwrap();
+    }
+}
+
+impl Drop for Spinning {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 #[test]
 fn cpu_bound_task_is_running_with_its_current_stack() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .build()
-        .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    // Stops the spinner even when an assertion fails, so the runtime can
-    // shut down and the failure is reported instead of hanging.
-    struct StopOnDrop(Arc<AtomicBool>);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let _stop = StopOnDrop(stop.clone());
-    let h = rt.spawn(spin_root(stop.clone()));
+    let spinning = Spinning::start(spin_root);
     let d = dump_until("the spinning task running at depth 3", |d| {
         task_rooted_at(d, "spin_root")
             .is_some_and(|t| t.state == TaskState::Running && t.frames.len() == 3)
@@ -160,8 +182,7 @@ fn cpu_bound_task_is_running_with_its_current_stack() {
         "spin_mid awaits spin_leaf"
     );
     assert!(task.frames[2].running && task.frames[2].awaiting_at.is_none());
-    stop.store(true, Ordering::Relaxed);
-    rt.block_on(h).unwrap();
+    spinning.finish();
 }
 
 // ---- dumps have no side effects ----
@@ -355,19 +376,7 @@ async fn moved_on(stop: Arc<AtomicBool>) {
 
 #[test]
 fn a_running_frame_shows_the_await_it_moved_on_to() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .build()
-        .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    struct StopOnDrop(Arc<AtomicBool>);
-    impl Drop for StopOnDrop {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
-    let _stop = StopOnDrop(stop.clone());
-    let h = rt.spawn(moved_on(stop.clone()));
+    let spinning = Spinning::start(moved_on);
     let d = dump_until("moved_on spinning in spin_now", |d| {
         task_rooted_at(d, "moved_on")
             .is_some_and(|t| t.state == TaskState::Running && t.frames.len() == 2)
@@ -379,6 +388,5 @@ fn a_running_frame_shows_the_await_it_moved_on_to() {
         ["moved_on", "spin_now"]
     );
     assert_eq!(await_line(&task.frames[0]), Some(MOVED_ON_SECOND_AWAIT));
-    stop.store(true, Ordering::Relaxed);
-    rt.block_on(h).unwrap();
+    spinning.finish();
 }
