@@ -4,7 +4,7 @@
 //! For `<attrs> <vis> async fn name<G>(x: X, (a, b): (A, B)) -> Ret where .. { body }`:
 //!
 //! ```text
-//! <attrs> <vis> async fn name<G>(x: X, (a, b): (A, B)) -> Ret where .. {
+//! <attrs> <vis> fn name<G>(x: X, (a, b): (A, B)) -> impl Future<Output = Ret> where .. {
 //!     static __ASYNC_STACK_CALLSITE: ::async_stack::__private::CallSite =
 //!         ::async_stack::__private::CallSite::new(
 //!             "name", ::core::module_path!(), ::core::file!(), ::core::line!(), ::core::column!(), false);
@@ -15,9 +15,22 @@
 //!         }
 //!         let x = x;
 //!         <body, with its .awaits rewritten by crate::rewrite_await>
-//!     }, &__ASYNC_STACK_CALLSITE).await
+//!     }, &__ASYNC_STACK_CALLSITE)
 //! }
 //! ```
+//!
+//! That is the `async fn`'s own desugaring with `Traced` around its body: one
+//! generator per level, as without the macro, so the compiler inlines a
+//! chain of traced calls as it would inline plain ones. The `impl Future` is
+//! spanned in this crate's edition, whose capture rules keep every lifetime
+//! of the arguments (elided ones too) as an `async fn` does, also in a
+//! caller on an older edition.
+//!
+//! The fn stays an `async fn`, awaiting the `Traced` inside
+//! (`Traced::new(..).await`), when an attribute other than the inert
+//! built-in ones (`doc`, lints, `cfg`, `inline`, `must_use`, ...) follows
+//! ours and may expect an `async fn` (`#[tokio::main]`, `#[tokio::test]`),
+//! or when `Ret` mentions `!` (`Output = !` is not stable).
 //!
 //! The signature is emitted as written (attributes, docs, visibility,
 //! `unsafe`, generics, where-clauses, receiver, `impl Trait` arguments), so
@@ -46,7 +59,10 @@ use proc_macro2::TokenStream;
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
-use syn::{Block, Expr, ExprAsync, ReturnType, Signature, Stmt, Type, TypeInfer, parse_quote};
+use syn::{
+    Block, Expr, ExprAsync, ReturnType, Signature, Stmt, Type, TypeInfer, parse_quote,
+    parse_quote_spanned,
+};
 
 use crate::arguments;
 use crate::async_trait;
@@ -82,13 +98,25 @@ pub(crate) fn expand(
             capture: Some(Default::default()),
             block: body,
         };
-        item.block.stmts = vec![
-            call_site,
-            Stmt::Expr(
-                parse_quote!(::async_stack::__private::Traced::new(#future, &__ASYNC_STACK_CALLSITE).await),
-                None,
-            ),
-        ];
+        if let Some(output) = desugared_output(&item) {
+            item.sig.asyncness = None;
+            item.sig.output = output;
+            item.block.stmts = vec![
+                call_site,
+                Stmt::Expr(
+                    parse_quote!(::async_stack::__private::Traced::new(#future, &__ASYNC_STACK_CALLSITE)),
+                    None,
+                ),
+            ];
+        } else {
+            item.block.stmts = vec![
+                call_site,
+                Stmt::Expr(
+                    parse_quote!(::async_stack::__private::Traced::new(#future, &__ASYNC_STACK_CALLSITE).await),
+                    None,
+                ),
+            ];
+        }
     } else if let Some(future) = async_trait::boxed_future(&mut item.block) {
         if let Expr::Async(ExprAsync { block, .. }) = future {
             rewrite_await::rewrite_block(block);
@@ -98,6 +126,64 @@ pub(crate) fn expand(
         item.block.stmts.insert(0, call_site);
     }
     item.into_token_stream()
+}
+
+/// Attributes that leave a fn's signature alone, so it may lose its
+/// `async`. Anything else (`#[tokio::main]`, `#[tokio::test]`,
+/// `#[tracing::instrument]`, a `cfg_attr` that could expand to one of them)
+/// may still expect an `async fn` after us.
+const INERT_ATTRIBUTES: &[&str] = &[
+    "doc",
+    "allow",
+    "warn",
+    "deny",
+    "forbid",
+    "expect",
+    "cfg",
+    "must_use",
+    "deprecated",
+    "inline",
+    "cold",
+];
+
+/// The return type of the desugared `fn .. -> impl Future<Output = Ret>`,
+/// or `None` when the fn must stay an `async fn` around the `Traced` (an
+/// attribute below ours may need it, or `Ret` mentions `!`, which cannot be
+/// an associated type on stable Rust).
+fn desugared_output(item: &syn::ItemFn) -> Option<ReturnType> {
+    let inert = |attr: &syn::Attribute| {
+        attr.path()
+            .get_ident()
+            .is_some_and(|ident| INERT_ATTRIBUTES.iter().any(|known| ident == known))
+    };
+    if !item.attrs.iter().all(inert) {
+        return None;
+    }
+    let ret: Type = match &item.sig.output {
+        ReturnType::Default => parse_quote!(()),
+        ReturnType::Type(_, ty) => (**ty).clone(),
+    };
+    let mut never = FindNever(false);
+    syn::visit::Visit::visit_type(&mut never, &ret);
+    if never.0 {
+        return None;
+    }
+    // Spanned in this crate's edition (2024), whatever the caller's: the
+    // `impl Future` then captures every lifetime of the arguments, elided
+    // ones included, as the `async fn` did.
+    let edition_2024 = proc_macro2::Span::mixed_site();
+    Some(parse_quote_spanned! {edition_2024=>
+        -> impl ::core::future::Future<Output = #ret>
+    })
+}
+
+/// Whether a type mentions `!`.
+struct FindNever(bool);
+
+impl<'ast> syn::visit::Visit<'ast> for FindNever {
+    fn visit_type_never(&mut self, _: &'ast syn::TypeNever) {
+        self.0 = true;
+    }
 }
 
 /// The statements that pin the `async` block's output type to the fn's

@@ -9,8 +9,8 @@
 //!   previous value on every exit path, unwinding included (a drop guard). So
 //!   every frame reachable from `frame` through `parent` links is alive:
 //!   each one is an ancestor whose `poll` has not returned.
-//! - `task` is non-null while a task root's poll is on the stack; `cursor`
-//!   and `depth` index into that task's published stack.
+//! - `task` is non-null while a task root's poll is on the stack; `pos`
+//!   says where the running poll is in that task's published stack.
 //! - Every field is a plain `Cell` of a word; a signal handler on this thread
 //!   only ever reads them.
 
@@ -28,12 +28,86 @@ pub(crate) struct Active {
     pub(crate) frame: Cell<*const AsyncStackFrame>,
     pub(crate) task: Cell<*const TaskSlot>,
     pub(crate) task_id: Cell<u64>,
-    pub(crate) cursor: Cell<u32>,
-    /// Index of the active frame's entry in the published stack.
-    pub(crate) index: Cell<u32>,
-    pub(crate) depth: Cell<u32>,
+    /// Where the running poll is in its task's published stack, packed as
+    /// [`Pos`]: the index of the active frame's entry, the cursor (where the
+    /// next frame enters) and the active frame's depth. One word, so that a
+    /// poll saves and restores it with one load and one store, and stores
+    /// it as is into the published stack's `pos`.
+    pub(crate) pos: Cell<u64>,
     /// Spawn metadata handed from a spawn helper to the task root it polls.
     pub(crate) pending_spawn: Cell<*const SpawnInfo>,
+}
+
+/// The packed progress word shared by [`Active::pos`] and the published
+/// stack's `pos` (see [`crate::task::published`]).
+///
+/// | bits | field |
+/// |---|---|
+/// | 0..24 | cursor: the index where the next frame's entry goes |
+/// | 24..48 | index of the active frame's entry, plus one (`0`: idle) |
+/// | 48..64 | depth of the active frame (the root is 0) |
+///
+/// Indices wider than 24 bits (16 million pending frames in one task) would
+/// run into the next field; the published stack holds at most
+/// [`STACK_CAPACITY`](crate::task::STACK_CAPACITY) entries, so only the
+/// reported length could be wrong, never memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pos(pub(crate) u64);
+
+impl Pos {
+    const CURSOR_MASK: u64 = (1 << 24) - 1;
+    const ACTIVE_SHIFT: u32 = 24;
+    const DEPTH_SHIFT: u32 = 48;
+
+    /// Idle: no poll running.
+    pub(crate) const IDLE: Pos = Pos(0);
+
+    /// A task root's poll has started: the root's entry is 0, the next goes
+    /// at 1.
+    pub(crate) const ROOT: Pos = Pos(1 | (1 << Pos::ACTIVE_SHIFT));
+
+    #[inline(always)]
+    pub(crate) fn cursor(self) -> u32 {
+        (self.0 & Self::CURSOR_MASK) as u32
+    }
+
+    /// The active frame's entry index (meaningless when idle).
+    #[inline(always)]
+    pub(crate) fn active(self) -> u32 {
+        (((self.0 >> Self::ACTIVE_SHIFT) & Self::CURSOR_MASK) as u32).wrapping_sub(1)
+    }
+
+    #[inline(always)]
+    pub(crate) fn is_idle(self) -> bool {
+        (self.0 >> Self::ACTIVE_SHIFT) & Self::CURSOR_MASK == 0
+    }
+
+    #[inline(always)]
+    pub(crate) fn depth(self) -> u32 {
+        (self.0 >> Self::DEPTH_SHIFT) as u32
+    }
+
+    /// A child entering at this position: its entry goes at the cursor, it
+    /// becomes the active frame, one level deeper.
+    #[inline(always)]
+    pub(crate) fn enter_child(self) -> Pos {
+        let next = (self.0 & Self::CURSOR_MASK) + 1;
+        let depth = (self.0 >> Self::DEPTH_SHIFT) + 1;
+        Pos(next | (next << Self::ACTIVE_SHIFT) | (depth << Self::DEPTH_SHIFT))
+    }
+
+    /// The frame at `active` is running and the next frame enters at
+    /// `cursor` (depth 0).
+    #[cfg(test)]
+    pub(crate) fn at(active: u32, cursor: u32) -> Pos {
+        Pos(u64::from(cursor) | (u64::from(active + 1) << Self::ACTIVE_SHIFT))
+    }
+
+    /// The same position with another cursor.
+    #[inline(always)]
+    pub(crate) fn with_cursor(self, cursor: u32) -> Pos {
+        Pos((self.0 & !Self::CURSOR_MASK) | (u64::from(cursor) & Self::CURSOR_MASK))
+    }
 }
 
 thread_local! {
@@ -42,9 +116,7 @@ thread_local! {
             frame: Cell::new(std::ptr::null()),
             task: Cell::new(std::ptr::null()),
             task_id: Cell::new(0),
-            cursor: Cell::new(0),
-            index: Cell::new(0),
-            depth: Cell::new(0),
+            pos: Cell::new(0),
             pending_spawn: Cell::new(std::ptr::null()),
         }
     };
@@ -58,11 +130,24 @@ pub(crate) fn with<R>(f: impl FnOnce(&Active) -> R) -> Option<R> {
     ACTIVE.try_with(f).ok()
 }
 
+/// Runs `f` with this thread's active state, during thread teardown too.
+///
+/// `Active` has no destructor and a `const` initialiser, so its
+/// thread-local is never in a destroyed state and `with` cannot fail: this
+/// compiles to an address computation, with no registration check.
+#[inline(always)]
+pub(crate) fn with_current<R>(f: impl FnOnce(&Active) -> R) -> R {
+    const _: () = assert!(!std::mem::needs_drop::<Active>());
+    ACTIVE.with(f)
+}
+
 /// Records that the frame being polled on this thread is now suspended on
 /// (or about to poll) the `.await` described by `site`.
 ///
 /// Called by the `#[traced_async]` expansion immediately before each
-/// `.await`. Outside an instrumented poll it does nothing.
+/// `.await` (once per `.await` reached, not once per poll: a resumed body
+/// continues inside the `.await`). Outside an instrumented poll it does
+/// nothing.
 #[inline(always)]
 pub fn set_await_site(site: &'static AwaitSite) {
     let _ = ACTIVE.try_with(|a| {
@@ -74,19 +159,28 @@ pub fn set_await_site(site: &'static AwaitSite) {
                 site as *const AwaitSite as *mut AwaitSite,
                 Ordering::Relaxed,
             );
-            publish_await(a, site.id());
+            if site.return_address.load(Ordering::Relaxed) == 0 {
+                resolve_return_address(site);
+            }
+            publish_await(a, frame, site.id());
         }
     });
 }
 
-/// Publishes the active frame's new await site in its task's stack, so
-/// readers see where a running frame is now without any per-poll work.
+/// Records the frame's new await site in its entry key and publishes it in
+/// its task's stack, so readers see where a running frame is now without
+/// any per-poll work.
 #[inline(always)]
-fn publish_await(a: &Active, await_id: u32) {
+fn publish_await(a: &Active, frame: &AsyncStackFrame, await_id: u32) {
+    let key = frame.key.load(Ordering::Relaxed);
+    frame.key.store(
+        (key & !0xffff_ffff) | u64::from(await_id),
+        Ordering::Relaxed,
+    );
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task whose
     // poll is on this thread's stack (module invariant).
     if let Some(task) = unsafe { a.task.get().as_ref() } {
-        task.stack.set_await(a.index.get(), await_id);
+        task.stack.set_await(Pos(a.pos.get()).active(), await_id);
     }
 }
 
@@ -102,9 +196,44 @@ pub fn clear_await_site() {
             frame
                 .await_site
                 .store(std::ptr::null_mut(), Ordering::Relaxed);
-            publish_await(a, 0);
+            publish_await(a, frame, 0);
         }
     });
+}
+
+/// Resolves, once per `.await` site, an address in the awaiting function's
+/// code that symbolises to the line of that `.await`, and caches it in the
+/// site (see [`crate::frame`], "The return address").
+///
+/// [`set_await_site`] is always inlined into the body, at the `.await`, so
+/// the address this cold function returns to lies in the body's code, inside
+/// the inlined `set_await_site` whose call is spanned at the `.await`: its
+/// symbols (innermost inlined first) include the body at the `.await`'s
+/// line, which is what `__builtin_return_address(0)` in a never-inlined
+/// child poll would give. The native stack is unwound once per site, never
+/// in the steady state.
+#[cold]
+#[inline(never)]
+fn resolve_return_address(site: &'static AwaitSite) {
+    let me = resolve_return_address as *const () as usize;
+    let setter = set_await_site as *const () as usize;
+    let mut seen_me = false;
+    let mut ra = 0usize;
+    backtrace::trace(|f| {
+        let start = f.symbol_address() as usize;
+        if !seen_me {
+            seen_me = start == me;
+            return true;
+        }
+        // `set_await_site` itself, if it was not inlined after all.
+        if start == setter {
+            return true;
+        }
+        ra = f.ip() as usize;
+        false
+    });
+    // `1` marks a site whose resolution failed, so it is not retried.
+    site.return_address.store(ra.max(1), Ordering::Relaxed);
 }
 
 /// The id of the task whose poll is running on this thread, if any.

@@ -13,8 +13,7 @@
 //! | `return_address` | the polling thread | on every poll, from its parent's await-site cache | while being polled |
 //! | `call_site` | the constructor | once | always |
 //! | `await_site` | the body, just before each `.await` | at each `.await` | always; null before the first `.await` |
-//! | `poll_marker` | the polling thread | on every poll | while being polled (stale otherwise) |
-//! | `body_fn` | the polling thread | on every poll (a constant) | always, once polled |
+//! | `key` | the constructor, then the body at each `.await` | at each `.await` | always: the frame's published entry without its depth |
 //! | `birth` | the polling thread | first poll under a task | always, once set |
 //!
 //! The parent is re-linked on every poll, never only on the first: a future
@@ -28,15 +27,19 @@
 //! folly fills `returnAddress` with `__builtin_return_address(0)` in a
 //! never-inlined `await_suspend`. Stable Rust has no such intrinsic, so
 //! async-stack resolves it **once per `.await` site**: the first time a
-//! child is polled from a given parent `.await`, a cold path unwinds the
-//! native stack (from [`Traced`](crate::Traced)'s never-inlined `poll`) and
-//! takes the address in the parent's code that called down towards the
-//! child. That address is cached in the parent's static [`AwaitSite`], and
-//! every later poll copies it with one load. It symbolises (addr2line) to
-//! the line of the parent's `.await`.
+//! body reaches a given `.await`, the site record it publishes (always
+//! inlined at the `.await`) takes a cold path that unwinds one frame and
+//! keeps the address it returns to, an address in the body's code inside
+//! that `.await`. It is cached in the static [`AwaitSite`], and every poll
+//! of a child copies its parent's with two loads. It symbolises
+//! (addr2line) to the line of the parent's `.await`. Polls themselves are
+//! inlined into the parent's code in optimised builds, so there is no
+//! physical call to return to; the walker reads the same line off the
+//! inlined frames of the stack it captures.
 
 use crate::site::{AwaitSite, CallSite};
-use crate::sync::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::task::published::Entry;
 
 /// One async stack frame: the record an instrumented future keeps while it
 /// runs, linked to the frame of the future that polls it.
@@ -56,14 +59,11 @@ pub struct AsyncStackFrame {
     pub(crate) call_site: &'static CallSite,
     /// The `.await` this frame is suspended on (or was last suspended on).
     pub(crate) await_site: AtomicPtr<AwaitSite>,
-    /// An address on the native stack inside this frame's current `poll`
-    /// (`0` before the first; stale between polls, when nothing reads it).
-    /// The walker uses it to splice the frames of the active chain.
-    pub(crate) poll_marker: AtomicUsize,
-    /// Address of the body's `poll` function (`<F as Future>::poll`), to
-    /// tell from unwind data whether the body has a physical frame of its
-    /// own or was inlined into the marker frame.
-    pub(crate) body_fn: AtomicUsize,
+    /// The frame's entry in its task's published stack, depth aside: the
+    /// interned ids of its call site and current await site, encoded as
+    /// `task::published::Entry` does. Kept here so that a poll compares one
+    /// word with its published entry instead of looking both ids up.
+    pub(crate) key: AtomicU64,
     /// Per-task number taken on the first poll under a task; orders
     /// siblings in dumps (`0` until then).
     pub(crate) birth: AtomicU32,
@@ -76,8 +76,7 @@ impl AsyncStackFrame {
             return_address: AtomicUsize::new(0),
             call_site,
             await_site: AtomicPtr::new(std::ptr::null_mut()),
-            poll_marker: AtomicUsize::new(0),
-            body_fn: AtomicUsize::new(0),
+            key: AtomicU64::new(Entry::encode(0, call_site.id(), 0)),
             birth: AtomicU32::new(0),
         }
     }

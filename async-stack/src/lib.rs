@@ -50,15 +50,22 @@
 //! - **No debug info** (`debug = 0`, `strip = true`): native frames show
 //!   function names only (or `<unknown>` when symbols are stripped); the
 //!   innermost async frame has no running location. Async frames and their
-//!   `.await` lines are unaffected.
+//!   `.await` lines are unaffected, but the walker can no longer tell where
+//!   each one sits among the native frames when polls were inlined: it then
+//!   lists the native frames inside the innermost poll up to the first
+//!   `Traced` poll, all async frames, then everything below, plumbing
+//!   included.
 //! - **Line tables only** (`debug = "line-tables-only"`): everything above
 //!   works, including inlined frames; this is the recommended release
-//!   setting. Columns of native frames may be missing.
-//! - **Inlining** (release builds): native frames that were inlined are
-//!   still reported (as separate frames of the same address), since
-//!   symbolisation reads the inline tables. `Traced::poll` is never inlined,
-//!   which is what lets the walker find where each async frame sits on the
-//!   native stack.
+//!   setting. Columns of native frames may be missing. Inlined functions
+//!   have short names there (`{async_block#0}`), so an unnamed `.traced()`
+//!   future whose body was inlined is named by its location.
+//! - **Inlining** (release builds): `Traced::poll` is inlined into the
+//!   parent's code, and so, often, is the whole chain of bodies. Inlined
+//!   native frames are still reported (as separate frames of the same
+//!   address), since symbolisation reads the inline tables; the walker
+//!   finds each async frame's place by the one `Traced::poll` closure each
+//!   level has on the stack, inlined or not.
 //! - **Optimisation levels**: at `opt-level` 2-3 the compiler may merge
 //!   identical code, so a native frame's line can point at a sibling call
 //!   with the same code; tail calls can remove a native frame entirely.
@@ -75,10 +82,13 @@
 //! - **`.traced()` futures** have no await sites (their bodies are not
 //!   rewritten); a parent created with `.traced()` shows the line where its
 //!   body polls the child, taken from debug info instead.
-//! - **Return addresses** are resolved once per `.await` site, on the first
-//!   poll through it, by unwinding; they symbolise to the `.await` line in
-//!   debug builds and in release builds with line tables. They are used by
-//!   debugger scripts, not needed by the walker.
+//! - **Return addresses** are resolved once per `.await` site, the first
+//!   time a body reaches it, by unwinding one frame; they symbolise to the
+//!   `.await` line in debug builds and in release builds with line tables.
+//!   A capture reports the address it read off the stack itself (the
+//!   parent's code at its `.await`, inlined or not), which symbolises to the
+//!   same line. They are meant for debugger scripts; the walker takes the
+//!   `.await` lines from the static await sites.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]

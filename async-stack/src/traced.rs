@@ -3,19 +3,23 @@
 //!
 //! # Poll protocol
 //!
-//! `Traced::poll` is `#[inline(never)]`, so it is one physical native frame
-//! the walker can find. On every poll it:
+//! `Traced::poll` is always inlined, and calls the inner future's `poll`
+//! from exactly one place (a closure the walker recognises on the native
+//! stack, inlined or not). On every poll it:
 //!
 //! 1. reads the thread's active frame; if there is none, this future is a
-//!    **task root** (registered on its first poll, see [`crate::task`]);
+//!    **task root**, which takes two out-of-line, non-generic calls around
+//!    the inner poll (registration on the first poll, see [`crate::task`],
+//!    the task's state, its waker);
 //! 2. otherwise links `parent` to it, and copies the return address cached
-//!    in the parent's current await site (resolving it on first use);
-//! 3. publishes its entry in the task's published stack, makes itself the
+//!    in the parent's current await site;
+//! 3. compares its entry (its cached `key` at its depth) with the task's
+//!    published stack and rewrites it only if it differs, makes itself the
 //!    active frame, polls the inner future, and restores the previous active
-//!    frame through a drop guard, so unwinding restores it too.
+//!    frame and position. A guard restores them if the inner poll unwinds.
 //!
 //! Steady-state cost: a handful of loads and plain stores. No lock, no
-//! allocation, no atomic read-modify-write.
+//! allocation, no atomic read-modify-write, no call.
 
 use std::future::Future;
 use std::panic::Location;
@@ -23,9 +27,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::active::{self, Active};
+use crate::active::{self, Active, Pos};
 use crate::frame::AsyncStackFrame;
-use crate::site::{self, AwaitSite, CallSite};
+use crate::site::{self, CallSite};
 use crate::sync::Ordering;
 use crate::task::published::Entry;
 use crate::task::registry::NewTask;
@@ -116,247 +120,218 @@ pub trait TracedExt: Future + Sized {
 
 impl<F: Future> TracedExt for F {}
 
-#[inline(always)]
-fn await_id(frame: &AsyncStackFrame) -> u32 {
-    frame.await_site().map_or(0, AwaitSite::id)
-}
-
-/// Restores the thread's active state when a poll ends, by return or by
-/// unwinding.
-struct Scope<'a> {
+/// Restores the thread's active state if a poll unwinds.
+///
+/// The normal exit is written out in `Traced::poll`, which forgets this
+/// guard, so the landing pad stays a few stores long and does not weigh on
+/// whether the poll is inlined. For a child, the frame and its subtree are
+/// gone from the thread's position; the published `pos` catches up at the
+/// next entry or exit of a frame of this task, or at the end of its poll.
+struct Unwind<'a> {
     active: &'a Active,
-    prev_frame: *const AsyncStackFrame,
-    prev_depth: u32,
-    prev_index: u32,
-    index: u32,
-    task: *const TaskSlot,
-    /// Set when the frame returned `Pending` and its entry must stay.
-    keep: bool,
-    /// This scope is a task root's: leaving it leaves the task.
+    parent: *const AsyncStackFrame,
+    /// The parent's position, with the cursor at this frame's entry.
+    restore: Pos,
     root: bool,
 }
 
-impl Drop for Scope<'_> {
+impl Drop for Unwind<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        if !self.keep {
-            // Completed or unwound: the frame and its subtree are gone.
-            self.active.cursor.set(self.index);
-        }
-        self.active.frame.set(self.prev_frame);
-        self.active.depth.set(self.prev_depth);
-        self.active.index.set(self.prev_index);
-        // SAFETY: `task` is null or the `&'static TaskSlot` of the task
-        // being polled on this thread (see `active`).
-        if let Some(task) = unsafe { self.task.as_ref() } {
-            let cursor = self.active.cursor.get();
-            if self.root {
-                task.stack.finish(cursor);
-            } else {
-                task.stack.set_pos(self.prev_index, cursor);
-            }
-        }
         if self.root {
-            self.active.task.set(std::ptr::null());
-            self.active.task_id.set(0);
-            self.active.cursor.set(0);
+            leave_root(self.active);
+        } else {
+            self.active.frame.set(self.parent);
+            self.active.pos.set(self.restore.0);
         }
     }
+}
+
+/// What a child's poll entry saved, for its exit.
+struct ChildEntry {
+    prev: Pos,
+    index: u32,
+    task: *const TaskSlot,
 }
 
 impl<F: Future> Future for Traced<F> {
     type Output = F::Output;
 
-    #[inline(never)]
+    /// Inlined into the parent's poll in optimised builds: a child level
+    /// costs a few loads and stores and no call. A task root takes two
+    /// out-of-line calls, [`enter_root`] and [`exit_root`], which are not
+    /// generic.
+    ///
+    /// The inner future's `poll` is called from exactly one place, so the
+    /// compiler inlines a body into its `Traced` as it would inline it into
+    /// a plain `.await`.
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        let mut this = self.project();
-
+        let this = self.project();
         let frame: &AsyncStackFrame = this.frame;
-        let call_site = frame.call_site();
-
-        let polled = active::with(|a| {
+        let inner = this.inner;
+        let root = this.root;
+        active::with_current(|a| {
             let parent = a.frame.get();
-            if parent.is_null() {
-                poll_root(this.inner.as_mut(), frame, this.root, call_site, a, cx)
+            let is_root = parent.is_null();
+            let root_waker;
+            let (waker, child) = if is_root {
+                enter_root(frame, root, a, cx);
+                match root.as_ref() {
+                    Some(r) => {
+                        root_waker = futures_util::task::waker_ref(r);
+                        (&*root_waker, None)
+                    }
+                    None => (cx.waker(), None),
+                }
             } else {
-                poll_child(this.inner.as_mut(), frame, parent, call_site, a, cx)
+                (cx.waker(), Some(enter_child(frame, parent, a)))
+            };
+            // One `Context` for both cases, so that the inner poll below is
+            // the only call to it. (`Context` is invariant in its lifetime:
+            // the caller's cannot carry the root's waker.)
+            let mut cx = Context::from_waker(waker);
+            let unwind = Unwind {
+                active: a,
+                parent,
+                restore: child
+                    .as_ref()
+                    .map_or(Pos::IDLE, |c| c.prev.with_cursor(c.index)),
+                root: is_root,
+            };
+            let out = inner.poll(&mut cx);
+            std::mem::forget(unwind);
+            match child {
+                Some(c) => exit_child(a, parent, c, out.is_pending()),
+                None => exit_root(root, a, out.is_pending()),
             }
-        });
-        match polled {
-            Some(p) => p,
-            // Thread-locals are being torn down: poll untraced.
-            None => this.inner.poll(cx),
-        }
+            out
+        })
     }
 }
 
+/// A child's poll entry: links the parent, copies the return address,
+/// publishes the frame's entry if it changed, and makes it the active frame.
 #[inline(always)]
-fn poll_child<F: Future>(
-    inner: Pin<&mut F>,
-    frame: &AsyncStackFrame,
-    parent: *const AsyncStackFrame,
-    call_site: &'static CallSite,
-    a: &Active,
-    cx: &mut Context<'_>,
-) -> Poll<F::Output> {
-    // SAFETY: `parent` is the thread's active frame, whose poll is on this
-    // thread's stack below us (module invariant of `active`), so it is alive.
-    let parent_ref = unsafe { &*parent };
+fn enter_child(frame: &AsyncStackFrame, parent: *const AsyncStackFrame, a: &Active) -> ChildEntry {
     frame
         .parent
         .store(parent as *mut AsyncStackFrame, Ordering::Relaxed);
-    let ra = match parent_ref.await_site() {
-        Some(site) => match site.return_address.load(Ordering::Relaxed) {
-            0 => resolve_return_address(site, parent_ref),
-            ra => ra,
-        },
-        None => 0,
-    };
+    // SAFETY: `parent` is the thread's active frame, whose poll is on this
+    // thread's stack below us (module invariant of `active`), so it is
+    // alive; its await site is null or a `&'static AwaitSite`.
+    let site = unsafe { (*parent).await_site.load(Ordering::Relaxed).as_ref() };
+    let ra = site.map_or(0, |s| s.return_address.load(Ordering::Relaxed));
     frame.return_address.store(ra, Ordering::Relaxed);
 
+    let prev = Pos(a.pos.get());
+    let pos = prev.enter_child();
+    let index = prev.cursor();
     let task = a.task.get();
-    let index = a.cursor.get();
-    let prev_index = a.index.get();
-    let prev_depth = a.depth.get();
-    let depth = prev_depth + 1;
-    let call_id = call_site.id();
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
     // polled on this thread.
-    let task_ref = unsafe { task.as_ref() };
-    let mut birth = frame.birth.load(Ordering::Relaxed);
-    if let Some(t) = task_ref {
+    if let Some(t) = unsafe { task.as_ref() } {
+        let mut birth = frame.birth.load(Ordering::Relaxed);
         if birth == 0 {
             birth = t.next_birth();
             frame.birth.store(birth, Ordering::Relaxed);
         }
-        t.stack
-            .set_entry(index, Entry::encode(depth, call_id, await_id(frame)), birth);
-        t.stack.set_pos(index, index.wrapping_add(1));
+        let word = Entry::with_depth(frame.key.load(Ordering::Relaxed), pos.depth());
+        t.stack.set_entry(index, word, birth);
+        t.stack.set_pos(pos);
     }
-    a.cursor.set(index.wrapping_add(1));
-    a.index.set(index);
-    a.depth.set(depth);
+    a.pos.set(pos.0);
     a.frame.set(frame);
-    let mut scope = Scope {
-        active: a,
-        prev_frame: parent,
-        prev_depth,
-        prev_index,
-        index,
-        task,
-        keep: false,
-        root: false,
-    };
-    let out = call_body(inner, frame, cx);
-    // Pending: the entry is already current (an `.await` reached during the
-    // poll published itself, see `active::set_await_site`).
-    scope.keep = out.is_pending();
-    drop(scope);
-    out
+    ChildEntry { prev, index, task }
 }
 
+/// A child's poll exit: the parent is active again; a pending frame keeps
+/// its entry (and its pending children's), a completed one drops them.
 #[inline(always)]
-fn poll_root<F: Future>(
-    inner: Pin<&mut F>,
+fn exit_child(a: &Active, parent: *const AsyncStackFrame, c: ChildEntry, pending: bool) {
+    a.frame.set(parent);
+    let cursor = if pending {
+        Pos(a.pos.get()).cursor()
+    } else {
+        c.index
+    };
+    let back = c.prev.with_cursor(cursor);
+    a.pos.set(back.0);
+    // SAFETY: as in `enter_child`.
+    if let Some(t) = unsafe { c.task.as_ref() } {
+        t.stack.set_pos(back);
+    }
+}
+
+/// A task root's poll entry: registers it on its first poll, marks it
+/// running, publishes its entry and makes it the active frame of a task.
+#[inline(never)]
+fn enter_root(
     frame: &AsyncStackFrame,
     root: &mut Option<Arc<RootShared>>,
-    call_site: &'static CallSite,
     a: &Active,
-    cx: &mut Context<'_>,
-) -> Poll<F::Output> {
+    cx: &Context<'_>,
+) {
     frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
     frame.return_address.store(0, Ordering::Relaxed);
-    let call_id = call_site.id();
+    a.frame.set(frame);
     if root.is_none() {
-        *root = register_root(call_site, call_id, a, cx);
+        *root = register_root(frame.call_site(), a, cx);
     }
-    let Some(r) = root.as_mut() else {
-        // Registry full: run as an untracked root, still linking children.
-        a.frame.set(frame);
-        let _scope = Scope {
-            active: a,
-            prev_frame: std::ptr::null(),
-            prev_depth: 0,
-            prev_index: 0,
-            index: 0,
-            task: std::ptr::null(),
-            keep: true,
-            root: true,
-        };
-        return call_body(inner, frame, cx);
-    };
+    // Registry full: an untracked root, still linking its children.
+    let Some(r) = root.as_mut() else { return };
     if !r.wakes_like(cx.waker()) {
         *r = RootShared::new(r.reg, cx.waker());
     }
     let reg = r.reg;
     let slot = reg.slot;
     slot.start_poll(reg.generation, crate::clock::now_ns());
-    let waker = futures_util::task::waker_ref(r);
-    let mut cx = Context::from_waker(&waker);
-
     a.task.set(slot);
     a.task_id.set(reg.id);
-    a.depth.set(0);
-    a.index.set(0);
-    slot.stack
-        .set_entry(0, Entry::encode(0, call_id, await_id(frame)), 0);
-    slot.stack.set_pos(0, 1);
-    a.cursor.set(1);
-    a.frame.set(frame);
-    let mut scope = Scope {
-        active: a,
-        prev_frame: std::ptr::null(),
-        prev_depth: 0,
-        prev_index: 0,
-        index: 0,
-        task: slot,
-        keep: false,
-        root: true,
-    };
-    let out = call_body(inner, frame, &mut cx);
-    scope.keep = out.is_pending();
-    drop(scope);
-    if out.is_pending() {
-        slot.end_poll(reg.generation, crate::clock::now_ns());
+    slot.stack.set_entry(
+        0,
+        Entry::with_depth(frame.key.load(Ordering::Relaxed), 0),
+        0,
+    );
+    slot.stack.set_pos(Pos::ROOT);
+    a.pos.set(Pos::ROOT.0);
+}
+
+/// A task root's poll exit: publishes the pending tree and marks the task
+/// idle, or deregisters it if it completed.
+#[inline(never)]
+fn exit_root(root: &mut Option<Arc<RootShared>>, a: &Active, pending: bool) {
+    leave_root(a);
+    let Some(r) = root.as_ref() else { return };
+    let reg = r.reg;
+    if pending {
+        reg.slot.end_poll(reg.generation, crate::clock::now_ns());
     } else {
         registry().deregister(&reg);
         *root = None;
     }
-    out
 }
 
-/// Polls an instrumented body from a physical frame of its own.
-///
-/// This never-inlined frame holds the frame's *poll marker*. The body's
-/// resume function is either the very next physical frame, or inlined into
-/// this one; `body_fn` lets readers tell which (see
-/// [`resolve_return_address`] and the walker). Either way the body's code is
-/// the innermost user code at or inside the marker frame, which is what the
-/// walker and a child's return address rely on.
+/// Leaves a task root's poll, by return or by unwinding: publishes the
+/// length of the pending tree and clears the thread's state.
+#[cold]
 #[inline(never)]
-fn call_body<F: Future>(
-    inner: Pin<&mut F>,
-    frame: &AsyncStackFrame,
-    cx: &mut Context<'_>,
-) -> Poll<F::Output> {
-    // An address inside this physical frame. A native frame's stack pointer
-    // is at or below it for this frame and everything it calls, and above
-    // it for every caller.
-    let marker = 0u8;
-    let marker_addr = std::hint::black_box(&marker) as *const u8 as usize;
-    frame.poll_marker.store(marker_addr, Ordering::Relaxed);
-    let poll: fn(Pin<&mut F>, &mut Context<'_>) -> Poll<F::Output> = <F as Future>::poll;
-    frame
-        .body_fn
-        .store(poll as *const () as usize, Ordering::Relaxed);
-    inner.poll(cx)
+fn leave_root(a: &Active) {
+    // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
+    // polled on this thread (see `active`).
+    if let Some(task) = unsafe { a.task.get().as_ref() } {
+        task.stack.finish(Pos(a.pos.get()).cursor());
+    }
+    a.frame.set(std::ptr::null());
+    a.task.set(std::ptr::null());
+    a.task_id.set(0);
+    a.pos.set(Pos::IDLE.0);
 }
 
 #[cold]
 #[inline(never)]
 fn register_root(
     call_site: &'static CallSite,
-    call_id: u32,
     a: &Active,
     cx: &Context<'_>,
 ) -> Option<Arc<RootShared>> {
@@ -366,7 +341,7 @@ fn register_root(
     let reg = registry().register(NewTask {
         parent: spawn.map_or(0, |s| s.parent),
         location: spawn.map(|s| s.location),
-        root_call_site: call_id,
+        root_call_site: call_site.id(),
         name: spawn.and_then(|s| s.name.as_ref()),
         static_name: call_site.explicit_name().then(|| call_site.name()),
         now_ns: crate::clock::now_ns(),
@@ -384,40 +359,4 @@ impl<F> PinnedDrop for Traced<F> {
             registry().deregister(&root.reg);
         }
     }
-}
-
-/// Resolves, once per `.await` site, the address in the awaiting parent's
-/// code that leads to this child's poll, and caches it in the site.
-///
-/// The parent's `call_body` is the outermost physical frame whose stack
-/// pointer is at or below the parent's poll marker. If the frame just
-/// inside it starts at the parent's body function (`body_fn`), the body has
-/// its own frame, whose return address is inside the `.await` that polls
-/// us. Otherwise the body was inlined into `call_body`, and `call_body`'s
-/// own return address is inside that `.await`.
-#[cold]
-#[inline(never)]
-fn resolve_return_address(site: &'static AwaitSite, parent: &AsyncStackFrame) -> usize {
-    let parent_marker = parent.poll_marker.load(Ordering::Relaxed);
-    let body_fn = parent.body_fn.load(Ordering::Relaxed);
-    // (ip, function start) of the last two frames at or below the marker.
-    let mut inside = (0usize, 0usize);
-    let mut marker_frame = (0usize, 0usize);
-    backtrace::trace(|f| {
-        let sp = f.sp() as usize;
-        if sp != 0 && sp > parent_marker {
-            return false;
-        }
-        inside = marker_frame;
-        marker_frame = (f.ip() as usize, f.symbol_address() as usize);
-        true
-    });
-    let ra = if inside.1 != 0 && inside.1 == body_fn {
-        inside.0
-    } else {
-        marker_frame.0
-    };
-    let ra = if ra == 0 { 1 } else { ra };
-    site.return_address.store(ra, Ordering::Relaxed);
-    ra
 }

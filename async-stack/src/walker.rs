@@ -4,27 +4,31 @@
 //! # Capture
 //!
 //! [`backtrace()`] records, without symbolising anything:
-//! - every native frame's instruction pointer and stack address (CFA);
+//! - every native frame's instruction pointer;
 //! - the thread's active async chain, innermost first: for each frame its
-//!   call site, its await site, its return address and its *poll marker*,
-//!   an address inside the physical frame of its never-inlined
-//!   `Traced::poll`.
+//!   call site, its await site and its return address.
 //!
 //! # Splicing
 //!
-//! Stack addresses grow towards callers, so the poll markers cut the native
-//! stack into regions: native frames below the innermost marker ran inside
-//! the innermost poll (the synchronous code the leaf is executing); frames
-//! between two markers are poll and generator plumbing between two async
-//! frames (the parent's body, `join!`, `Shared`, a nested `block_on`);
-//! frames above the outermost marker are the executor, below the task root.
+//! Once symbolised (inlined functions included, innermost first), the
+//! native stack holds exactly one `Traced::poll` closure per async frame of
+//! the chain, whether the poll was inlined into its parent or not: that
+//! closure is where the level polls its inner future. These *levels* cut
+//! the symbols into regions: the symbols inside the innermost level ran
+//! inside the innermost poll (the synchronous code the leaf is executing,
+//! and the leaf's body); those between two levels are poll and generator
+//! plumbing between two async frames (the parent's body at its `.await`,
+//! `join!`, `Shared`, a nested `block_on`); those below the outermost level
+//! are the executor, below the task root.
 //!
 //! The default view shows the innermost region, then the async frames, then
 //! the executor (trimmed at `__rust_begin_short_backtrace` like std's short
 //! backtraces). The innermost async frame shows where it is running now;
 //! every other async frame shows the `.await` it is suspended on. The
 //! alternate view (`{:#}`, [`Backtrace::all_frames`]) shows every native
-//! frame, plumbing included.
+//! frame, plumbing included. When the levels cannot all be found (no debug
+//! info for inlined code), the async frames are placed together at the
+//! first level found (see the crate's "Stack accuracy").
 //!
 //! Symbols are resolved on first display or inspection and cached per
 //! address for the whole process ([`crate::symbolize`]).
@@ -103,14 +107,12 @@ impl BacktraceFrame {
 #[derive(Clone, Copy, Debug)]
 struct NativeFrame {
     ip: usize,
-    sp: usize,
 }
 
 #[derive(Clone, Copy, Debug)]
 struct ChainFrame {
     call_site: &'static CallSite,
     await_site: Option<&'static AwaitSite>,
-    marker: usize,
     return_address: usize,
 }
 
@@ -125,14 +127,14 @@ struct Resolved {
 ///
 /// # How frames are spliced
 ///
-/// Each async frame records, while it is polled, an address on the native
-/// stack inside its own poll. Native stack addresses grow towards callers,
-/// so those addresses cut the native stack into regions: the frames below
-/// the innermost one ran inside the innermost poll (the synchronous code the
-/// leaf is executing, shown first); the frames between two of them are poll
-/// and generator plumbing (hidden, except with `{:#}`); the frames above the
-/// outermost are the executor (shown last, trimmed like std's short
-/// backtraces).
+/// Each level of the async chain polls its inner future from one closure
+/// inside `Traced::poll`, which symbolisation finds on the native stack
+/// whether the poll was inlined or not. Those closures cut the native stack
+/// into regions: the frames inside the innermost one ran inside the
+/// innermost poll (the synchronous code the leaf is executing, shown
+/// first); the frames between two of them are poll and generator plumbing
+/// (hidden, except with `{:#}`); the frames below the outermost are the
+/// executor (shown last, trimmed like std's short backtraces).
 pub struct Backtrace {
     natives: Vec<NativeFrame>,
     chain: Vec<ChainFrame>,
@@ -189,7 +191,6 @@ impl Backtrace {
             }
             natives.push(NativeFrame {
                 ip: f.ip() as usize,
-                sp: f.sp() as usize,
             });
             true
         });
@@ -245,7 +246,6 @@ fn capture_chain() -> Vec<ChainFrame> {
             out.push(ChainFrame {
                 call_site: f.call_site(),
                 await_site: f.await_site(),
-                marker: f.poll_marker.load(crate::sync::Ordering::Relaxed),
                 return_address: f.return_address(),
             });
             cur = f.parent.load(crate::sync::Ordering::Relaxed);
@@ -289,15 +289,36 @@ fn is_short_backtrace_marker(name: Option<&str>) -> bool {
     name.is_some_and(|n| n.contains("__rust_begin_short_backtrace"))
 }
 
-/// One physical native frame with its symbols (innermost inlined first).
-struct Phys {
-    ip: usize,
-    region: usize,
-    symbols: Arc<[Symbol]>,
+/// Whether `s` is the closure inside `Traced::poll` that polls the inner
+/// future: exactly one per instrumented level on the stack, inlined or not
+/// (the walker's anchor for each async frame; see `traced.rs`).
+fn is_level(s: &Symbol) -> bool {
+    const TRACED_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/traced.rs");
+    let in_traced = s.file.as_deref().map_or_else(
+        // No line info: only full names can tell.
+        || {
+            s.name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("<async_stack::traced::Traced<"))
+        },
+        |f| f == TRACED_SRC,
+    );
+    in_traced
+        && s.name
+            .as_deref()
+            .is_some_and(|n| n.contains("{closure") || n.contains("{{closure}}"))
+}
+
+/// One symbol of the captured stack: physical frame `p`, inlined symbol `s`
+/// (innermost first in both).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct At {
+    p: usize,
+    s: usize,
 }
 
 fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
-    let phys: Vec<Phys> = natives
+    let phys: Vec<(usize, Arc<[Symbol]>)> = natives
         .iter()
         .map(|n| {
             let mut symbols = symbolize::resolve(n.ip);
@@ -309,52 +330,52 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
                     column: None,
                 }]);
             }
-            Phys {
-                ip: n.ip,
-                // Region r: above the markers of chain[..r]. A frame at or
-                // below a marker ran inside that poll.
-                region: chain
-                    .iter()
-                    .take_while(|c| n.sp != 0 && c.marker != 0 && n.sp > c.marker)
-                    .count(),
-                symbols,
-            }
+            (n.ip, symbols)
         })
         .collect();
+    let flat: Vec<At> = phys
+        .iter()
+        .enumerate()
+        .flat_map(|(p, (_, syms))| (0..syms.len()).map(move |s| At { p, s }))
+        .collect();
+    let sym = |at: At| &phys[at.p].1[at.s];
 
-    // For each async frame, its body: inlined into its marker frame
-    // (`call_body`, the outermost frame of its region), as the outermost
-    // symbol there that is not ours; or else the physical frame just inside
-    // the marker frame, as that frame's outermost symbol.
-    let body_of = |i: usize| -> Option<(usize, usize)> {
-        let marker_frame = phys.iter().rposition(|p| p.region == i)?;
-        if let Some(si) = phys[marker_frame]
-            .symbols
-            .iter()
-            .rposition(|s| !is_own_plumbing(s))
-        {
-            return Some((marker_frame, si));
-        }
-        let body = marker_frame.checked_sub(1)?;
-        (phys[body].region == i).then(|| (body, phys[body].symbols.len() - 1))
+    // Where each async frame sits in the native stack: its level symbol.
+    // When they cannot all be found (no debug info for inlined code), the
+    // async frames go together where the first level is (or on top).
+    let levels: Vec<usize> = (0..flat.len())
+        .filter(|&i| is_level(sym(flat[i])))
+        .collect();
+    let exact = levels.len() == chain.len();
+    let anchors: Vec<usize> = if exact {
+        levels.clone()
+    } else {
+        let at = levels.first().copied().unwrap_or(0);
+        vec![at; chain.len()]
     };
-    // `#[traced_async]` wraps the root's body in a generator of its own (the
-    // `async fn` itself), just outside the root's `Traced::poll`;
-    // `.traced()` futures have none.
-    let root_has_wrapper = chain
-        .last()
-        .is_some_and(|c| !c.call_site.module_path().is_empty());
-    let mut outer_folding = true;
-    let mut wrapper_pending = root_has_wrapper;
-    let bodies: Vec<Option<(usize, usize)>> = (0..chain.len()).map(body_of).collect();
+    // The body of async frame `i`: the symbol just inside its level, unless
+    // that is ours too (a `Traced` directly inside another) or belongs to
+    // the frame inside.
+    let bodies: Vec<Option<usize>> = (0..chain.len())
+        .map(|i| {
+            if !exact {
+                return None;
+            }
+            let b = anchors[i].checked_sub(1)?;
+            let inner_edge = if i == 0 { 0 } else { anchors[i - 1] + 1 };
+            (b >= inner_edge && !is_own_plumbing(sym(flat[b]))).then_some(b)
+        })
+        .collect();
+    let body_sym = |i: usize| bodies[i].map(|b| sym(flat[b]));
 
     let async_frame = |i: usize| -> BacktraceFrame {
         let c = &chain[i];
-        let body = bodies[i].map(|(p, s)| &phys[p].symbols[s]);
-        // An unnamed `.traced()` future has no name of its own: prefer the
-        // one debug info gives its body.
+        let body = body_sym(i);
+        // An unnamed `.traced()` future has no name of its own: use the one
+        // debug info gives its body when it is a path (inlined bodies only
+        // have short names in line-tables-only builds), else its location.
         let function = match body.and_then(|b| b.name.clone()) {
-            Some(name) if c.call_site.is_anonymous() => Some(name),
+            Some(name) if c.call_site.is_anonymous() && name.contains("::") => Some(name),
             _ => Some(c.call_site.function()),
         };
         let (file, line, column) = match (i, c.await_site, body) {
@@ -368,14 +389,14 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
             (_, None, Some(b)) => (b.file.clone(), b.line, b.column),
             (_, None, None) => (None, None, None),
         };
-        // The return address into the parent, read off this very stack
-        // (the parent's body frame) when the capture has it; otherwise the
-        // one the frame cached.
+        // The return address into the parent: read off this very stack
+        // (the parent's body, inlined or not, at its `.await`) when the
+        // capture has it; otherwise the one the frame cached.
         let address = bodies
             .get(i + 1)
             .copied()
             .flatten()
-            .map_or(c.return_address, |(p, _)| phys[p].ip);
+            .map_or(c.return_address, |b| phys[flat[b].p].0);
         // A location from debug info is absolute; show it as the call
         // site's `file!()` path when they name the same file, so every async
         // frame reads the same way.
@@ -395,52 +416,77 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
         }
     };
 
+    // The `#[traced_async]` form that keeps an `async fn` around the
+    // `Traced` (see the macro) leaves that fn's generator just outside the
+    // root's level: folded with the root.
+    let root_wrapper = |s: &Symbol| {
+        chain.last().is_some_and(|c| {
+            let cs = c.call_site;
+            let generator = s.name.as_deref().is_some_and(|n| {
+                // Line-tables-only names, or `module::fn::{{closure}}`.
+                n.starts_with("{async_fn")
+                    || n.strip_suffix("::{{closure}}")
+                        .and_then(|n| n.strip_prefix(cs.module_path()))
+                        .and_then(|n| n.strip_prefix("::"))
+                        .is_some_and(|f| !f.contains("::"))
+            });
+            !cs.module_path().is_empty()
+                && generator
+                && s.file.as_deref().is_some_and(|f| f.ends_with(cs.file()))
+        })
+    };
+
     let mut full = Vec::new();
     let mut short = Vec::new();
     let mut trimmed = false;
-    let mut emitted_async = 0;
-    for (pi, p) in phys.iter().enumerate() {
-        while emitted_async < chain.len() && emitted_async < p.region {
-            let f = async_frame(emitted_async);
+    let mut emitted = 0;
+    let mut outer_folding = true;
+    let mut wrapper_pending = true;
+    for (fi, &at) in flat.iter().enumerate() {
+        while emitted < chain.len() && anchors[emitted] <= fi {
+            let f = async_frame(emitted);
             full.push(f.clone());
             short.push(f);
-            emitted_async += 1;
+            emitted += 1;
         }
-        for (si, s) in p.symbols.iter().enumerate() {
-            let f = native_frame(p.ip, s);
-            full.push(f.clone());
-            let is_body = bodies.contains(&Some((pi, si)));
-            let outer = p.region == chain.len() && p.region > 0;
-            // Below the root: fold the root's poll machinery, its wrapper
-            // generator and spawn wrappers, up to the executor's first frame.
-            let outer_plumbing = outer && outer_folding && {
-                if is_own_plumbing(s) {
-                    true
-                } else if wrapper_pending {
-                    wrapper_pending = false;
-                    true
-                } else {
-                    outer_folding = false;
-                    false
-                }
+        let s = sym(at);
+        full.push(native_frame(phys[at.p].0, s));
+        let f = full.last().cloned().expect("just pushed");
+        // How many async frames are inside this symbol: 0 for the code
+        // running inside the innermost poll, the chain's length for the
+        // executor below the root.
+        let region = emitted;
+        let is_body = bodies.contains(&Some(fi));
+        let outer = region == chain.len() && region > 0;
+        // Below the root: fold the root's poll machinery, its wrapper
+        // generator and spawn wrappers, up to the executor's first frame.
+        let outer_plumbing = outer
+            && outer_folding
+            && if is_own_plumbing(s) {
+                true
+            } else if wrapper_pending && root_wrapper(s) {
+                wrapper_pending = false;
+                true
+            } else {
+                outer_folding = false;
+                false
             };
-            let plumbing = is_body
-                || outer_plumbing
-                || (p.region > 0 && p.region < chain.len())
-                || (p.region == 0 && !chain.is_empty() && is_own_plumbing(s));
-            if is_short_backtrace_marker(s.name.as_deref()) {
-                trimmed = true;
-            }
-            if !plumbing && !trimmed {
-                short.push(f);
-            }
+        let plumbing = is_body
+            || outer_plumbing
+            || (region > 0 && region < chain.len())
+            || (region == 0 && !chain.is_empty() && is_own_plumbing(s));
+        if is_short_backtrace_marker(s.name.as_deref()) {
+            trimmed = true;
+        }
+        if !plumbing && !trimmed {
+            short.push(f);
         }
     }
-    while emitted_async < chain.len() {
-        let f = async_frame(emitted_async);
+    while emitted < chain.len() {
+        let f = async_frame(emitted);
         full.push(f.clone());
         short.push(f);
-        emitted_async += 1;
+        emitted += 1;
     }
     // Like std's short backtraces, start after the panic machinery when the
     // capture happens inside a panic hook.

@@ -17,13 +17,10 @@
 //!   `root` is polled with no traced frame active, so it is the task root
 //!   (registered on its first poll, once per future); `l1..lN` are ordinary
 //!   frames, which is what this bench is about.
-//! - `async-stack .traced()`: plain async fns, each wrapped by
-//!   `async_stack::TracedExt::traced()` (the same `Traced` future without
-//!   the macro's extra async-fn layer and await-site records).
-//! - `native-frames-only`: a control, not a peer. Each level is wrapped in
-//!   [`benches::NativeFrames`], which reproduces the native call shape of a
-//!   `Traced` poll (never-inlined frames, indirect call) and records
-//!   nothing: what being real native frames costs, bookkeeping aside.
+//! - `async-stack .traced()`: plain async fns, each awaiting its callee
+//!   wrapped by `async_stack::TracedExt::traced()` (the same `Traced` future
+//!   with no await-site records, and around the callee's generator rather
+//!   than inside it).
 //! - `async-backtrace`: `#[async_backtrace::framed]` on `root` and every
 //!   level; `root` is likewise its task root.
 //! - `await-tree`: every level awaits its callee through
@@ -85,30 +82,6 @@ mod untraced {
     }
     benches::chain!(32, level, yield_leaf);
     root!();
-}
-
-mod native_frames {
-    use benches::{NativeFrames, yield_leaf};
-
-    macro_rules! level {
-        ($name:ident => $callee:ident) => {
-            pub fn $name(pending: u32) -> NativeFrames<impl Future<Output = ()>> {
-                NativeFrames::new(async move { $callee(pending).await })
-            }
-        };
-    }
-    benches::chain!(32, level, yield_leaf);
-
-    pub fn root(depth: u32, pending: u32) -> NativeFrames<impl Future<Output = ()>> {
-        NativeFrames::new(async move {
-            match depth {
-                1 => l1(pending).await,
-                8 => l8(pending).await,
-                32 => l32(pending).await,
-                _ => unreachable!("no chain of depth {depth}"),
-            }
-        })
-    }
 }
 
 mod async_stack_traced {
@@ -191,13 +164,6 @@ fn poll_depth(c: &mut Criterion<BenchClock>) {
             &depth,
             |b, &depth| {
                 b.iter(|| run(untraced::root(black_box(depth), PENDING_PER_FUTURE)));
-            },
-        );
-        group.bench_with_input(
-            BenchmarkId::new(names::NATIVE_FRAMES, depth),
-            &depth,
-            |b, &depth| {
-                b.iter(|| run(native_frames::root(black_box(depth), PENDING_PER_FUTURE)));
             },
         );
         group.bench_with_input(

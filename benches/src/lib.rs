@@ -80,8 +80,6 @@ pub mod names {
     /// Plain async fns: the baseline of `poll_depth`, `root` and `spawn`.
     pub const UNTRACED: &str = "untraced";
     /// Control: every level wrapped in [`NativeFrames`](crate::NativeFrames),
-    /// async-stack's native call shape with no bookkeeping.
-    pub const NATIVE_FRAMES: &str = "native-frames-only";
     /// `#[async_stack::traced_async]` on every level.
     pub const ASYNC_STACK: &str = "async-stack";
     /// `async_stack::TracedExt::traced()` around a plain async fn.
@@ -161,49 +159,6 @@ pub fn poll_to_completion<F: Future>(fut: F) -> (F::Output, u32) {
             return (out, polls);
         }
     }
-}
-
-/// Control wrapper: the native call shape of an `async_stack::Traced` poll
-/// with none of its bookkeeping.
-///
-/// `Traced::poll` is `#[inline(never)]` (so the stack walker finds one
-/// physical frame per level) and calls the inner poll from a second
-/// never-inlined function through a `black_box`ed fn pointer. This wrapper
-/// does exactly that and nothing else, so `poll_depth` can tell the cost of
-/// being three real native frames per level (calls, returns, and a return
-/// stack buffer that overflows on deep chains) from the cost of recording
-/// the frame.
-#[derive(Debug)]
-pub struct NativeFrames<F> {
-    inner: F,
-}
-
-impl<F> NativeFrames<F> {
-    /// Wraps `inner`.
-    pub fn new(inner: F) -> Self {
-        NativeFrames { inner }
-    }
-}
-
-impl<F: Future> Future for NativeFrames<F> {
-    type Output = F::Output;
-
-    #[inline(never)]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        // SAFETY: `inner` is structurally pinned: it is never moved out of
-        // `self`, and `NativeFrames` has no `Drop` impl and is not `Unpin`
-        // unless `F` is.
-        let inner = unsafe { self.map_unchecked_mut(|s| &mut s.inner) };
-        call_inner(inner, cx)
-    }
-}
-
-/// The second native frame of [`NativeFrames`]: an indirect call to the
-/// inner poll, as in `async_stack`'s `call_body`.
-#[inline(never)]
-fn call_inner<F: Future>(inner: Pin<&mut F>, cx: &mut Context<'_>) -> Poll<F::Output> {
-    let poll: fn(Pin<&mut F>, &mut Context<'_>) -> Poll<F::Output> = F::poll;
-    black_box(poll)(inner, cx)
 }
 
 /// A leaf future that, on its only poll, runs `work` `iters` times and
@@ -320,12 +275,6 @@ mod tests {
     fn yield_leaf_is_pending_the_given_number_of_times() {
         assert_eq!(poll_to_completion(yield_leaf(0)), ((), 1));
         assert_eq!(poll_to_completion(yield_leaf(3)), ((), 4));
-    }
-
-    #[test]
-    fn native_frames_only_forwards_polls() {
-        let fut = NativeFrames::new(NativeFrames::new(yield_leaf(2)));
-        assert_eq!(poll_to_completion(fut), ((), 3));
     }
 
     /// The premise of the `capture` bench: its work runs under exactly eight

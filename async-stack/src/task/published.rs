@@ -18,9 +18,10 @@
 //!   rewritten only when it changes (a new frame at that position, or a
 //!   frame that moved to another `.await`), never when a frame is polled
 //!   again where it was.
-//! - **Progress** within a poll is the `pos` word: the index of the frame
-//!   being polled (`active`) and the position where the next frame would
-//!   enter (`cursor`). It is stored (release) on every poll entry and exit,
+//! - **Progress** within a poll is the `pos` word (packed as
+//!   `active::Pos`): the index of the frame being polled (`active`), the
+//!   position where the next frame would enter (`cursor`) and the active
+//!   frame's depth. It is stored (release) on every poll entry and exit,
 //!   outside sections: a change of `pos` alone cannot tear a copy, because
 //!   a copy that saw it also saw `seq` unchanged around constant entries, or
 //!   saw `seq` change and was retried.
@@ -40,6 +41,7 @@
 //! last yielded (both arms of a `join!`), and a running task the tree it
 //! has rebuilt so far in this poll, with the path it is executing now.
 
+use crate::active::Pos;
 use crate::sync::{AtomicU32, AtomicU64, Ordering, fence};
 
 /// Number of entries a published stack holds; deeper trees are truncated
@@ -66,6 +68,12 @@ impl Entry {
         let depth = u64::from(depth.min(DEPTH_MASK as u32));
         let call = u64::from(call_site.min((1 << CALL_BITS) - 1));
         (depth << DEPTH_SHIFT) | (call << CALL_SHIFT) | u64::from(await_site)
+    }
+
+    /// `key` (an entry encoded with depth 0) at `depth`.
+    #[inline(always)]
+    pub(crate) fn with_depth(key: u64, depth: u32) -> u64 {
+        key | (u64::from(depth.min(DEPTH_MASK as u32)) << DEPTH_SHIFT)
     }
 
     pub(crate) fn decode(word: u64) -> Entry {
@@ -156,15 +164,6 @@ impl StackCopy {
     }
 }
 
-/// `pos` while no poll runs.
-const IDLE_POS: u64 = 0;
-
-/// Packs `pos`: the active index plus one (so zero means idle) and the cursor.
-#[inline(always)]
-fn pack_pos(active: u32, cursor: u32) -> u64 {
-    (u64::from(active.wrapping_add(1)) << 32) | u64::from(cursor)
-}
-
 /// The published stack of one task. `#[repr(C)]` for debugger scripts.
 #[repr(C)]
 #[derive(Debug)]
@@ -187,7 +186,7 @@ impl PublishedStack {
     pub(crate) fn new() -> Self {
         PublishedStack {
             seq: AtomicU64::new(0),
-            pos: AtomicU64::new(IDLE_POS),
+            pos: AtomicU64::new(Pos::IDLE.0),
             len: AtomicU32::new(0),
             _pad: AtomicU32::new(0),
             words: std::array::from_fn(|_| AtomicU64::new(0)),
@@ -253,8 +252,8 @@ impl PublishedStack {
 
     /// Writer: progress of the running poll.
     #[inline(always)]
-    pub(crate) fn set_pos(&self, active: u32, cursor: u32) {
-        self.pos.store(pack_pos(active, cursor), Ordering::Release);
+    pub(crate) fn set_pos(&self, pos: Pos) {
+        self.pos.store(pos.0, Ordering::Release);
     }
 
     /// Writer: the poll ended with `len` entries pending.
@@ -265,7 +264,7 @@ impl PublishedStack {
             self.len.store(len, Ordering::Relaxed);
             self.end(s);
         }
-        self.pos.store(IDLE_POS, Ordering::Release);
+        self.pos.store(Pos::IDLE.0, Ordering::Release);
     }
 
     /// Reader: copies the stack into `out`.
@@ -276,14 +275,11 @@ impl PublishedStack {
         if s1 & 1 == 1 {
             return Err(Torn);
         }
-        let pos = self.pos.load(Ordering::Acquire);
-        let (len, active) = if pos == IDLE_POS {
+        let pos = Pos(self.pos.load(Ordering::Acquire));
+        let (len, active) = if pos.is_idle() {
             (self.len.load(Ordering::Relaxed), None)
         } else {
-            (
-                (pos & 0xffff_ffff) as u32,
-                Some(((pos >> 32) as u32).wrapping_sub(1)),
-            )
+            (pos.cursor(), Some(pos.active()))
         };
         let n = (len as usize).min(STACK_CAPACITY);
         out.words
@@ -323,11 +319,11 @@ mod loom_tests {
             let b2 = Entry::encode(1, 2, 8);
             let writer = loom::thread::spawn(move || {
                 w.set_entry(0, a, 0);
-                w.set_pos(0, 1);
+                w.set_pos(Pos::at(0, 1));
                 w.set_entry(1, b, 1);
-                w.set_pos(1, 2);
+                w.set_pos(Pos::at(1, 2));
                 w.set_entry(1, b2, 1);
-                w.set_pos(0, 2);
+                w.set_pos(Pos::at(0, 2));
                 w.finish(2);
             });
             let mut out = StackCopy::default();
@@ -386,7 +382,7 @@ mod tests {
         for (i, w) in words.iter().enumerate() {
             s.set_entry(i as u32, *w, i as u32);
         }
-        s.set_pos(3, 4);
+        s.set_pos(Pos::at(3, 4));
         let mut out = StackCopy::default();
         s.copy_into(&mut out).unwrap();
         assert_eq!(out.words, words);
@@ -439,7 +435,7 @@ mod tests {
         let seq = s.seq.load(Ordering::Relaxed);
         s.set_entry(0, Entry::encode(0, 1, 2), 0);
         s.set_await(0, 2);
-        s.set_pos(0, 1);
+        s.set_pos(Pos::at(0, 1));
         assert_eq!(
             s.seq.load(Ordering::Relaxed),
             seq,

@@ -136,8 +136,10 @@ impl TaskSlot {
     }
 
     /// Waker: marks the task scheduled if it is still the task of
-    /// `generation`. Returns whether it was.
-    pub(crate) fn mark_woken(&self, generation: u32, now_ns: u64) -> bool {
+    /// `generation`. Returns whether it was. `now_ns` is read only when the
+    /// state's time changes (an idle task becomes scheduled), not for a
+    /// wake during a poll, the common case of a task that yields.
+    pub(crate) fn mark_woken(&self, generation: u32, now_ns: impl Fn() -> u64) -> bool {
         let mut cur = self.state.load(Ordering::Acquire);
         loop {
             let (state, g, _) = unpack_state(cur);
@@ -145,7 +147,7 @@ impl TaskSlot {
                 return false;
             }
             let next = match state {
-                IDLE => pack_state(SCHEDULED, generation, now_ns),
+                IDLE => pack_state(SCHEDULED, generation, now_ns()),
                 RUNNING => (cur & !0b11) | RUNNING_WOKEN,
                 _ => return true,
             };
@@ -577,7 +579,7 @@ mod loom_tests {
             reg.deregister(&first);
             let second = reg.register(new_task(2)).unwrap();
             second.slot.start_poll(second.generation, 0);
-            let t = loom::thread::spawn(move || slot.mark_woken(stale_generation, 0));
+            let t = loom::thread::spawn(move || slot.mark_woken(stale_generation, || 0));
             second.slot.end_poll(second.generation, 0);
             assert!(!t.join().unwrap());
             let (state, _, _) = unpack_state(slot.state.load(Ordering::Relaxed));
@@ -595,7 +597,7 @@ mod loom_tests {
             r.slot.start_poll(r.generation, 0);
             let slot = r.slot;
             let generation = r.generation;
-            let t = loom::thread::spawn(move || slot.mark_woken(generation, 0));
+            let t = loom::thread::spawn(move || slot.mark_woken(generation, || 0));
             r.slot.end_poll(r.generation, 0);
             assert!(t.join().unwrap());
             let (state, _, _) = unpack_state(r.slot.state.load(Ordering::Relaxed));

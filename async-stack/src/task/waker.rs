@@ -44,7 +44,7 @@ impl RootShared {
 impl ArcWake for RootShared {
     fn wake_by_ref(arc_self: &Arc<Self>) {
         let slot = arc_self.reg.slot;
-        if slot.mark_woken(arc_self.reg.generation, crate::clock::now_ns()) {
+        if slot.mark_woken(arc_self.reg.generation, crate::clock::now_ns) {
             slot.wakes.fetch_add(1, Ordering::Relaxed);
         }
         arc_self.executor.wake_by_ref();
