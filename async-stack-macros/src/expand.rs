@@ -168,9 +168,11 @@ fn desugared_output(item: &syn::ItemFn) -> Option<ReturnType> {
     if never.0 {
         return None;
     }
-    // Spanned in this crate's edition (2024), whatever the caller's: the
-    // `impl Future` then captures every lifetime of the arguments, elided
-    // ones included, as the `async fn` did.
+    // Spanned at no token of the caller's: generated tokens carry this
+    // crate's edition (2024) whatever the caller's, so the `impl Future`
+    // captures every lifetime of the arguments, elided ones included, as
+    // the `async fn` did. (Spanned at the return type, a crate on edition
+    // 2021 would fail with E0700; `macro_edition2021` checks this.)
     let edition_2024 = proc_macro2::Span::mixed_site();
     Some(parse_quote_spanned! {edition_2024=>
         -> impl ::core::future::Future<Output = #ret>
