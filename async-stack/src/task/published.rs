@@ -103,9 +103,9 @@ impl StackCopy {
     /// (first poll), i.e. in source order for a `join!`'s branches.
     pub(crate) fn source_order(&self) -> Vec<usize> {
         let depth = |i: usize| Entry::decode(self.words[i]).depth;
-        // A plain chain (each entry one deeper than the last) has no
-        // siblings to order: the common case, without sorting.
-        if (1..self.words.len()).all(|i| depth(i) == depth(i - 1) + 1) {
+        // A plain chain has no siblings to order: the common case, without
+        // sorting.
+        if self.is_plain_chain() {
             return (0..self.words.len()).collect();
         }
         // End (exclusive) of the subtree rooted at `i`.
@@ -138,6 +138,14 @@ impl StackCopy {
         let mut out = Vec::with_capacity(self.words.len());
         emit(0, self.words.len(), &end_of, &self.births, &mut out);
         out
+    }
+
+    /// Whether the entries form a plain chain, each one level deeper than
+    /// the one before, so that pre-order is already source order.
+    pub(crate) fn is_plain_chain(&self) -> bool {
+        self.words
+            .windows(2)
+            .all(|w| Entry::decode(w[1]).depth == Entry::decode(w[0]).depth + 1)
     }
 
     /// Which entries are inside their poll right now, as a bit mask (bit
