@@ -123,6 +123,14 @@ fn recording_await(await_expr: &ExprAwait) -> Expr {
         .map_or(span, |token| token.span());
     let future = Ident::new("__async_stack_fut", Span::mixed_site().located_at(base_end));
     let out = Ident::new("__async_stack_out", Span::mixed_site().located_at(base_end));
+    // A struct literal at the start of the scrutinee would be read as the
+    // `match`'s body: parenthesise it, and only it (elsewhere the parentheses
+    // would be `unused_parens`).
+    let base = if exterior_struct_literal(base) {
+        quote_spanned!(span=> (#base))
+    } else {
+        base.to_token_stream()
+    };
     parse_quote_spanned! {span=>
         #(#attrs)*
         match #base {
@@ -134,6 +142,29 @@ fn recording_await(await_expr: &ExprAwait) -> Expr {
                 #out
             }
         }
+    }
+}
+
+/// Whether `expr` has a struct literal outside any delimiter, which a
+/// `match` scrutinee (like an `if` condition) does not accept.
+fn exterior_struct_literal(expr: &Expr) -> bool {
+    match expr {
+        Expr::Struct(_) => true,
+        Expr::MethodCall(e) => exterior_struct_literal(&e.receiver),
+        Expr::Field(e) => exterior_struct_literal(&e.base),
+        Expr::Await(e) => exterior_struct_literal(&e.base),
+        Expr::Try(e) => exterior_struct_literal(&e.expr),
+        Expr::Index(e) => exterior_struct_literal(&e.expr),
+        Expr::Cast(e) => exterior_struct_literal(&e.expr),
+        Expr::Unary(e) => exterior_struct_literal(&e.expr),
+        Expr::Reference(e) => exterior_struct_literal(&e.expr),
+        Expr::Binary(e) => exterior_struct_literal(&e.left) || exterior_struct_literal(&e.right),
+        Expr::Assign(e) => exterior_struct_literal(&e.left) || exterior_struct_literal(&e.right),
+        Expr::Range(e) => {
+            e.start.as_deref().is_some_and(exterior_struct_literal)
+                || e.end.as_deref().is_some_and(exterior_struct_literal)
+        }
+        _ => false,
     }
 }
 

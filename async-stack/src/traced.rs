@@ -159,7 +159,7 @@ impl<F: Future> Future for Traced<F> {
 
     /// Inlined into the parent's poll in optimised builds: a child level
     /// costs a few loads and stores and no call. A task root takes two
-    /// out-of-line calls, [`enter_root`] and [`exit_root`], which are not
+    /// out-of-line calls, `enter_root` and `exit_root`, which are not
     /// generic.
     ///
     /// The inner future's `poll` is called from exactly one place, so the

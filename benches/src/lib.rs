@@ -79,7 +79,6 @@ pub mod names {
 
     /// Plain async fns: the baseline of `poll_depth`, `root` and `spawn`.
     pub const UNTRACED: &str = "untraced";
-    /// Control: every level wrapped in [`NativeFrames`](crate::NativeFrames),
     /// `#[async_stack::traced_async]` on every level.
     pub const ASYNC_STACK: &str = "async-stack";
     /// `async_stack::TracedExt::traced()` around a plain async fn.

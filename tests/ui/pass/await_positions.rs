@@ -1,7 +1,9 @@
 // `.await` in every kind of position still type-checks and evaluates as
 // before: postfix chains, operators, `?`, conditions, scrutinees, let-else,
 // temporaries borrowed across the await, nested async blocks and closures
-// (left alone), awaiting macros as statements and as tail expressions.
+// (left alone), awaiting macros as statements and as tail expressions,
+// struct literals awaited directly or through a method (the rewritten
+// `match` scrutinee needs parentheses there, and only there).
 #![deny(warnings)]
 
 use std::future::{IntoFuture, ready};
@@ -60,6 +62,26 @@ async fn control_flow(n: u32) -> u32 {
         total += i;
     }
     total + x
+}
+
+struct Named {
+    n: u32,
+}
+
+impl IntoFuture for Named {
+    type Output = u32;
+    type IntoFuture = std::future::Ready<u32>;
+    fn into_future(self) -> Self::IntoFuture {
+        ready(self.n)
+    }
+}
+
+#[traced_async]
+async fn struct_literals() -> u32 {
+    let a = Named { n: 1 }.await;
+    let b = Named { n: 2 }.into_future().await;
+    let c = ready(Named { n: 3 }.n).await;
+    a + b + c + Lazy(4).await
 }
 
 #[traced_async]
@@ -122,6 +144,7 @@ fn main() {
         assert_eq!(temporaries(&Mutex::new(1)).await, 2);
         assert_eq!(nested_futures().await, 15);
         assert_eq!(tail_macro().await, (1, 2));
+        assert_eq!(struct_literals().await, 10);
     });
     tokio::runtime::Builder::new_current_thread()
         .build()
