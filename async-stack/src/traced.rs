@@ -139,7 +139,7 @@ impl Drop for Unwind<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         if self.root {
-            leave_root(self.active);
+            unwind_root(self.active);
         } else {
             self.active.frame.set(self.parent);
             self.active.pos.set(self.restore.0);
@@ -312,10 +312,16 @@ fn exit_root(root: &mut Option<Arc<RootShared>>, a: &Active, pending: bool) {
     }
 }
 
-/// Leaves a task root's poll, by return or by unwinding: publishes the
-/// length of the pending tree and clears the thread's state.
+/// Leaves a task root's poll that unwound (see [`leave_root`]).
 #[cold]
 #[inline(never)]
+fn unwind_root(a: &Active) {
+    leave_root(a);
+}
+
+/// Leaves a task root's poll, by return or by unwinding: publishes the
+/// length of the pending tree and clears the thread's state.
+#[inline(always)]
 fn leave_root(a: &Active) {
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
     // polled on this thread (see `active`).
