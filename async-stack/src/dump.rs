@@ -664,14 +664,19 @@ impl<'a> TextRenderer<'a> {
     }
 }
 
-/// `task 7 "handler" [idle 2.3s, 4 polls]:`
-fn write_header(out: &mut String, t: &TaskInfo) {
-    out.push_str("task ");
+/// `7 "handler"`, or `7` for an unnamed task.
+fn write_id_and_name(out: &mut String, t: &TaskInfo) {
     write_int(out, t.id);
     if let Some(name) = &t.name {
         out.push(' ');
         write_quoted(out, name);
     }
+}
+
+/// `task 7 "handler" [idle 2.3s, 4 polls]:`
+fn write_header(out: &mut String, t: &TaskInfo) {
+    out.push_str("task ");
+    write_id_and_name(out, t);
     out.push_str(" [");
     out.push_str(t.state.as_str());
     out.push(' ');
@@ -733,11 +738,7 @@ fn write_group_header(out: &mut String, members: &[&TaskInfo]) {
         if i > 0 {
             out.push_str(", ");
         }
-        write_int(out, t.id);
-        if let Some(name) = &t.name {
-            out.push(' ');
-            write_quoted(out, name);
-        }
+        write_id_and_name(out, t);
     }
     out.push('\n');
 }
