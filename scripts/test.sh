@@ -5,7 +5,9 @@
 #   1. every unit, integration, UI (trybuild) and doc test, debug build;
 #   2. the walker tests again in a release build with line tables only
 #      (profile `release-lines`), where inlining changes the native stack;
-#   3. the loom models of everything another thread reads.
+#   3. the walker test meant for it in a release build with no debug info
+#      (profile `release-nodebug`);
+#   4. the loom models of everything another thread reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,16 +15,19 @@ cd "$(dirname "$0")/.."
 # need one (gdb and lldb for the debugger scripts) must install it here when
 # it is missing, never skip.
 
-echo "== 1/3 workspace tests (debug)"
+echo "== 1/4 workspace tests (debug)"
 cargo test --workspace --all-features
 
-echo "== 2/3 walker, frame, await-site and dump tests (release, line tables only)"
+echo "== 2/4 walker, frame, await-site and dump tests (release, line tables only)"
 walker_tests=()
 for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_sites.rs tests/tests/dump_*.rs; do
     [ -e "$t" ] && walker_tests+=(--test "$(basename "$t" .rs)")
 done
 cargo test -p tests --profile release-lines "${walker_tests[@]}"
 
-echo "== 3/3 loom models"
+echo "== 3/4 walker without debug info (release, no debug info)"
+cargo test -p tests --profile release-nodebug --test walker_no_debuginfo
+
+echo "== 4/4 loom models"
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg async_stack_loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p async-stack --lib --release loom
