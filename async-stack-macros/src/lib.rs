@@ -10,6 +10,12 @@
 //! just before it suspends, so a backtrace taken while the function waits
 //! names the exact `.await` it waits at.
 //!
+//! The function becomes `fn name(..) -> impl Future<Output = Ret>` returning
+//! the `Traced` body, which is how the compiler itself desugars an
+//! `async fn`; argument lifetimes are captured as before, on every edition.
+//! It stays an `async fn` (awaiting the `Traced` body) when another
+//! attribute follows `#[traced_async]` or `Ret` mentions `!`.
+//!
 //! ```ignore
 //! use async_stack::traced_async;
 //!
