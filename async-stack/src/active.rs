@@ -132,9 +132,13 @@ pub(crate) fn with<R>(f: impl FnOnce(&Active) -> R) -> Option<R> {
 
 /// Runs `f` with this thread's active state, during thread teardown too.
 ///
-/// `Active` has no destructor and a `const` initialiser, so its
-/// thread-local is never in a destroyed state and `with` cannot fail: this
-/// compiles to an address computation, with no registration check.
+/// `Active` has no destructor and a `const` initialiser, so on every target
+/// with native thread-locals (`#[thread_local]`: Linux, macOS, Windows, the
+/// BSDs, Android, ...) std stores it in a plain thread-local static that is
+/// never in a destroyed state: `with` cannot fail and compiles to an
+/// address computation. (On a target without native thread-locals, a
+/// traced future polled from another thread-local's destructor would
+/// panic here; [`with`] is the fallible form for paths off the poll.)
 #[inline(always)]
 pub(crate) fn with_current<R>(f: impl FnOnce(&Active) -> R) -> R {
     const _: () = assert!(!std::mem::needs_drop::<Active>());
