@@ -79,9 +79,14 @@ pub(crate) fn expand(
 ) -> TokenStream {
     let span = item.sig.ident.span();
     let location = quote_spanned!(span=> ::core::file!(), ::core::line!(), ::core::column!());
+    // `__async_stack_here`'s type name is the fn's path, impl type included
+    // (`app::Store::get::__async_stack_here`), which `module_path!()` lacks.
     let call_site: Stmt = parse_quote! {
-        static __ASYNC_STACK_CALLSITE: ::async_stack::__private::CallSite =
-            ::async_stack::__private::CallSite::new(#name, ::core::module_path!(), #location, #explicit_name);
+        static __ASYNC_STACK_CALLSITE: ::async_stack::__private::CallSite = {
+            fn __async_stack_here() {}
+            ::async_stack::__private::CallSite::new(#name, ::core::module_path!(), #location, #explicit_name)
+                .with_path(|| ::core::any::type_name_of_val(&__async_stack_here))
+        };
     };
     if item.sig.asyncness.is_some() {
         let mut stmts = return_type_check(&item.sig);

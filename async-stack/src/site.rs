@@ -41,7 +41,16 @@ pub struct CallSite {
     explicit_name: bool,
     /// The display name, formatted once (bounded: one per call site).
     display: OnceLock<&'static str>,
+    /// The type name of an item nested in the function (see
+    /// [`with_path`](Self::with_path)), which carries the impl's type for a
+    /// method.
+    path: Option<fn() -> &'static str>,
 }
+
+/// The path, below the function, of the item `#[traced_async]` nests in
+/// each function's call-site `static` to learn the function's path (see
+/// [`CallSite::with_path`]).
+const PATH_ITEM: &str = "__ASYNC_STACK_CALLSITE::__async_stack_here";
 
 impl CallSite {
     /// Creates a call-site record. Used by the `#[traced_async]` expansion.
@@ -63,11 +72,37 @@ impl CallSite {
             column,
             explicit_name,
             display: OnceLock::new(),
+            path: None,
         }
     }
 
-    /// The display name: `module::path::function` for an instrumented
-    /// function, or the explicit name given to the macro or `.traced_named`.
+    /// Adds the function's full path, for methods: `path` returns
+    /// `std::any::type_name` of an item `__async_stack_here` nested in the
+    /// function's call-site static `__ASYNC_STACK_CALLSITE`, such as
+    /// `app::Store::get::__ASYNC_STACK_CALLSITE::__async_stack_here` or
+    /// `<app::Store as app::Get>::get::..`. It is called
+    /// once, when the name is first displayed. Used by the `#[traced_async]`
+    /// expansion.
+    #[doc(hidden)]
+    pub const fn with_path(mut self, path: fn() -> &'static str) -> Self {
+        self.path = Some(path);
+        self
+    }
+
+    /// The function's path from [`with_path`](Self::with_path), without the
+    /// nested item (and the `async fn` body's `{{closure}}` it may sit in).
+    fn qualified_path(&self) -> Option<&'static str> {
+        let path = (self.path?)();
+        let path = path.strip_suffix(PATH_ITEM)?.strip_suffix("::")?;
+        let path = path.strip_suffix("::{{closure}}").unwrap_or(path);
+        (!path.is_empty()).then_some(path)
+    }
+
+    /// The display name: the function's path for an instrumented function
+    /// (`module::function`, or `module::Type::method`,
+    /// `<module::Type as module::Trait>::method` for a method, as
+    /// `std::any::type_name` spells it), or the explicit name given to the
+    /// macro or `.traced_named`.
     ///
     /// An unnamed `.traced()` future has no function name of its own; it is
     /// shown as `<future at file:line:col>` (the walker prefers the name
@@ -77,6 +112,8 @@ impl CallSite {
             format!("<future at {}:{}:{}>", self.file, self.line, self.column)
         } else if self.explicit_name || self.module_path.is_empty() {
             self.name.to_string()
+        } else if let Some(path) = self.qualified_path() {
+            path.to_string()
         } else {
             format!("{}::{}", self.module_path, self.name)
         }

@@ -226,18 +226,71 @@ fn frame_names() {
     assert_eq!(
         suspended_at(&bt),
         (
-            "macro_await_sites::method".to_owned(),
+            // Qualified with the impl's type, as a sync backtrace reads.
+            "macro_await_sites::Service::method".to_owned(),
             line,
             column_of(line, "await")
         )
     );
 }
 
+struct Wrapper<T>(T);
+
+impl<T: Sync> Wrapper<T> {
+    #[traced_async]
+    async fn generic(&self) -> (Backtrace, u32) {
+        let (bt, line) = (capture().await, line!());
+        (bt, line)
+    }
+}
+
+trait Native {
+    async fn native(&self) -> (Backtrace, u32);
+}
+
+impl Native for Service {
+    #[traced_async]
+    async fn native(&self) -> (Backtrace, u32) {
+        let (bt, line) = (capture().await, line!());
+        (bt, line)
+    }
+}
+
+// Another attribute below: the fn stays an `async fn` around its body.
+#[traced_async]
+#[rustfmt::skip]
+async fn kept_async() -> (Backtrace, u32) {
+    let (bt, line) = (capture().await, line!());
+    (bt, line)
+}
+
+#[test]
+fn methods_are_named_with_their_type_in_every_form() {
+    let cases = [
+        (
+            block_on(Wrapper(1u8).generic()),
+            // `type_name`'s spelling: generic arguments are not known.
+            "macro_await_sites::Wrapper<_>::generic",
+        ),
+        (
+            block_on(Service.native()),
+            "<macro_await_sites::Service as macro_await_sites::Native>::native",
+        ),
+        (block_on(kept_async()), "macro_await_sites::kept_async"),
+    ];
+    for ((bt, line), name) in cases {
+        assert_eq!(
+            suspended_at(&bt),
+            (name.to_owned(), line, column_of(line, "await"))
+        );
+    }
+}
+
 #[test]
 fn async_trait_method_reports_its_await() {
     let (bt, line) = block_on(Service.handle());
     let expected = (
-        "macro_await_sites::handle".to_owned(),
+        "<macro_await_sites::Service as macro_await_sites::Handler>::handle".to_owned(),
         line,
         column_of(line, "await"),
     );
