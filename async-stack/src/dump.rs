@@ -151,7 +151,15 @@ impl TaskInfo {
             .collect();
         TaskInfo {
             id: raw.id,
-            name: raw.name.map(|n| n.to_string()),
+            // A spawn helper's name, or else the root's explicit one
+            // (`#[traced_async(name = ..)]`, `.traced_named(..)`), which the
+            // registry does not copy per task.
+            name: raw.name.map(|n| n.to_string()).or_else(|| {
+                sites
+                    .call(raw.root_call_site)
+                    .filter(|c| c.explicit_name() && !c.is_anonymous())
+                    .map(|c| c.name().to_owned())
+            }),
             state: public_state(raw.state),
             state_ms: now_ms.saturating_sub(raw.since_ms),
             polls: raw.polls,

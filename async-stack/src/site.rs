@@ -295,46 +295,65 @@ pub(crate) fn await_site_by_id(id: u32) -> Option<&'static AwaitSite> {
     awaits.get(idx).copied()
 }
 
+/// The key of a `.traced()` call site: its location's address and its
+/// explicit name's address and length (all `'static`).
+type CallerKey = (usize, usize, usize);
+
 /// Returns the leaked call-site record for a `.traced()` caller location
 /// (and optional explicit name), creating it on first use.
 ///
 /// Records are keyed by the location's address and the name's address,
 /// both `'static`, so the number of records is bounded by the number of
-/// distinct `.traced()` / `.traced_named()` calls in the program.
-#[cold]
-#[inline(never)]
+/// distinct `.traced()` / `.traced_named()` calls in the program. A small
+/// per-thread direct-mapped cache answers the common case (a `.traced()`
+/// call in a loop or a spawn helper) with one compare, no hashing and no
+/// lock.
+#[inline]
 pub(crate) fn call_site_for_caller(
     location: &'static std::panic::Location<'static>,
     name: Option<&'static str>,
 ) -> &'static CallSite {
-    use std::collections::HashMap;
-    type Key = (usize, usize, usize);
-    static LEAKED: OnceLock<crate::sync::Mutex<HashMap<Key, &'static CallSite>>> = OnceLock::new();
+    use std::cell::Cell;
+    const WAYS: usize = 64;
     thread_local! {
-        // Per-thread memo in front of the shared map, so the common case
-        // takes no lock.
-        static MEMO: std::cell::RefCell<HashMap<Key, &'static CallSite>> =
-            std::cell::RefCell::new(HashMap::new());
+        static RECENT: [Cell<(CallerKey, Option<&'static CallSite>)>; WAYS] =
+            const { [const { Cell::new(((0, 0, 0), None)) }; WAYS] };
     }
     let key = (
         location as *const _ as usize,
         name.map_or(0, |n| n.as_ptr() as usize),
         name.map_or(0, str::len),
     );
-    let memo = |f: &mut dyn FnMut(&mut HashMap<Key, &'static CallSite>)| {
-        let _ = MEMO.try_with(|m| {
-            if let Ok(mut m) = m.try_borrow_mut() {
-                f(&mut m);
-            }
-        });
-    };
-    let mut hit = None;
-    memo(&mut |m| hit = m.get(&key).copied());
-    if let Some(site) = hit {
+    // Locations are distinct statics a few words apart.
+    let way = (key.0 >> 3) % WAYS;
+    let cached = RECENT
+        .try_with(|recent| match recent[way].get() {
+            (k, Some(site)) if k == key => Some(site),
+            _ => None,
+        })
+        .ok()
+        .flatten();
+    if let Some(site) = cached {
         return site;
     }
+    let site = caller_site_slow(key, location, name);
+    let _ = RECENT.try_with(|recent| recent[way].set((key, Some(site))));
+    site
+}
+
+/// The shared map behind [`call_site_for_caller`]'s cache.
+#[cold]
+#[inline(never)]
+fn caller_site_slow(
+    key: CallerKey,
+    location: &'static std::panic::Location<'static>,
+    name: Option<&'static str>,
+) -> &'static CallSite {
+    use std::collections::HashMap;
+    static LEAKED: OnceLock<crate::sync::Mutex<HashMap<CallerKey, &'static CallSite>>> =
+        OnceLock::new();
     let map = LEAKED.get_or_init(Default::default);
-    let site: &'static CallSite = crate::sync::lock(map).entry(key).or_insert_with(|| {
+    *crate::sync::lock(map).entry(key).or_insert_with(|| {
         Box::leak(Box::new(CallSite::new(
             name.unwrap_or(""),
             "",
@@ -343,9 +362,5 @@ pub(crate) fn call_site_for_caller(
             location.column(),
             true,
         )))
-    });
-    memo(&mut |m| {
-        m.insert(key, site);
-    });
-    site
+    })
 }

@@ -349,7 +349,6 @@ fn register_root(
         location: spawn.map(|s| s.location),
         root_call_site: call_site.id(),
         name: spawn.and_then(|s| s.name.as_ref()),
-        static_name: call_site.explicit_name().then(|| call_site.name()),
         now_ns: crate::clock::now_ns(),
     })?;
     // The spawn metadata belongs to this root only.

@@ -18,7 +18,10 @@ fn unnamed_traced_futures_take_their_body_name_named_ones_their_name() {
     let body = async {
         let id = async_stack::current_task_id().unwrap();
         let d = async_stack::dump();
-        let root = d.task(id).unwrap().frames[0].function.to_string();
+        let task = d.task(id).unwrap();
+        // An unnamed `.traced()` root gives its task no name.
+        assert_eq!(task.name, None);
+        let root = task.frames[0].function.to_string();
         let inner = async { async_stack::backtrace() }.traced_named("inner");
         (inner.await, root)
     };
@@ -40,4 +43,17 @@ fn unnamed_traced_futures_take_their_body_name_named_ones_their_name() {
         assert_eq!(names[1], location);
     }
     assert_eq!(dumped, location);
+}
+
+#[test]
+fn a_named_traced_root_names_its_task() {
+    let root = async {
+        let id = async_stack::current_task_id().unwrap();
+        async_stack::dump().task(id).unwrap().name.clone()
+    }
+    .traced_named("named-root");
+    assert_eq!(
+        futures::executor::block_on(root).as_deref(),
+        Some("named-root")
+    );
 }

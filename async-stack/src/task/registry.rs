@@ -251,7 +251,6 @@ pub(crate) struct NewTask<'a> {
     pub(crate) location: Option<&'static Location<'static>>,
     pub(crate) root_call_site: u32,
     pub(crate) name: Option<&'a Arc<String>>,
-    pub(crate) static_name: Option<&'static str>,
     pub(crate) now_ns: u64,
 }
 
@@ -334,12 +333,7 @@ impl Registry {
         slot.polls.store(0, Ordering::Relaxed);
         slot.wakes.store(0, Ordering::Relaxed);
         slot.births.store(0, Ordering::Relaxed);
-        let name = match (task.name, task.static_name) {
-            (Some(n), _) => Some(n.clone()),
-            (None, Some(s)) => Some(Arc::new(s.to_string())),
-            (None, None) => None,
-        };
-        slot.name.store(name);
+        slot.name.store(task.name.cloned());
         slot.stack.finish(0);
         slot.id.store(id, Ordering::Release);
         Some(Registration {
@@ -540,7 +534,6 @@ mod loom_tests {
             location: None,
             root_call_site: 1,
             name: None,
-            static_name: None,
             now_ns: 0,
         }
     }
