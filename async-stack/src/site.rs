@@ -353,7 +353,8 @@ fn caller_site_slow(
     static LEAKED: OnceLock<crate::sync::Mutex<HashMap<CallerKey, &'static CallSite>>> =
         OnceLock::new();
     let map = LEAKED.get_or_init(Default::default);
-    *crate::sync::lock(map).entry(key).or_insert_with(|| {
+    let mut map = crate::sync::lock(map);
+    let site: &'static CallSite = map.entry(key).or_insert_with(|| {
         Box::leak(Box::new(CallSite::new(
             name.unwrap_or(""),
             "",
@@ -362,5 +363,6 @@ fn caller_site_slow(
             location.column(),
             true,
         )))
-    })
+    });
+    site
 }
