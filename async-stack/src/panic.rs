@@ -121,7 +121,9 @@ fn report(info: &PanicHookInfo<'_>, options: PanicOptions) -> String {
     };
     let _ = writeln!(out, "{}", payload_message(info));
     if let Some(id) = crate::current_task_id() {
-        let task_name = crate::dump().task(id).and_then(|t| t.name.clone());
+        let task_name = crate::dump::dump_where(|t, _, _| t == id)
+            .task(id)
+            .and_then(|t| t.name.clone());
         let _ = match task_name {
             Some(n) => writeln!(out, "in task {id} {n:?}"),
             None => writeln!(out, "in task {id}"),

@@ -469,6 +469,18 @@ pub(crate) struct RawTask {
 pub(crate) const COPY_TRIES: u32 = 16;
 
 impl TaskSlot {
+    /// The id, state and state timestamp (ms) of the task in this slot, if
+    /// any: two loads, for deciding whether to [`read`](Self::read) it.
+    /// Not validated: the task may end or change state right after.
+    pub(crate) fn peek(&self) -> Option<(u64, TaskState, u64)> {
+        let id = self.id.load(Ordering::Acquire);
+        if id == 0 {
+            return None;
+        }
+        let (state, _, since_ms) = unpack_state(self.state.load(Ordering::Acquire));
+        Some((id, public_state(state), since_ms))
+    }
+
     /// Copies this slot if it holds a live task, its published stack into
     /// `copy`. Never blocks: no lock, no waiting for a running poll. Returns
     /// `None` for a free slot or for a task that ended (or was replaced)
