@@ -63,11 +63,12 @@ pub fn dump_on_to(signal: i32, target: DumpTarget) -> io::Result<SignalDumper> {
         .name("async-stack-signal-dump".into())
         .spawn(move || {
             for sig in signals.forever() {
-                let text = format!(
-                    "async-stack: task dump on signal {sig}\n{}\n",
-                    crate::dump()
-                );
-                let _ = write_dump(&target, &text);
+                let dump = crate::dump();
+                // Rendered straight into the (buffered) target, never into
+                // one string as large as the dump.
+                let _ = write_dump(&target, |w| {
+                    write!(w, "async-stack: task dump on signal {sig}\n{dump}\n")
+                });
             }
         })?;
     Ok(SignalDumper {
@@ -88,15 +89,19 @@ fn max_signal() -> i32 {
     }
 }
 
-fn write_dump(target: &DumpTarget, text: &str) -> io::Result<()> {
-    match target {
-        DumpTarget::Stderr => io::stderr().lock().write_all(text.as_bytes()),
-        DumpTarget::File(path) => OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)?
-            .write_all(text.as_bytes()),
-    }
+fn write_dump(
+    target: &DumpTarget,
+    write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
+    let sink: Box<dyn Write> = match target {
+        DumpTarget::Stderr => Box::new(io::stderr().lock()),
+        DumpTarget::File(path) => {
+            Box::new(OpenOptions::new().create(true).append(true).open(path)?)
+        }
+    };
+    let mut out = io::BufWriter::new(sink);
+    write(&mut out)?;
+    out.flush()
 }
 
 impl SignalDumper {
