@@ -279,12 +279,14 @@ fn enter_root(
 ) {
     frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
     frame.return_address.store(0, Ordering::Relaxed);
-    a.frame.set(frame);
     if root.is_none() {
         *root = register_root(frame.call_site(), a, cx);
     }
     // Registry full: an untracked root, still linking its children.
-    let Some(r) = root.as_mut() else { return };
+    let Some(r) = root.as_mut() else {
+        a.frame.set(frame);
+        return;
+    };
     if !r.wakes_like(cx.waker()) {
         *r = RootShared::new(r.reg, cx.waker());
     }
@@ -300,6 +302,9 @@ fn enter_root(
     );
     slot.stack.set_pos(Pos::ROOT);
     a.pos.set(Pos::ROOT.0);
+    // Last: the unwinding guard that would reset it exists only once this
+    // returns, so nothing above may leave it pointing at this frame.
+    a.frame.set(frame);
 }
 
 /// A task root's poll exit: publishes the pending tree and marks the task
