@@ -1,10 +1,10 @@
 //! Spawn metadata: a name, the spawn location and the spawning task.
 //!
 //! Any traced future becomes a task root on its own; wrapping it in
-//! [`Spawned`] (or using [`crate::tokio::spawn`]) only adds metadata. The
-//! wrapper hands its `SpawnInfo` to the first task root polled inside it,
-//! through the thread's active state, so the root frame stays the user's
-//! function and no extra frame appears in stacks.
+//! [`Spawned`] (or using `async_stack::tokio::spawn`, feature `tokio`) only
+//! adds metadata. The wrapper hands its `SpawnInfo` to the first task root
+//! polled inside it, through the thread's active state, so the root frame
+//! stays the user's function and no extra frame appears in stacks.
 
 use std::future::Future;
 use std::panic::Location;
