@@ -20,6 +20,7 @@ use crate::frame::AsyncStackFrame;
 use crate::site::AwaitSite;
 use crate::sync::Ordering;
 use crate::task::TaskSlot;
+use crate::task::published::Entry;
 use crate::task::spawn::SpawnInfo;
 
 /// Per-thread active state. `#[repr(C)]` for debugger scripts.
@@ -177,10 +178,9 @@ pub fn set_await_site(site: &'static AwaitSite) {
 #[inline(always)]
 fn publish_await(a: &Active, frame: &AsyncStackFrame, await_id: u32) {
     let key = frame.key.load(Ordering::Relaxed);
-    frame.key.store(
-        (key & !0xffff_ffff) | u64::from(await_id),
-        Ordering::Relaxed,
-    );
+    frame
+        .key
+        .store(Entry::with_await(key, await_id), Ordering::Relaxed);
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task whose
     // poll is on this thread's stack (module invariant).
     if let Some(task) = unsafe { a.task.get().as_ref() } {

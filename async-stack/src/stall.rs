@@ -175,19 +175,15 @@ fn check(
     callback: &(dyn Fn(&StallReport) + Send + Sync),
 ) {
     // Only tasks already over a threshold are read in full (a pass over
-    // 100,000 calm tasks reads two words of each).
-    let (running_ms, idle_ms) = (millis(running), idle.map(millis));
-    let dump = crate::dump::dump_where(|_, state, ms| match state {
-        TaskState::Running => ms >= running_ms,
-        TaskState::Idle => idle_ms.is_some_and(|i| ms >= i),
-        TaskState::Scheduled => false,
+    // 100,000 calm tasks reads two words of each); what is read is then
+    // classified again, as it may have moved on in between.
+    let dump = crate::dump::dump_where(|_, state, ms| {
+        stall_kind(state, Duration::from_millis(ms), running, idle).is_some()
     });
     let mut still = HashSet::new();
     for task in dump.tasks {
-        let kind = match task.state {
-            TaskState::Running if task.time_in_state() >= running => StallKind::Running,
-            TaskState::Idle if idle.is_some_and(|i| task.time_in_state() >= i) => StallKind::Idle,
-            _ => continue,
+        let Some(kind) = stall_kind(task.state, task.time_in_state(), running, idle) else {
+            continue;
         };
         // One report per episode: the key stays while the task stays
         // stalled, and is forgotten at the first check that finds it not.
@@ -200,9 +196,18 @@ fn check(
     reported.retain(|k| still.contains(k));
 }
 
-/// `d` in whole milliseconds, saturating.
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+/// The stall a task in `state` for `in_state` is in, if any.
+fn stall_kind(
+    state: TaskState,
+    in_state: Duration,
+    running: Duration,
+    idle: Option<Duration>,
+) -> Option<StallKind> {
+    match state {
+        TaskState::Running if in_state >= running => Some(StallKind::Running),
+        TaskState::Idle if idle.is_some_and(|i| in_state >= i) => Some(StallKind::Idle),
+        _ => None,
+    }
 }
 
 /// A running stall detector; stops when dropped.

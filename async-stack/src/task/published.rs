@@ -70,6 +70,12 @@ impl Entry {
         (depth << DEPTH_SHIFT) | (call << CALL_SHIFT) | u64::from(await_site)
     }
 
+    /// `word` with its await-site id replaced by `await_site`.
+    #[inline(always)]
+    pub(crate) fn with_await(word: u64, await_site: u32) -> u64 {
+        (word & !0xffff_ffff) | u64::from(await_site)
+    }
+
     /// `key` (an entry encoded with depth 0) at `depth`.
     #[inline(always)]
     pub(crate) fn with_depth(key: u64, depth: u32) -> u64 {
@@ -251,7 +257,7 @@ impl PublishedStack {
     pub(crate) fn set_await(&self, index: u32, await_site: u32) {
         if let Some(w) = self.words.get(index as usize) {
             let old = w.load(Ordering::Relaxed);
-            let word = (old & !0xffff_ffff) | u64::from(await_site);
+            let word = Entry::with_await(old, await_site);
             if old != word {
                 self.write_entry(w, word);
             }
