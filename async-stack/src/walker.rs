@@ -348,7 +348,7 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
         .collect();
     let exact = levels.len() == chain.len();
     let anchors: Vec<usize> = if exact {
-        levels.clone()
+        levels
     } else {
         let at = levels.first().copied().unwrap_or(0);
         vec![at; chain.len()]
