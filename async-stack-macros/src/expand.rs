@@ -103,25 +103,16 @@ pub(crate) fn expand(
             capture: Some(Default::default()),
             block: body,
         };
-        if let Some(output) = desugared_output(&item) {
+        let traced: Expr =
+            parse_quote!(::async_stack::__private::Traced::new(#future, &__ASYNC_STACK_CALLSITE));
+        let tail: Expr = if let Some(output) = desugared_output(&item) {
             item.sig.asyncness = None;
             item.sig.output = output;
-            item.block.stmts = vec![
-                call_site,
-                Stmt::Expr(
-                    parse_quote!(::async_stack::__private::Traced::new(#future, &__ASYNC_STACK_CALLSITE)),
-                    None,
-                ),
-            ];
+            traced
         } else {
-            item.block.stmts = vec![
-                call_site,
-                Stmt::Expr(
-                    parse_quote!(::async_stack::__private::Traced::new(#future, &__ASYNC_STACK_CALLSITE).await),
-                    None,
-                ),
-            ];
-        }
+            parse_quote!(#traced.await)
+        };
+        item.block.stmts = vec![call_site, Stmt::Expr(tail, None)];
     } else if let Some(future) = async_trait::boxed_future(&mut item.block) {
         if let Expr::Async(ExprAsync { block, .. }) = future {
             rewrite_await::rewrite_block(block);
