@@ -1,6 +1,5 @@
 //! The thread's active async stack: which frame is being polled right now,
-//! which task it belongs to, and where that task's published stack is being
-//! written.
+//! and which task it belongs to.
 //!
 //! This is the only place that holds the thread-local state. Invariants:
 //!
@@ -9,14 +8,14 @@
 //!   previous value on every exit path, unwinding included (a drop guard). So
 //!   every frame reachable from `frame` through `parent` links is alive:
 //!   each one is an ancestor whose `poll` has not returned.
-//! - `task` is non-null while a task root's poll is on the stack; `pos`
-//!   says where the running poll is in that task's published stack.
+//! - `task` is non-null while a task root's poll is on the stack, and every
+//!   frame whose poll is on the stack below it is linked into that task.
 //! - Every field is a plain `Cell` of a word; a signal handler on this thread
 //!   only ever reads them.
 
 use std::cell::Cell;
 
-use crate::frame::AsyncStackFrame;
+use crate::frame::{AsyncStackFrame, link};
 use crate::site::AwaitSite;
 use crate::sync::Ordering;
 use crate::task::TaskSlot;
@@ -29,86 +28,8 @@ pub(crate) struct Active {
     pub(crate) frame: Cell<*const AsyncStackFrame>,
     pub(crate) task: Cell<*const TaskSlot>,
     pub(crate) task_id: Cell<u64>,
-    /// Where the running poll is in its task's published stack, packed as
-    /// [`Pos`]: the index of the active frame's entry, the cursor (where the
-    /// next frame enters) and the active frame's depth. One word, so that a
-    /// poll saves and restores it with one load and one store, and stores
-    /// it as is into the published stack's `pos`.
-    pub(crate) pos: Cell<u64>,
     /// Spawn metadata handed from a spawn helper to the task root it polls.
     pub(crate) pending_spawn: Cell<*const SpawnInfo>,
-}
-
-/// The packed progress word shared by [`Active::pos`] and the published
-/// stack's `pos` (see [`crate::task::published`]).
-///
-/// | bits | field |
-/// |---|---|
-/// | 0..24 | cursor: the index where the next frame's entry goes |
-/// | 24..48 | index of the active frame's entry, plus one (`0`: idle) |
-/// | 48..64 | depth of the active frame (the root is 0) |
-///
-/// Indices wider than 24 bits (16 million pending frames in one task) would
-/// run into the next field; the published stack holds at most
-/// [`STACK_CAPACITY`](crate::task::STACK_CAPACITY) entries, so only the
-/// reported length could be wrong, never memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Pos(pub(crate) u64);
-
-impl Pos {
-    const CURSOR_MASK: u64 = (1 << 24) - 1;
-    const ACTIVE_SHIFT: u32 = 24;
-    const DEPTH_SHIFT: u32 = 48;
-
-    /// Idle: no poll running.
-    pub(crate) const IDLE: Pos = Pos(0);
-
-    /// A task root's poll has started: the root's entry is 0, the next goes
-    /// at 1.
-    pub(crate) const ROOT: Pos = Pos(1 | (1 << Pos::ACTIVE_SHIFT));
-
-    #[inline(always)]
-    pub(crate) fn cursor(self) -> u32 {
-        (self.0 & Self::CURSOR_MASK) as u32
-    }
-
-    /// The active frame's entry index (meaningless when idle).
-    #[inline(always)]
-    pub(crate) fn active(self) -> u32 {
-        (((self.0 >> Self::ACTIVE_SHIFT) & Self::CURSOR_MASK) as u32).wrapping_sub(1)
-    }
-
-    #[inline(always)]
-    pub(crate) fn is_idle(self) -> bool {
-        (self.0 >> Self::ACTIVE_SHIFT) & Self::CURSOR_MASK == 0
-    }
-
-    #[inline(always)]
-    pub(crate) fn depth(self) -> u32 {
-        (self.0 >> Self::DEPTH_SHIFT) as u32
-    }
-
-    /// A child entering at this position: its entry goes at the cursor, it
-    /// becomes the active frame, one level deeper.
-    #[inline(always)]
-    pub(crate) fn enter_child(self) -> Pos {
-        let next = (self.0 & Self::CURSOR_MASK) + 1;
-        let depth = (self.0 >> Self::DEPTH_SHIFT) + 1;
-        Pos(next | (next << Self::ACTIVE_SHIFT) | (depth << Self::DEPTH_SHIFT))
-    }
-
-    /// The frame at `active` is running and the next frame enters at
-    /// `cursor` (depth 0).
-    #[cfg(test)]
-    pub(crate) fn at(active: u32, cursor: u32) -> Pos {
-        Pos(u64::from(cursor) | (u64::from(active + 1) << Self::ACTIVE_SHIFT))
-    }
-
-    /// The same position with another cursor.
-    #[inline(always)]
-    pub(crate) fn with_cursor(self, cursor: u32) -> Pos {
-        Pos((self.0 & !Self::CURSOR_MASK) | (u64::from(cursor) & Self::CURSOR_MASK))
-    }
 }
 
 thread_local! {
@@ -117,7 +38,6 @@ thread_local! {
             frame: Cell::new(std::ptr::null()),
             task: Cell::new(std::ptr::null()),
             task_id: Cell::new(0),
-            pos: Cell::new(0),
             pending_spawn: Cell::new(std::ptr::null()),
         }
     };
@@ -131,19 +51,27 @@ pub(crate) fn with<R>(f: impl FnOnce(&Active) -> R) -> Option<R> {
     ACTIVE.try_with(f).ok()
 }
 
-/// Runs `f` with this thread's active state, during thread teardown too.
+/// This thread's active state, during thread teardown too.
 ///
 /// `Active` has no destructor and a `const` initialiser, so on every target
 /// with native thread-locals (`#[thread_local]`: Linux, macOS, Windows, the
 /// BSDs, Android, ...) std stores it in a plain thread-local static that is
-/// never in a destroyed state: `with` cannot fail and compiles to an
-/// address computation. (On a target without native thread-locals, a
-/// traced future polled from another thread-local's destructor would
-/// panic here; [`with`] is the fallible form for paths off the poll.)
+/// never in a destroyed state: this cannot fail and compiles to an address
+/// computation. (On a target without native thread-locals, a traced future
+/// polled from another thread-local's destructor would panic here; [`with`]
+/// is the fallible form for paths off the poll.)
+///
+/// Returned as a reference rather than through a closure so that the poll
+/// path stays one straight-line function that the compiler inlines into the
+/// parent's poll.
 #[inline(always)]
-pub(crate) fn with_current<R>(f: impl FnOnce(&Active) -> R) -> R {
+pub(crate) fn current() -> &'static Active {
     const _: () = assert!(!std::mem::needs_drop::<Active>());
-    ACTIVE.with(f)
+    // SAFETY: the storage of a thread-local without destructor lives as
+    // long as its thread, and `Active` is `!Sync` (it holds `Cell`s), so
+    // the reference cannot leave this thread, which is alive while it uses
+    // it.
+    ACTIVE.with(|a| unsafe { &*(a as *const Active) })
 }
 
 /// Records that the frame being polled on this thread is now suspended on
@@ -172,9 +100,9 @@ pub fn set_await_site(site: &'static AwaitSite) {
     });
 }
 
-/// Records the frame's new await site in its entry key and publishes it in
-/// its task's stack, so readers see where a running frame is now without
-/// any per-poll work.
+/// Records the frame's new await site in its key and publishes it in its
+/// slot of its task's stack, so readers see where a running frame is now
+/// without any per-poll work.
 #[inline(always)]
 fn publish_await(a: &Active, frame: &AsyncStackFrame, await_id: u32) {
     let key = frame.key.load(Ordering::Relaxed);
@@ -182,9 +110,12 @@ fn publish_await(a: &Active, frame: &AsyncStackFrame, await_id: u32) {
         .key
         .store(Entry::with_await(key, await_id), Ordering::Relaxed);
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task whose
-    // poll is on this thread's stack (module invariant).
-    if let Some(task) = unsafe { a.task.get().as_ref() } {
-        task.stack.set_await(Pos(a.pos.get()).active(), await_id);
+    // poll is on this thread's stack (module invariant). The active frame
+    // was linked into that task on entry to its poll.
+    if let Some(task) = unsafe { a.task.get().as_ref() }
+        && let Some(slot) = link::slot(frame.link.load(Ordering::Relaxed))
+    {
+        task.stack.set_await(slot, await_id);
     }
 }
 
@@ -192,6 +123,9 @@ fn publish_await(a: &Active, frame: &AsyncStackFrame, await_id: u32) {
 /// `.await` it was suspended on and runs code between two `.await`s.
 ///
 /// Called by the `#[traced_async]` expansion right after each `.await`.
+/// Only the frame itself changes: its published entry keeps the `.await`
+/// it last reached (a dump shows the innermost running frame without one),
+/// so that a loop around one `.await` writes nothing for readers.
 #[inline(always)]
 pub fn clear_await_site() {
     let _ = ACTIVE.try_with(|a| {
@@ -200,7 +134,10 @@ pub fn clear_await_site() {
             frame
                 .await_site
                 .store(std::ptr::null_mut(), Ordering::Relaxed);
-            publish_await(a, frame, 0);
+            let key = frame.key.load(Ordering::Relaxed);
+            frame
+                .key
+                .store(Entry::with_await(key, 0), Ordering::Relaxed);
         }
     });
 }

@@ -43,7 +43,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::site::{AwaitSite, CallSite, await_site_by_id, call_site_by_id};
-use crate::task::published::{Entry, STACK_CAPACITY, StackCopy};
+use crate::task::published::{Entry, StackCopy};
 use crate::task::registry::{RawTask, public_state};
 use crate::task::{TaskState, registry};
 
@@ -130,24 +130,12 @@ impl TaskInfo {
             0
         };
         let innermost_running = copy.active.filter(|_| raw.stack_copied).map(|a| a as usize);
-        // A plain chain (each entry one deeper than the last, the usual
-        // stack) has no siblings to put in source order: its entries are
-        // taken as they are, without `source_order`'s index vector (an
-        // allocation per task).
-        let sorted;
-        let order = match IN_ORDER.get(..words.len()) {
-            Some(in_order) if words.is_empty() || copy.is_plain_chain() => in_order,
-            _ => {
-                sorted = copy.source_order();
-                &sorted[..]
-            }
-        };
-        // One loop with one closure, collected from a slice (exact length,
-        // no growth check per frame), so that each frame is written in
-        // place; see `dump_frame`.
-        let frames = order
-            .iter()
-            .map(|&i| dump_frame(words, i, sites, innermost_running, running))
+        // The copy is already a tree in source order. One loop with one
+        // closure, collected from a range (exact length, no growth check
+        // per frame), so that each frame is written in place; see
+        // `dump_frame`.
+        let frames = (0..words.len())
+            .map(|i| dump_frame(words, i, sites, innermost_running, running))
             .collect();
         TaskInfo {
             id: raw.id,
@@ -207,17 +195,6 @@ fn dump_frame(
         running: running & (1 << i) != 0,
     }
 }
-
-/// `0, 1, 2, ...`: the order of a plain chain's entries.
-static IN_ORDER: [usize; STACK_CAPACITY] = {
-    let mut order = [0; STACK_CAPACITY];
-    let mut i = 0;
-    while i < STACK_CAPACITY {
-        order[i] = i;
-        i += 1;
-    }
-    order
-};
 
 /// The site tables, copied once per dump so that resolving an id is an
 /// index, not a lock. Every string is `'static`: frames borrow them.

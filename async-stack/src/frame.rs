@@ -13,14 +13,26 @@
 //! | `return_address` | the polling thread | on every poll, from its parent's await-site cache | while being polled |
 //! | `call_site` | the constructor | once | always |
 //! | `await_site` | the body, just before each `.await` | at each `.await` | always; null before the first `.await` |
-//! | `key` | the constructor, then the body at each `.await` | at each `.await` | always: the frame's published entry without its depth |
-//! | `birth` | the polling thread | first poll under a task | always, once set |
+//! | `key` | the constructor, then the body at each `.await` | at each `.await` | always: the frame's published word without its parent |
+//! | `link`, `parent_link`, `task` | the polling thread | when the frame is linked (see below) | while the frame holds a place in a task |
 //!
-//! The parent is re-linked on every poll, never only on the first: a future
-//! can be moved before it is pinned, polled by different parents
-//! (`futures::future::Shared`, caches), and dropped on any thread. A frame is
-//! therefore never linked into anything between polls, and dropping it
-//! needs no unlinking.
+//! The parent pointer is stored on every poll, never only on the first: a
+//! future can be moved before it is pinned, polled by different parents
+//! (`futures::future::Shared`, caches), and dropped on any thread.
+//!
+//! # Links
+//!
+//! A frame's place in its task's published stack (see
+//! [`crate::task::published`]) lasts from its first poll under a parent
+//! until it completes or is dropped. `link` is the frame's identity there:
+//! the low 24 bits of its task's id, its birth (a number unique within the
+//! task slot) and its slot in the published stack (`0xff`: none, the stack
+//! was full); `0` while it holds no place. `parent_link` is its parent's
+//! `link` when it was linked. Every poll compares the two words: equal, the
+//! frame is where it was (the steady state, no write); different, the
+//! parent, the parent's place or the task changed, and the frame takes a
+//! new place (a cold call). `task` is the task slot the place is in, for
+//! giving it back from a drop on any thread.
 //!
 //! # The return address
 //!
@@ -38,7 +50,8 @@
 //! inlined frames of the stack it captures.
 
 use crate::site::{AwaitSite, CallSite};
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use crate::task::TaskSlot;
 use crate::task::published::Entry;
 
 /// One async stack frame: the record an instrumented future keeps while it
@@ -59,14 +72,17 @@ pub struct AsyncStackFrame {
     pub(crate) call_site: &'static CallSite,
     /// The `.await` this frame is suspended on (or was last suspended on).
     pub(crate) await_site: AtomicPtr<AwaitSite>,
-    /// The frame's entry in its task's published stack, depth aside: the
+    /// The frame's word in its task's published stack, parent aside: the
     /// interned ids of its call site and current await site, encoded as
-    /// `task::published::Entry` does. Kept here so that a poll compares one
-    /// word with its published entry instead of looking both ids up.
+    /// `task::published::Entry` does. Kept here so that a frame never looks
+    /// its ids up on the poll path.
     pub(crate) key: AtomicU64,
-    /// Per-task number taken on the first poll under a task; orders
-    /// siblings in dumps (`0` until then).
-    pub(crate) birth: AtomicU32,
+    /// The frame's place in its task (see "Links"); `0`: none.
+    pub(crate) link: AtomicU64,
+    /// The parent's `link` when this frame was linked.
+    pub(crate) parent_link: AtomicU64,
+    /// The task slot whose published stack holds this frame's place.
+    pub(crate) task: AtomicPtr<TaskSlot>,
 }
 
 impl AsyncStackFrame {
@@ -77,7 +93,9 @@ impl AsyncStackFrame {
             call_site,
             await_site: AtomicPtr::new(std::ptr::null_mut()),
             key: AtomicU64::new(Entry::encode(0, call_site.id(), 0)),
-            birth: AtomicU32::new(0),
+            link: AtomicU64::new(0),
+            parent_link: AtomicU64::new(0),
+            task: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
 
@@ -103,6 +121,72 @@ impl AsyncStackFrame {
             // `1` marks a site whose resolution failed.
             1 => 0,
             ra => ra,
+        }
+    }
+}
+
+/// The packed `link` word of a frame (see "Links").
+///
+/// | bits | field |
+/// |---|---|
+/// | 0..8 | slot in the published stack (`0xff`: none) |
+/// | 8..40 | birth |
+/// | 40..64 | low 24 bits of the task id |
+pub(crate) mod link {
+    const NO_SLOT: u64 = 0xff;
+    const TASK_SHIFT: u32 = 40;
+
+    /// The link of a frame born `birth` in task `task_id`, in `slot`.
+    #[inline(always)]
+    pub(crate) fn new(task_id: u64, birth: u32, slot: Option<u32>) -> u64 {
+        (task_id << TASK_SHIFT)
+            | (u64::from(birth) << 8)
+            | slot.map_or(NO_SLOT, |s| u64::from(s) & NO_SLOT)
+    }
+
+    /// The frame's slot, if it holds one.
+    #[inline(always)]
+    pub(crate) fn slot(link: u64) -> Option<u32> {
+        let s = link & NO_SLOT;
+        (s != NO_SLOT).then_some(s as u32)
+    }
+
+    /// The value the published stack's `active` takes while this frame is
+    /// polled: `slot + 1` (`0x100`, beyond every slot, when it holds none).
+    #[inline(always)]
+    pub(crate) fn active(link: u64) -> u32 {
+        (link & NO_SLOT) as u32 + 1
+    }
+
+    /// The frame's birth.
+    #[inline(always)]
+    pub(crate) fn birth(link: u64) -> u32 {
+        (link >> 8) as u32
+    }
+
+    /// Whether `link` was made in the task with id `task_id`.
+    #[inline(always)]
+    pub(crate) fn in_task(link: u64, task_id: u64) -> bool {
+        link >> TASK_SHIFT == task_id & ((1 << (64 - TASK_SHIFT)) - 1)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn fields_round_trip() {
+            let l = new(0x1234_5678_9abc, 77, Some(5));
+            assert_eq!(slot(l), Some(5));
+            assert_eq!(birth(l), 77);
+            assert_eq!(active(l), 6);
+            assert!(in_task(l, 0x1234_5678_9abc));
+            assert!(!in_task(l, 0x1234_5678_9abd));
+            let none = new(3, u32::MAX, None);
+            assert_eq!(slot(none), None);
+            assert_eq!(active(none), 0x100);
+            assert_eq!(birth(none), u32::MAX);
+            assert_ne!(new(1 << 24, 1, Some(0)), 0, "a link is never 0");
         }
     }
 }

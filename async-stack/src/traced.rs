@@ -32,8 +32,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::active::{self, Active, Pos};
-use crate::frame::AsyncStackFrame;
+use crate::active::{self, Active};
+use crate::frame::{AsyncStackFrame, link};
 use crate::site::{self, CallSite};
 use crate::sync::Ordering;
 use crate::task::published::Entry;
@@ -129,34 +129,46 @@ impl<F: Future> TracedExt for F {}
 ///
 /// The normal exit is written out in `Traced::poll`, which forgets this
 /// guard, so the landing pad stays a few stores long and does not weigh on
-/// whether the poll is inlined. For a child, the frame and its subtree are
-/// gone from the thread's position; the published `pos` catches up at the
-/// next entry or exit of a frame of this task, or at the end of its poll.
+/// whether the poll is inlined. A child keeps its place in the task until
+/// it is dropped.
 struct Unwind<'a> {
     active: &'a Active,
     parent: *const AsyncStackFrame,
-    /// The parent's position, with the cursor at this frame's entry.
-    restore: Pos,
-    root: bool,
+    /// For a child: its task and the parent's `active` value.
+    child: Option<ChildEntry>,
 }
 
 impl Drop for Unwind<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        if self.root {
-            unwind_root(self.active);
-        } else {
-            self.active.frame.set(self.parent);
-            self.active.pos.set(self.restore.0);
+        match &self.child {
+            None => unwind_root(self.active),
+            Some(c) => {
+                self.active.frame.set(self.parent);
+                c.restore();
+            }
         }
     }
 }
 
 /// What a child's poll entry saved, for its exit.
+#[derive(Clone, Copy)]
 struct ChildEntry {
-    prev: Pos,
-    index: u32,
     task: *const TaskSlot,
+    /// The published stack's `active` for the parent.
+    parent_active: u32,
+}
+
+impl ChildEntry {
+    /// Makes the parent the polled frame of the task again.
+    #[inline(always)]
+    fn restore(&self) {
+        // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
+        // polled on this thread (see `active`).
+        if let Some(t) = unsafe { self.task.as_ref() } {
+            t.stack.set_active(self.parent_active);
+        }
+    }
 }
 
 impl<F: Future> Future for Traced<F> {
@@ -176,100 +188,158 @@ impl<F: Future> Future for Traced<F> {
         let frame: &AsyncStackFrame = this.frame;
         let inner = this.inner;
         let root = this.root;
-        active::with_current(|a| {
-            let parent = a.frame.get();
-            let is_root = parent.is_null();
-            let root_waker;
-            let (waker, child) = if is_root {
-                enter_root(frame, root, a, cx);
-                match root.as_ref() {
-                    Some(r) => {
-                        root_waker = futures_util::task::waker_ref(r);
-                        (&*root_waker, None)
-                    }
-                    None => (cx.waker(), None),
+        let a = active::current();
+        let parent = a.frame.get();
+        let root_waker;
+        let (waker, child) = if parent.is_null() {
+            enter_root(frame, root, a, cx);
+            match root.as_ref() {
+                Some(r) => {
+                    root_waker = futures_util::task::waker_ref(r);
+                    (&*root_waker, None)
                 }
-            } else {
-                (cx.waker(), Some(enter_child(frame, parent, a)))
-            };
-            // One `Context` for both cases, so that the inner poll below is
-            // the only call to it. (`Context` is invariant in its lifetime:
-            // the caller's cannot carry the root's waker.)
-            let mut cx = Context::from_waker(waker);
-            let unwind = Unwind {
-                active: a,
-                parent,
-                restore: child
-                    .as_ref()
-                    .map_or(Pos::IDLE, |c| c.prev.with_cursor(c.index)),
-                root: is_root,
-            };
-            let out = inner.poll(&mut cx);
-            std::mem::forget(unwind);
-            match child {
-                Some(c) => exit_child(a, parent, c, out.is_pending()),
-                None => exit_root(root, a, out.is_pending()),
+                None => (cx.waker(), None),
             }
-            out
-        })
+        } else {
+            (cx.waker(), Some(enter_child(frame, parent, a)))
+        };
+        // One `Context` for both cases, so that the inner poll below is the
+        // only call to it. (`Context` is invariant in its lifetime: the
+        // caller's cannot carry the root's waker.)
+        let mut cx = Context::from_waker(waker);
+        let unwind = Unwind {
+            active: a,
+            parent,
+            child,
+        };
+        let out = inner.poll(&mut cx);
+        std::mem::forget(unwind);
+        match child {
+            Some(c) => {
+                a.frame.set(parent);
+                c.restore();
+                if out.is_ready() {
+                    unlink(frame, Some(a));
+                }
+            }
+            None => exit_root(frame, root, a, out.is_pending()),
+        }
+        out
     }
 }
 
-/// A child's poll entry: links the parent, copies the return address,
-/// publishes the frame's entry if it changed, and makes it the active frame.
+/// A child's poll entry: stores the parent and the return address, takes a
+/// new place in the task if the parent's changed (cold), and makes the
+/// frame the active one, for this thread and for readers of the task.
 #[inline(always)]
 fn enter_child(frame: &AsyncStackFrame, parent: *const AsyncStackFrame, a: &Active) -> ChildEntry {
+    // SAFETY: `parent` is the thread's active frame, whose poll is on this
+    // thread's stack below us (module invariant of `active`), so it is
+    // alive.
+    let p = unsafe { &*parent };
     frame
         .parent
         .store(parent as *mut AsyncStackFrame, Ordering::Relaxed);
-    // SAFETY: `parent` is the thread's active frame, whose poll is on this
-    // thread's stack below us (module invariant of `active`), so it is
-    // alive; its await site is null or a `&'static AwaitSite`.
-    let site = unsafe { (*parent).await_site.load(Ordering::Relaxed).as_ref() };
+    // SAFETY: an await site is null or a `&'static AwaitSite`.
+    let site = unsafe { p.await_site.load(Ordering::Relaxed).as_ref() };
     let ra = site.map_or(0, |s| s.return_address.load(Ordering::Relaxed));
     frame.return_address.store(ra, Ordering::Relaxed);
-
-    let prev = Pos(a.pos.get());
-    let pos = prev.enter_child();
-    let index = prev.cursor();
+    let parent_link = p.link.load(Ordering::Relaxed);
+    if frame.parent_link.load(Ordering::Relaxed) != parent_link {
+        relink(frame, parent_link, a);
+    }
     let task = a.task.get();
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
     // polled on this thread.
     if let Some(t) = unsafe { task.as_ref() } {
-        let mut birth = frame.birth.load(Ordering::Relaxed);
-        if birth == 0 {
-            birth = t.next_birth();
-            frame.birth.store(birth, Ordering::Relaxed);
-        }
-        let word = Entry::with_depth(frame.key.load(Ordering::Relaxed), pos.depth());
-        t.stack.set_entry(index, word, birth);
-        t.stack.set_pos(pos);
+        t.stack
+            .set_active(link::active(frame.link.load(Ordering::Relaxed)));
     }
-    a.pos.set(pos.0);
     a.frame.set(frame);
-    ChildEntry { prev, index, task }
+    ChildEntry {
+        task,
+        parent_active: link::active(parent_link),
+    }
 }
 
-/// A child's poll exit: the parent is active again; a pending frame keeps
-/// its entry (and its pending children's), a completed one drops them.
-#[inline(always)]
-fn exit_child(a: &Active, parent: *const AsyncStackFrame, c: ChildEntry, pending: bool) {
-    a.frame.set(parent);
-    let cursor = if pending {
-        Pos(a.pos.get()).cursor()
-    } else {
-        c.index
-    };
-    let back = c.prev.with_cursor(cursor);
-    a.pos.set(back.0);
+/// Gives `frame` a place under the parent whose link is `parent_link`, in
+/// the task polled on this thread (none if that task is untracked).
+///
+/// Within the same task the frame keeps its slot and only its parent
+/// changes; otherwise it gives back its old place and takes a new one. A
+/// frame under a parent that holds no slot (its task's stack was full)
+/// holds none either, so that trees are cut below, never in the middle.
+#[cold]
+#[inline(never)]
+fn relink(frame: &AsyncStackFrame, parent_link: u64, a: &Active) {
+    frame.parent_link.store(parent_link, Ordering::Relaxed);
     // SAFETY: as in `enter_child`.
-    if let Some(t) = unsafe { c.task.as_ref() } {
-        t.stack.set_pos(back);
+    let Some(t) = (unsafe { a.task.get().as_ref() }) else {
+        unlink(frame, Some(a));
+        frame.parent_link.store(parent_link, Ordering::Relaxed);
+        return;
+    };
+    let task_id = a.task_id.get();
+    let old = frame.link.load(Ordering::Relaxed);
+    let parent_slot = link::slot(parent_link);
+    let key = frame.key.load(Ordering::Relaxed);
+    if old != 0
+        && link::in_task(old, task_id)
+        && std::ptr::eq(frame.task.load(Ordering::Relaxed), t)
+    {
+        if let Some(slot) = link::slot(old) {
+            t.stack.set_word(slot, Entry::published(key, parent_slot));
+        }
+        return;
+    }
+    unlink(frame, Some(a));
+    frame.parent_link.store(parent_link, Ordering::Relaxed);
+    let birth = t.next_birth();
+    let slot = match parent_slot {
+        Some(p) => t.stack.take(Entry::published(key, Some(p)), birth),
+        None => {
+            t.stack.hide();
+            None
+        }
+    };
+    frame
+        .task
+        .store(t as *const TaskSlot as *mut TaskSlot, Ordering::Relaxed);
+    frame
+        .link
+        .store(link::new(task_id, birth, slot), Ordering::Relaxed);
+}
+
+/// Gives back `frame`'s place in its task, if it holds one: directly when
+/// this thread is polling that task (`a`), otherwise by retiring it for
+/// the task's next poll (a drop on another thread, or outside the task).
+#[cold]
+#[inline(never)]
+fn unlink(frame: &AsyncStackFrame, a: Option<&Active>) {
+    let old = frame.link.load(Ordering::Relaxed);
+    if old == 0 {
+        return;
+    }
+    frame.link.store(0, Ordering::Relaxed);
+    frame.parent_link.store(0, Ordering::Relaxed);
+    // SAFETY: `task` is null or a `&'static TaskSlot` (slots are never
+    // freed), stored by `relink` or `register_root`.
+    let Some(t) = (unsafe { frame.task.load(Ordering::Relaxed).cast_const().as_ref() }) else {
+        return;
+    };
+    let owner =
+        a.is_some_and(|a| std::ptr::eq(a.task.get(), t) && link::in_task(old, a.task_id.get()));
+    if owner {
+        t.stack.give_back(link::slot(old));
+    } else if let Some(slot) = link::slot(old)
+        && link::in_task(old, t.id.load(Ordering::Relaxed))
+    {
+        t.stack.retire(slot, link::birth(old));
     }
 }
 
 /// A task root's poll entry: registers it on its first poll, marks it
-/// running, publishes its entry and makes it the active frame of a task.
+/// running and makes it the active frame of a task.
 #[inline(never)]
 fn enter_root(
     frame: &AsyncStackFrame,
@@ -280,7 +350,7 @@ fn enter_root(
     frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
     frame.return_address.store(0, Ordering::Relaxed);
     if root.is_none() {
-        *root = register_root(frame.call_site(), a, cx);
+        *root = register_root(frame, a, cx);
     }
     // Registry full: an untracked root, still linking its children.
     let Some(r) = root.as_mut() else {
@@ -292,25 +362,26 @@ fn enter_root(
     }
     let reg = r.reg;
     let slot = reg.slot;
+    slot.stack.collect_retired();
     slot.start_poll(reg.generation, crate::clock::now_ns());
     a.task.set(slot);
     a.task_id.set(reg.id);
-    slot.stack.set_entry(
-        0,
-        Entry::with_depth(frame.key.load(Ordering::Relaxed), 0),
-        0,
-    );
-    slot.stack.set_pos(Pos::ROOT);
-    a.pos.set(Pos::ROOT.0);
+    slot.stack
+        .set_active(link::active(frame.link.load(Ordering::Relaxed)));
     // Last: the unwinding guard that would reset it exists only once this
     // returns, so nothing above may leave it pointing at this frame.
     a.frame.set(frame);
 }
 
-/// A task root's poll exit: publishes the pending tree and marks the task
-/// idle, or deregisters it if it completed.
+/// A task root's poll exit: marks the task idle, or deregisters it if it
+/// completed.
 #[inline(never)]
-fn exit_root(root: &mut Option<Arc<RootShared>>, a: &Active, pending: bool) {
+fn exit_root(
+    frame: &AsyncStackFrame,
+    root: &mut Option<Arc<RootShared>>,
+    a: &Active,
+    pending: bool,
+) {
     leave_root(a);
     let Some(r) = root.as_ref() else { return };
     let reg = r.reg;
@@ -319,6 +390,7 @@ fn exit_root(root: &mut Option<Arc<RootShared>>, a: &Active, pending: bool) {
     } else {
         registry().deregister(&reg);
         *root = None;
+        frame.link.store(0, Ordering::Relaxed);
     }
 }
 
@@ -329,40 +401,51 @@ fn unwind_root(a: &Active) {
     leave_root(a);
 }
 
-/// Leaves a task root's poll, by return or by unwinding: publishes the
-/// length of the pending tree and clears the thread's state.
+/// Leaves a task root's poll, by return or by unwinding: no frame of the
+/// task is polled any more, and the thread's state is cleared.
 #[inline(always)]
 fn leave_root(a: &Active) {
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
     // polled on this thread (see `active`).
     if let Some(task) = unsafe { a.task.get().as_ref() } {
-        task.stack.finish(Pos(a.pos.get()).cursor());
+        task.stack.set_active(0);
     }
     a.frame.set(std::ptr::null());
     a.task.set(std::ptr::null());
     a.task_id.set(0);
-    a.pos.set(Pos::IDLE.0);
 }
 
+/// Registers a task root on its first poll, and gives its frame the first
+/// slot of the task's published stack.
 #[cold]
 #[inline(never)]
-fn register_root(
-    call_site: &'static CallSite,
-    a: &Active,
-    cx: &Context<'_>,
-) -> Option<Arc<RootShared>> {
+fn register_root(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Option<Arc<RootShared>> {
+    // A frame polled as a child before keeps no place there.
+    unlink(frame, Some(a));
     // SAFETY: `pending_spawn` is null or points into a `Spawned` future whose
     // poll is on this thread's stack (it restores the pointer on exit).
     let spawn = unsafe { a.pending_spawn.get().as_ref() };
     let reg = registry().register(NewTask {
         parent: spawn.map_or(0, |s| s.parent),
         location: spawn.map(|s| s.location),
-        root_call_site: call_site.id(),
+        root_call_site: frame.call_site().id(),
         name: spawn.and_then(|s| s.name.as_ref()),
         now_ns: crate::clock::now_ns(),
     })?;
     // The spawn metadata belongs to this root only.
     a.pending_spawn.set(std::ptr::null());
+    let slot = reg.slot;
+    let birth = slot.next_birth();
+    let taken = slot.stack.take(
+        Entry::published(frame.key.load(Ordering::Relaxed), None),
+        birth,
+    );
+    frame
+        .task
+        .store(slot as *const TaskSlot as *mut TaskSlot, Ordering::Relaxed);
+    frame
+        .link
+        .store(link::new(reg.id, birth, taken), Ordering::Relaxed);
     Some(RootShared::new(reg, cx.waker()))
 }
 
@@ -372,6 +455,12 @@ impl<F> PinnedDrop for Traced<F> {
         let this = self.project();
         if let Some(root) = this.root.take() {
             registry().deregister(&root.reg);
+            this.frame.link.store(0, Ordering::Relaxed);
+        } else if this.frame.link.load(Ordering::Relaxed) != 0 {
+            let frame: &AsyncStackFrame = this.frame;
+            if active::with(|a| unlink(frame, Some(a))).is_none() {
+                unlink(frame, None);
+            }
         }
     }
 }

@@ -289,24 +289,17 @@ fn is_short_backtrace_marker(name: Option<&str>) -> bool {
     name.is_some_and(|n| n.contains("__rust_begin_short_backtrace"))
 }
 
-/// Whether `s` is the closure inside `Traced::poll` that polls the inner
-/// future: exactly one per instrumented level on the stack, inlined or not
-/// (the walker's anchor for each async frame; see `traced.rs`).
+/// Whether `s` is `Traced::poll`, which polls the inner future from exactly
+/// one place: one per instrumented level on the stack, inlined or not (the
+/// walker's anchor for each async frame; see `traced.rs`).
 fn is_level(s: &Symbol) -> bool {
     const TRACED_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/traced.rs");
-    let in_traced = s.file.as_deref().map_or_else(
-        // No line info: only full names can tell.
-        || {
-            s.name
-                .as_deref()
-                .is_some_and(|n| n.starts_with("<async_stack::traced::Traced<"))
-        },
-        |f| f == TRACED_SRC,
-    );
-    in_traced
-        && s.name
-            .as_deref()
-            .is_some_and(|n| n.contains("{closure") || n.contains("{{closure}}"))
+    let is_poll = s.name.as_deref().is_some_and(|n| {
+        n.starts_with("<async_stack::traced::Traced<")
+            && n.contains(" as core::future::future::Future>::poll")
+    });
+    // Without line info, the name alone tells.
+    is_poll && s.file.as_deref().is_none_or(|f| f == TRACED_SRC)
 }
 
 /// One symbol of the captured stack: physical frame `p`, inlined symbol `s`

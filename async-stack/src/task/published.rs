@@ -4,49 +4,60 @@
 //! Walking the live frame chain from another thread would read a linked
 //! list while its owner mutates it, and report stacks that never existed
 //! (see the py-spy `--nonblocking` seed). Instead, the thread polling a task
-//! keeps this array of atomic words up to date, and readers copy it whole
+//! keeps this table of atomic words up to date, and readers copy it whole
 //! under a sequence counter.
+//!
+//! # Slots
+//!
+//! Every frame of the task holds a **slot** of the table from the first poll
+//! it gets under the task until it completes, is dropped, or is polled under
+//! another parent or task (see [`crate::frame`], "Links"). The slot's word
+//! is the frame's call site, the `.await` it last reached, and its parent's
+//! slot; beside it sits the frame's *birth*, a number taken from the task
+//! slot when the frame got its slot, increasing for the life of the process
+//! (never reset when the task slot is reused). So the table holds the tree
+//! of the task's live frames whether or not they were polled recently: the
+//! pending branches of a `join!`, and the children of a
+//! `FuturesUnordered` that were not woken in the task's last poll.
+//!
+//! In the steady state a poll writes nothing here but [`active`]: which
+//! slot is being polled right now (`slot + 1`, `0` between polls), one
+//! store on every entry and exit of a frame.
 //!
 //! # Protocol
 //!
-//! - **One writer**: the thread currently polling the task (a task is
-//!   polled by one thread at a time, since `poll` takes `&mut`). It never
-//!   takes a lock and does no read-modify-write.
-//! - **Entries** (the task's pending frames, a tree in pre-order: one word
-//!   per frame with its depth) and `len` change only inside a *section*:
-//!   `seq` to odd, the stores, `seq` to even. Sections are rare: an entry is
-//!   rewritten only when it changes (a new frame at that position, or a
-//!   frame that moved to another `.await`), never when a frame is polled
-//!   again where it was.
-//! - **Progress** within a poll is the `pos` word (packed as
-//!   `active::Pos`): the index of the frame being polled (`active`), the
-//!   position where the next frame would enter (`cursor`) and the active
-//!   frame's depth. It is stored (release) on every poll entry and exit,
-//!   outside sections: a change of `pos` alone cannot tear a copy, because
-//!   a copy that saw it also saw `seq` unchanged around constant entries, or
-//!   saw `seq` change and was retried.
-//! - **Readers** copy `pos`, `len` and the entries between two loads of
-//!   `seq`, and retry (a bounded number of times, counted) when `seq` was
-//!   odd or changed. While a poll runs (`pos` non-zero) the stack is
-//!   `[0, cursor)` and the running frames are `active` and its ancestors;
-//!   between polls it is `[0, len)`. A returned copy is one that existed at
-//!   one instant.
+//! - **One writer**: the thread polling the task, which holds `&mut` to the
+//!   task's root future and so to every frame it owns. It never takes a
+//!   lock and does no read-modify-write. Slots, words and births change only
+//!   inside a *section*: `seq` to odd, the stores, `seq` to even. Sections
+//!   are rare: a frame taking or giving back its slot, moving to another
+//!   `.await`, or changing parent.
+//! - **Foreign retirements**: a frame of this task dropped (or re-linked)
+//!   by another thread, outside this task's poll (a `Shared` future, a
+//!   future handed to another task), must not write the table. It stores its
+//!   birth in its slot's `retire` word and raises `retire_pending`; the
+//!   writer checks that flag once per task poll and frees each slot whose
+//!   birth matches its retire word. Births are unique per task slot, so a
+//!   late retirement can never free a later frame's slot.
+//! - **Readers** copy `live`, `active`, `overflow` and the live slots
+//!   between two loads of `seq`, and retry (a bounded number of times,
+//!   counted) when `seq` was odd or changed. They then rebuild the tree from
+//!   the parent links: pre-order, siblings in birth order, which is source
+//!   order for the branches of a `join!` even when the combinator polls them
+//!   in rotation (as `tokio::join!` does). A returned copy is one that
+//!   existed at one instant.
 //! - Words are interned ids ([`crate::site`]), never pointers.
-//! - Beside each entry sits its frame's *birth*: a per-task number taken on
-//!   the frame's first poll. Readers order siblings by it, so the branches
-//!   of a `join!` read in source order even when the combinator polls them
-//!   in rotation (as `tokio::join!` does).
 //!
-//! A suspended task therefore shows every branch that was pending when it
-//! last yielded (both arms of a `join!`), and a running task the tree it
-//! has rebuilt so far in this poll, with the path it is executing now.
+//! [`active`]: PublishedStack::set_active
 
-use crate::active::Pos;
 use crate::sync::{AtomicU32, AtomicU64, Ordering, fence};
 
-/// Number of entries a published stack holds; deeper trees are truncated
-/// (and the truncation is reported).
+/// Number of frames of one task a published stack holds. Frames that first
+/// poll while every slot is taken are not shown (and their number is
+/// reported as truncated).
 pub const STACK_CAPACITY: usize = if cfg!(async_stack_loom) { 4 } else { 64 };
+
+const _: () = assert!(STACK_CAPACITY <= 64, "`live` is one 64-bit mask");
 
 const AWAIT_BITS: u32 = 32;
 const CALL_BITS: u32 = 23;
@@ -54,7 +65,11 @@ const CALL_SHIFT: u32 = AWAIT_BITS;
 const DEPTH_SHIFT: u32 = AWAIT_BITS + CALL_BITS; // 55
 const DEPTH_MASK: u64 = 0xff;
 
-/// One decoded entry of a published stack.
+/// One decoded entry: a frame's call site and await site, and, in a
+/// reader's copy, its depth in the tree (the root is 0).
+///
+/// The same layout serves the published words, whose top byte holds the
+/// parent's slot plus one (`0`: no parent) instead of a depth.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub(crate) depth: u32,
@@ -76,10 +91,22 @@ impl Entry {
         (word & !0xffff_ffff) | u64::from(await_site)
     }
 
-    /// `key` (an entry encoded with depth 0) at `depth`.
+    /// `key` (an entry encoded with depth 0) with `top` in its top byte.
     #[inline(always)]
-    pub(crate) fn with_depth(key: u64, depth: u32) -> u64 {
-        key | (u64::from(depth.min(DEPTH_MASK as u32)) << DEPTH_SHIFT)
+    pub(crate) fn with_depth(key: u64, top: u32) -> u64 {
+        (key & !(DEPTH_MASK << DEPTH_SHIFT))
+            | (u64::from(top.min(DEPTH_MASK as u32)) << DEPTH_SHIFT)
+    }
+
+    /// A published word: `key` under the frame in slot `parent`.
+    #[inline(always)]
+    pub(crate) fn published(key: u64, parent: Option<u32>) -> u64 {
+        Entry::with_depth(key, parent.map_or(0, |p| p + 1))
+    }
+
+    /// The parent slot of a published word.
+    fn parent_of(word: u64) -> Option<u32> {
+        (Entry::decode(word).depth).checked_sub(1)
     }
 
     pub(crate) fn decode(word: u64) -> Entry {
@@ -91,74 +118,28 @@ impl Entry {
     }
 }
 
-/// A reader's copy of a published stack.
+/// A reader's copy of a published stack, as a tree in pre-order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct StackCopy {
-    /// Entry words, at most [`STACK_CAPACITY`].
+    /// Entry words ([`Entry::encode`], with depths), at most
+    /// [`STACK_CAPACITY`], in pre-order with siblings in birth order.
     pub(crate) words: Vec<u64>,
     /// The birth of each entry's frame.
     pub(crate) births: Vec<u32>,
-    /// Logical length (greater than `words.len()` when truncated).
+    /// Number of live frames (greater than `words.len()` when some hold no
+    /// slot).
     pub(crate) len: u32,
-    /// While a poll runs: the index of the frame being polled.
+    /// While a poll runs: the index in `words` of the frame being polled.
     pub(crate) active: Option<u32>,
+    /// Scratch: the raw slots, between the copy and the tree.
+    raw: Vec<(u32, u64, u32)>,
 }
 
 impl StackCopy {
-    /// The entries' indices in pre-order with siblings sorted by birth
-    /// (first poll), i.e. in source order for a `join!`'s branches.
-    pub(crate) fn source_order(&self) -> Vec<usize> {
-        let depth = |i: usize| Entry::decode(self.words[i]).depth;
-        // A plain chain has no siblings to order: the common case, without
-        // sorting.
-        if self.is_plain_chain() {
-            return (0..self.words.len()).collect();
-        }
-        // End (exclusive) of the subtree rooted at `i`.
-        let end_of = |i: usize| {
-            let mut j = i + 1;
-            while j < self.words.len() && depth(j) > depth(i) {
-                j += 1;
-            }
-            j
-        };
-        fn emit(
-            first: usize,
-            end: usize,
-            end_of: &dyn Fn(usize) -> usize,
-            births: &[u32],
-            out: &mut Vec<usize>,
-        ) {
-            let mut roots = Vec::new();
-            let mut i = first;
-            while i < end {
-                roots.push(i);
-                i = end_of(i);
-            }
-            roots.sort_by_key(|&r| births.get(r).copied().unwrap_or(0));
-            for r in roots {
-                out.push(r);
-                emit(r + 1, end_of(r), end_of, births, out);
-            }
-        }
-        let mut out = Vec::with_capacity(self.words.len());
-        emit(0, self.words.len(), &end_of, &self.births, &mut out);
-        out
-    }
-
-    /// Whether the entries form a plain chain, each one level deeper than
-    /// the one before, so that pre-order is already source order.
-    pub(crate) fn is_plain_chain(&self) -> bool {
-        self.words
-            .windows(2)
-            .all(|w| Entry::decode(w[1]).depth == Entry::decode(w[0]).depth + 1)
-    }
-
     /// Which entries are inside their poll right now, as a bit mask (bit
     /// `i` for entry `i`; entries never exceed 64): the active frame and its
     /// ancestors, found from the depths since entries are pre-order.
     pub(crate) fn running_mask(&self) -> u64 {
-        const _: () = assert!(STACK_CAPACITY <= 64);
         let Some(active) = self.active else {
             return 0;
         };
@@ -176,6 +157,86 @@ impl StackCopy {
         }
         mask
     }
+
+    /// Turns `raw` (slot, published word, birth) into the pre-order tree in
+    /// `words` and `births`, and maps `active_slot` to its index.
+    ///
+    /// A frame's parent is the frame in its parent slot if that one is live
+    /// and older; otherwise (its parent is gone, or never had a slot) the
+    /// frame hangs under the oldest parentless frame, the root.
+    fn build_tree(&mut self, active_slot: Option<u32>) {
+        const NONE: u8 = u8::MAX;
+        let raw = &mut self.raw;
+        raw.sort_unstable_by_key(|&(_, _, birth)| birth);
+        let n = raw.len();
+        // Slot -> index in `raw` (birth order).
+        let mut index_of = [NONE; 64];
+        for (i, &(slot, _, _)) in raw.iter().enumerate() {
+            index_of[slot as usize] = i as u8;
+        }
+        // Children lists, built in birth order so each is sorted.
+        let mut first_child = [NONE; 64];
+        let mut last_child = [NONE; 64];
+        let mut next_sibling = [NONE; 64];
+        let mut roots = 0usize;
+        for i in 0..n {
+            let (_, word, birth) = raw[i];
+            let parent = Entry::parent_of(word)
+                .and_then(|p| index_of.get(p as usize).copied())
+                .filter(|&p| p != NONE && raw[p as usize].2 < birth);
+            let parent = match parent {
+                Some(p) => p as usize,
+                // The oldest parentless frame is the root (index 0 in birth
+                // order has no older parent, so it always gets here first).
+                None if roots == 0 => {
+                    roots = 1;
+                    continue;
+                }
+                None => 0,
+            };
+            if first_child[parent] == NONE {
+                first_child[parent] = i as u8;
+            } else {
+                next_sibling[last_child[parent] as usize] = i as u8;
+            }
+            last_child[parent] = i as u8;
+        }
+        self.words.clear();
+        self.births.clear();
+        self.active = None;
+        if n == 0 {
+            return;
+        }
+        // Iterative pre-order walk from the root (index 0).
+        let mut stack = [(0u8, 0u32); 64];
+        let mut top = 1;
+        stack[0] = (0, 0);
+        while top > 0 {
+            top -= 1;
+            let (i, depth) = stack[top];
+            let (slot, word, birth) = raw[i as usize];
+            if Some(slot) == active_slot {
+                self.active = Some(self.words.len() as u32);
+            }
+            let e = Entry::decode(word);
+            self.words
+                .push(Entry::encode(depth, e.call_site, e.await_site));
+            self.births.push(birth);
+            // Push the children in reverse so the oldest comes out first.
+            let mut kids = [0u8; 64];
+            let mut k = 0;
+            let mut c = first_child[i as usize];
+            while c != NONE {
+                kids[k] = c;
+                k += 1;
+                c = next_sibling[c as usize];
+            }
+            for &c in kids[..k].iter().rev() {
+                stack[top] = (c, depth + 1);
+                top += 1;
+            }
+        }
+    }
 }
 
 /// The published stack of one task. `#[repr(C)]` for debugger scripts.
@@ -183,13 +244,19 @@ impl StackCopy {
 #[derive(Debug)]
 pub(crate) struct PublishedStack {
     seq: AtomicU64,
-    /// Progress of the running poll (see the module docs); `0` when idle.
-    pos: AtomicU64,
-    /// Length of the tree between polls (may exceed the capacity).
-    len: AtomicU32,
-    _pad: AtomicU32,
+    /// Bit `i` set: slot `i` holds a live frame (sections only).
+    live: AtomicU64,
+    /// `slot + 1` of the frame being polled; `0` between polls; above
+    /// [`STACK_CAPACITY`] for a polled frame that holds no slot.
+    active: AtomicU32,
+    /// Live frames that hold no slot (sections only).
+    overflow: AtomicU32,
     words: [AtomicU64; STACK_CAPACITY],
     births: [AtomicU32; STACK_CAPACITY],
+    /// Foreign retirements: the birth of the frame that should give this
+    /// slot back (see the module docs). Read by the writer only.
+    retire: [AtomicU32; STACK_CAPACITY],
+    retire_pending: AtomicU32,
 }
 
 /// A copy raced with the writer.
@@ -200,11 +267,13 @@ impl PublishedStack {
     pub(crate) fn new() -> Self {
         PublishedStack {
             seq: AtomicU64::new(0),
-            pos: AtomicU64::new(Pos::IDLE.0),
-            len: AtomicU32::new(0),
-            _pad: AtomicU32::new(0),
+            live: AtomicU64::new(0),
+            active: AtomicU32::new(0),
+            overflow: AtomicU32::new(0),
             words: std::array::from_fn(|_| AtomicU64::new(0)),
             births: std::array::from_fn(|_| AtomicU32::new(0)),
+            retire: std::array::from_fn(|_| AtomicU32::new(0)),
+            retire_pending: AtomicU32::new(0),
         }
     }
 
@@ -222,94 +291,174 @@ impl PublishedStack {
         self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
 
-    /// Writer: entry `index` must read `word`, for a frame born `birth`.
-    /// Rewrites it (in a section) only if it differs.
-    #[inline(always)]
-    pub(crate) fn set_entry(&self, index: u32, word: u64, birth: u32) {
-        let i = index as usize;
-        if let (Some(w), Some(b)) = (self.words.get(i), self.births.get(i))
-            && (w.load(Ordering::Relaxed) != word || b.load(Ordering::Relaxed) != birth)
+    /// Writer: empties the table for a new task.
+    pub(crate) fn reset(&self) {
+        let s = self.begin();
+        self.live.store(0, Ordering::Relaxed);
+        self.overflow.store(0, Ordering::Relaxed);
+        self.end(s);
+        self.active.store(0, Ordering::Release);
+        self.retire_pending.store(0, Ordering::Relaxed);
+    }
+
+    /// Writer: gives a frame born `birth` a slot holding `word`, or counts
+    /// it as not shown (`None`) when every slot is taken.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn take(&self, word: u64, birth: u32) -> Option<u32> {
+        let live = self.live.load(Ordering::Relaxed);
+        let slot = live.trailing_ones() as usize;
+        let s = self.begin();
+        let taken = if slot < STACK_CAPACITY {
+            self.words[slot].store(word, Ordering::Relaxed);
+            self.births[slot].store(birth, Ordering::Relaxed);
+            self.live.store(live | 1 << slot, Ordering::Relaxed);
+            Some(slot as u32)
+        } else {
+            let n = self.overflow.load(Ordering::Relaxed);
+            self.overflow.store(n.saturating_add(1), Ordering::Relaxed);
+            None
+        };
+        self.end(s);
+        taken
+    }
+
+    /// Writer: counts a live frame that holds no slot (its parent holds
+    /// none).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn hide(&self) {
+        let s = self.begin();
+        let n = self.overflow.load(Ordering::Relaxed);
+        self.overflow.store(n.saturating_add(1), Ordering::Relaxed);
+        self.end(s);
+    }
+
+    /// Writer: a frame gives back its slot (`None`: it held none).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn give_back(&self, slot: Option<u32>) {
+        let s = self.begin();
+        match slot {
+            Some(slot) => {
+                let live = self.live.load(Ordering::Relaxed);
+                self.live
+                    .store(live & !(1u64 << (slot % 64)), Ordering::Relaxed);
+            }
+            None => {
+                let n = self.overflow.load(Ordering::Relaxed);
+                self.overflow.store(n.saturating_sub(1), Ordering::Relaxed);
+            }
+        }
+        self.end(s);
+    }
+
+    /// Writer: slot `slot` must read `word` (its frame has a new parent).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn set_word(&self, slot: u32, word: u64) {
+        if let Some(w) = self.words.get(slot as usize)
+            && w.load(Ordering::Relaxed) != word
         {
-            self.write_entry_born(w, word, b, birth);
+            let s = self.begin();
+            w.store(word, Ordering::Relaxed);
+            self.end(s);
         }
     }
 
-    #[cold]
-    #[inline(never)]
-    fn write_entry_born(&self, w: &AtomicU64, word: u64, b: &AtomicU32, birth: u32) {
-        let s = self.begin();
-        w.store(word, Ordering::Relaxed);
-        b.store(birth, Ordering::Relaxed);
-        self.end(s);
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn write_entry(&self, w: &AtomicU64, word: u64) {
-        let s = self.begin();
-        w.store(word, Ordering::Relaxed);
-        self.end(s);
-    }
-
-    /// Writer: the await-site bits of entry `index` must read `await_site`
+    /// Writer: the await-site bits of slot `slot` must read `await_site`
     /// (a running frame moved on to another `.await`).
     #[inline(always)]
-    pub(crate) fn set_await(&self, index: u32, await_site: u32) {
-        if let Some(w) = self.words.get(index as usize) {
+    pub(crate) fn set_await(&self, slot: u32, await_site: u32) {
+        if let Some(w) = self.words.get(slot as usize) {
             let old = w.load(Ordering::Relaxed);
             let word = Entry::with_await(old, await_site);
             if old != word {
-                self.write_entry(w, word);
+                self.set_word(slot, word);
             }
         }
     }
 
-    /// Writer: progress of the running poll.
+    /// Writer: the frame in slot `slot_plus_one - 1` is being polled now
+    /// (`0`: no poll runs).
     #[inline(always)]
-    pub(crate) fn set_pos(&self, pos: Pos) {
-        self.pos.store(pos.0, Ordering::Release);
+    pub(crate) fn set_active(&self, slot_plus_one: u32) {
+        self.active.store(slot_plus_one, Ordering::Release);
     }
 
-    /// Writer: the poll ended with `len` entries pending.
+    /// Any thread but the writer: the frame born `birth` no longer holds
+    /// slot `slot`; the writer frees it at its next poll.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn retire(&self, slot: u32, birth: u32) {
+        if let Some(r) = self.retire.get(slot as usize) {
+            r.store(birth, Ordering::Relaxed);
+            self.retire_pending.store(1, Ordering::Release);
+        }
+    }
+
+    /// Writer, once per task poll: frees the slots retired by other threads.
     #[inline(always)]
-    pub(crate) fn finish(&self, len: u32) {
-        if self.len.load(Ordering::Relaxed) != len {
+    pub(crate) fn collect_retired(&self) {
+        if self.retire_pending.load(Ordering::Relaxed) != 0 {
+            self.collect_retired_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn collect_retired_slow(&self) {
+        // Take the flag before reading the words: a retirement stored after
+        // this point raises it again for the next poll, and the swap reads
+        // (and synchronises with) every one stored before.
+        if self.retire_pending.swap(0, Ordering::AcqRel) == 0 {
+            return;
+        }
+        let live = self.live.load(Ordering::Relaxed);
+        let mut keep = live;
+        for slot in 0..STACK_CAPACITY {
+            if live & (1 << slot) != 0
+                && self.retire[slot].load(Ordering::Relaxed)
+                    == self.births[slot].load(Ordering::Relaxed)
+            {
+                keep &= !(1 << slot);
+            }
+        }
+        if keep != live {
             let s = self.begin();
-            self.len.store(len, Ordering::Relaxed);
+            self.live.store(keep, Ordering::Relaxed);
             self.end(s);
         }
-        self.pos.store(Pos::IDLE.0, Ordering::Release);
     }
 
-    /// Reader: copies the stack into `out`.
+    /// Reader: copies the stack into `out`, as a tree.
     pub(crate) fn copy_into(&self, out: &mut StackCopy) -> Result<(), Torn> {
-        out.words.clear();
-        out.births.clear();
+        out.raw.clear();
         let s1 = self.seq.load(Ordering::Acquire);
         if s1 & 1 == 1 {
             return Err(Torn);
         }
-        let pos = Pos(self.pos.load(Ordering::Acquire));
-        let (len, active) = if pos.is_idle() {
-            (self.len.load(Ordering::Relaxed), None)
-        } else {
-            (pos.cursor(), Some(pos.active()))
-        };
-        let n = (len as usize).min(STACK_CAPACITY);
-        out.words
-            .extend(self.words[..n].iter().map(|w| w.load(Ordering::Relaxed)));
-        out.births
-            .extend(self.births[..n].iter().map(|b| b.load(Ordering::Relaxed)));
+        let live = self.live.load(Ordering::Relaxed);
+        let overflow = self.overflow.load(Ordering::Relaxed);
+        let active = self.active.load(Ordering::Acquire);
+        let mut bits = live & (u64::MAX >> (64 - STACK_CAPACITY));
+        while bits != 0 {
+            let slot = bits.trailing_zeros();
+            bits &= bits - 1;
+            out.raw.push((
+                slot,
+                self.words[slot as usize].load(Ordering::Relaxed),
+                self.births[slot as usize].load(Ordering::Relaxed),
+            ));
+        }
         // Order the loads above before the second `seq` load.
         fence(Ordering::Acquire);
-        let s2 = self.seq.load(Ordering::Relaxed);
-        if s1 != s2 {
-            out.words.clear();
-            out.births.clear();
+        if self.seq.load(Ordering::Relaxed) != s1 {
+            out.raw.clear();
             return Err(Torn);
         }
-        out.len = len;
-        out.active = active.filter(|&a| (a as usize) < out.words.len());
+        out.len = (out.raw.len() as u32).saturating_add(overflow);
+        out.build_tree(active.checked_sub(1));
         Ok(())
     }
 }
@@ -319,45 +468,66 @@ mod loom_tests {
     use super::*;
     use loom::sync::Arc;
 
-    /// A reader copying while the writer runs one poll (a root, a child
-    /// that moves to another `.await`, then the end of the poll) never gets
-    /// a mix of two moments: every accepted copy is one of the states the
-    /// writer passed through.
+    /// A reader copying while the writer gives a root and a child their
+    /// slots, moves the child to another `.await`, polls it, and gives the
+    /// child's slot back never gets a mix of two moments: every accepted
+    /// copy is one of the states the writer passed through.
     #[test]
     fn copy_is_never_torn() {
         loom::model(|| {
             let stack = Arc::new(PublishedStack::new());
             let w = stack.clone();
+            let root = Entry::published(Entry::encode(0, 1, 0), None);
+            let child = Entry::published(Entry::encode(0, 2, 7), Some(0));
+            let writer = loom::thread::spawn(move || {
+                let r = w.take(root, 1).unwrap();
+                w.set_active(r + 1);
+                let c = w.take(child, 2).unwrap();
+                w.set_active(c + 1);
+                w.set_await(c, 8);
+                w.set_active(r + 1);
+                w.give_back(Some(c));
+                w.set_active(0);
+            });
             let a = Entry::encode(0, 1, 0);
             let b = Entry::encode(1, 2, 7);
             let b2 = Entry::encode(1, 2, 8);
-            let writer = loom::thread::spawn(move || {
-                w.set_entry(0, a, 0);
-                w.set_pos(Pos::at(0, 1));
-                w.set_entry(1, b, 1);
-                w.set_pos(Pos::at(1, 2));
-                w.set_entry(1, b2, 1);
-                w.set_pos(Pos::at(0, 2));
-                w.finish(2);
-            });
             let mut out = StackCopy::default();
             if stack.copy_into(&mut out).is_ok() {
-                let states: [(&[u64], Option<u32>); 6] = [
-                    (&[], None),
-                    (&[a], Some(0)),
-                    (&[a, b], Some(1)),
-                    (&[a, b2], Some(1)),
-                    (&[a, b2], Some(0)),
-                    (&[a, b2], None),
-                ];
+                let states: [&[u64]; 5] = [&[], &[a], &[a, b], &[a, b2], &[a]];
                 assert!(
-                    states.contains(&(out.words.as_slice(), out.active)),
-                    "torn copy {:x?} active {:?}",
+                    states.contains(&out.words.as_slice()),
+                    "torn copy {:x?}",
                     out.words,
-                    out.active
                 );
+                assert!(out.active.is_none_or(|i| (i as usize) < out.words.len()));
             }
             writer.join().unwrap();
+        });
+    }
+
+    /// A retirement from another thread racing with the writer's collection
+    /// is never lost, and never frees the slot of a frame born later.
+    #[test]
+    fn retirement_is_collected_once_and_only_for_its_frame() {
+        loom::model(|| {
+            let stack = Arc::new(PublishedStack::new());
+            let root = Entry::published(Entry::encode(0, 1, 0), None);
+            let old = stack.take(root, 1).unwrap();
+            let shared = stack.take(Entry::published(root, Some(old)), 2).unwrap();
+            let s = stack.clone();
+            let foreign = loom::thread::spawn(move || s.retire(shared, 2));
+            stack.collect_retired();
+            foreign.join().unwrap();
+            stack.collect_retired();
+            assert_eq!(stack.live.load(Ordering::Relaxed), 1 << old);
+            // The slot is taken again by a later frame; a stale retirement
+            // of the earlier one leaves it alone.
+            let again = stack.take(Entry::published(root, Some(old)), 3).unwrap();
+            assert_eq!(again, shared);
+            stack.retire(again, 2);
+            stack.collect_retired();
+            assert_eq!(stack.live.load(Ordering::Relaxed), 1 << old | 1 << again);
         });
     }
 }
@@ -365,6 +535,10 @@ mod loom_tests {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(call: u32, await_site: u32) -> u64 {
+        Entry::encode(0, call, await_site)
+    }
 
     #[test]
     fn entry_round_trips_and_clamps() {
@@ -381,81 +555,122 @@ mod tests {
         assert_eq!(big.depth, 255);
         assert_eq!(big.call_site, (1 << 23) - 1);
         assert_eq!(big.await_site, u32::MAX);
+        assert_eq!(
+            Entry::parent_of(Entry::published(key(1, 2), Some(5))),
+            Some(5)
+        );
+        assert_eq!(Entry::parent_of(Entry::published(key(1, 2), None)), None);
+    }
+
+    fn copy(s: &PublishedStack) -> StackCopy {
+        let mut out = StackCopy::default();
+        s.copy_into(&mut out).unwrap();
+        out
     }
 
     #[test]
-    fn running_view_and_idle_view() {
+    fn tree_is_pre_order_with_siblings_in_birth_order() {
         let s = PublishedStack::new();
-        // root(0) with two children: A (pending, with child A1) and B running.
-        let words = [
-            Entry::encode(0, 1, 5),
-            Entry::encode(1, 2, 6),
-            Entry::encode(2, 3, 7),
-            Entry::encode(1, 4, 0),
-        ];
-        for (i, w) in words.iter().enumerate() {
-            s.set_entry(i as u32, *w, i as u32);
-        }
-        s.set_pos(Pos::at(3, 4));
-        let mut out = StackCopy::default();
-        s.copy_into(&mut out).unwrap();
-        assert_eq!(out.words, words);
+        // root; two branches taken in rotated order: B (born 3, with a
+        // child born 4) before A (born 2, in a higher slot).
+        let root = s.take(Entry::published(key(10, 1), None), 1).unwrap();
+        let b = s.take(Entry::published(key(12, 0), Some(root)), 3).unwrap();
+        let b1 = s.take(Entry::published(key(13, 5), Some(b)), 4).unwrap();
+        let a = s.take(Entry::published(key(11, 6), Some(root)), 2).unwrap();
+        s.set_active(b1 + 1);
+        let out = copy(&s);
+        assert_eq!(
+            out.words,
+            [
+                Entry::encode(0, 10, 1),
+                Entry::encode(1, 11, 6),
+                Entry::encode(1, 12, 0),
+                Entry::encode(2, 13, 5),
+            ]
+        );
+        assert_eq!(out.births, [1, 2, 3, 4]);
+        assert_eq!(out.len, 4);
         assert_eq!(out.active, Some(3));
-        assert_eq!(out.running_mask(), 0b1001);
-        // The poll ends with only the root pending: the idle view is [0, 1).
-        s.finish(1);
-        s.copy_into(&mut out).unwrap();
-        assert_eq!(out.words, words[..1]);
+        assert_eq!(out.running_mask(), 0b1101);
+        // A completes: its slot is given back, and taken by a new frame.
+        s.give_back(Some(a));
+        let c = s.take(Entry::published(key(14, 0), Some(b1)), 5).unwrap();
+        assert_eq!(c, a, "the lowest free slot is reused");
+        s.set_active(0);
+        let out = copy(&s);
+        assert_eq!(out.births, [1, 3, 4, 5]);
+        assert_eq!(Entry::decode(out.words[3]).depth, 3);
         assert_eq!(out.active, None);
         assert_eq!(out.running_mask(), 0);
     }
 
     #[test]
-    fn siblings_read_in_birth_order() {
+    fn orphans_hang_under_the_root() {
         let s = PublishedStack::new();
-        // root, then two branches polled in rotated order: B (born 3, with
-        // a child) before A (born 2).
-        let rows = [(0, 1), (1, 3), (2, 4), (1, 2)];
-        for (i, (depth, birth)) in rows.iter().enumerate() {
-            s.set_entry(i as u32, Entry::encode(*depth, 10 + i as u32, 0), *birth);
-        }
-        s.finish(4);
-        let mut out = StackCopy::default();
-        s.copy_into(&mut out).unwrap();
-        assert_eq!(out.source_order(), [0, 3, 1, 2]);
+        let root = s.take(Entry::published(key(1, 0), None), 1).unwrap();
+        let gone = s.take(Entry::published(key(2, 0), Some(root)), 2).unwrap();
+        let kept = s.take(Entry::published(key(3, 0), Some(gone)), 3).unwrap();
+        s.give_back(Some(gone));
+        // A later frame takes the parent's slot: it is younger than `kept`,
+        // so it is not taken for its parent.
+        let young = s.take(Entry::published(key(4, 0), Some(root)), 4).unwrap();
+        assert_eq!(young, gone);
+        let out = copy(&s);
+        let depths: Vec<u32> = out.words.iter().map(|&w| Entry::decode(w).depth).collect();
+        assert_eq!(out.births, [1, 3, 4]);
+        assert_eq!(depths, [0, 1, 1]);
+        let _ = kept;
     }
 
     #[test]
-    fn truncation_beyond_capacity_is_reported() {
+    fn frames_beyond_capacity_are_counted() {
         let s = PublishedStack::new();
+        let mut parent = None;
         for i in 0..(STACK_CAPACITY as u32 + 5) {
-            s.set_entry(i, Entry::encode(i, 1, 0), 0);
+            let slot = s.take(Entry::published(key(i + 1, 0), parent), i + 1);
+            assert_eq!(slot.is_some(), (i as usize) < STACK_CAPACITY);
+            parent = slot.or(parent);
         }
-        s.finish(STACK_CAPACITY as u32 + 5);
-        let mut out = StackCopy::default();
-        s.copy_into(&mut out).unwrap();
+        let out = copy(&s);
         assert_eq!(out.len as usize, STACK_CAPACITY + 5);
         assert_eq!(out.words.len(), STACK_CAPACITY);
-        s.finish(2);
-        s.copy_into(&mut out).unwrap();
-        assert_eq!(out.len, 2);
-        assert_eq!(out.words.len(), 2);
+        for _ in 0..5 {
+            s.give_back(None);
+        }
+        s.give_back(None);
+        assert_eq!(copy(&s).len as usize, STACK_CAPACITY, "never below zero");
+        s.reset();
+        assert_eq!(copy(&s), StackCopy::default());
     }
 
     #[test]
-    fn unchanged_entries_are_not_rewritten() {
+    fn steady_state_writes_no_section() {
         let s = PublishedStack::new();
-        s.set_entry(0, Entry::encode(0, 1, 2), 0);
+        let slot = s.take(Entry::published(key(1, 2), None), 1).unwrap();
         let seq = s.seq.load(Ordering::Relaxed);
-        s.set_entry(0, Entry::encode(0, 1, 2), 0);
-        s.set_await(0, 2);
-        s.set_pos(Pos::at(0, 1));
-        assert_eq!(
-            s.seq.load(Ordering::Relaxed),
-            seq,
-            "steady state writes no section"
-        );
-        s.set_await(0, 3);
+        s.set_await(slot, 2);
+        s.set_active(slot + 1);
+        s.set_active(0);
+        s.collect_retired();
+        assert_eq!(s.seq.load(Ordering::Relaxed), seq, "no section");
+        s.set_await(slot, 3);
         assert_eq!(s.seq.load(Ordering::Relaxed), seq + 2);
+        assert_eq!(Entry::decode(copy(&s).words[0]).await_site, 3);
+    }
+
+    #[test]
+    fn retired_slots_are_freed_at_the_next_collection() {
+        let s = PublishedStack::new();
+        let root = s.take(Entry::published(key(1, 0), None), 1).unwrap();
+        let child = s.take(Entry::published(key(2, 0), Some(root)), 2).unwrap();
+        s.retire(child, 2);
+        assert_eq!(copy(&s).words.len(), 2, "readers see it until collected");
+        s.collect_retired();
+        assert_eq!(copy(&s).words.len(), 1);
+        // Out of range and stale retirements are ignored.
+        s.retire(STACK_CAPACITY as u32, 2);
+        s.retire(root, 99);
+        s.collect_retired();
+        assert_eq!(copy(&s).words.len(), 1);
     }
 }

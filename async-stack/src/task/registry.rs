@@ -332,9 +332,8 @@ impl Registry {
         );
         slot.polls.store(0, Ordering::Relaxed);
         slot.wakes.store(0, Ordering::Relaxed);
-        slot.births.store(0, Ordering::Relaxed);
         slot.name.store(task.name.cloned());
-        slot.stack.finish(0);
+        slot.stack.reset();
         slot.id.store(id, Ordering::Release);
         Some(Registration {
             slot,
