@@ -28,6 +28,8 @@ pub(crate) struct Active {
     pub(crate) frame: Cell<*const AsyncStackFrame>,
     pub(crate) task: Cell<*const TaskSlot>,
     pub(crate) task_id: Cell<u64>,
+    /// The task being polled woke itself during this poll.
+    pub(crate) self_woken: Cell<bool>,
     /// Spawn metadata handed from a spawn helper to the task root it polls.
     pub(crate) pending_spawn: Cell<*const SpawnInfo>,
 }
@@ -38,6 +40,7 @@ thread_local! {
             frame: Cell::new(std::ptr::null()),
             task: Cell::new(std::ptr::null()),
             task_id: Cell::new(0),
+            self_woken: Cell::new(false),
             pending_spawn: Cell::new(std::ptr::null()),
         }
     };
@@ -83,21 +86,22 @@ pub(crate) fn current() -> &'static Active {
 /// nothing.
 #[inline(always)]
 pub fn set_await_site(site: &'static AwaitSite) {
-    let _ = ACTIVE.try_with(|a| {
-        let frame = a.frame.get();
-        // SAFETY: per the module invariant, a non-null `frame` points to a
-        // frame whose poll is on this thread's stack, hence alive.
-        if let Some(frame) = unsafe { frame.as_ref() } {
-            frame.await_site.store(
-                site as *const AwaitSite as *mut AwaitSite,
-                Ordering::Relaxed,
-            );
-            if site.return_address.load(Ordering::Relaxed) == 0 {
-                resolve_return_address(site);
-            }
-            publish_await(a, frame, site.id());
+    // No closure (`LocalKey::with`): in an unoptimised build the cold path
+    // below must be called from this function itself, directly under the
+    // body, for the address it resolves to land in the body.
+    let a = current();
+    // SAFETY: per the module invariant, a non-null `frame` points to a frame
+    // whose poll is on this thread's stack, hence alive.
+    if let Some(frame) = unsafe { a.frame.get().as_ref() } {
+        frame.await_site.store(
+            site as *const AwaitSite as *mut AwaitSite,
+            Ordering::Relaxed,
+        );
+        if site.return_address.load(Ordering::Relaxed) == 0 {
+            resolve_return_address(site);
         }
-    });
+        publish_await(a, frame, site.id());
+    }
 }
 
 /// Records the frame's new await site in its key and publishes it in its
@@ -128,18 +132,16 @@ fn publish_await(a: &Active, frame: &AsyncStackFrame, await_id: u32) {
 /// so that a loop around one `.await` writes nothing for readers.
 #[inline(always)]
 pub fn clear_await_site() {
-    let _ = ACTIVE.try_with(|a| {
-        // SAFETY: as in `set_await_site`.
-        if let Some(frame) = unsafe { a.frame.get().as_ref() } {
-            frame
-                .await_site
-                .store(std::ptr::null_mut(), Ordering::Relaxed);
-            let key = frame.key.load(Ordering::Relaxed);
-            frame
-                .key
-                .store(Entry::with_await(key, 0), Ordering::Relaxed);
-        }
-    });
+    // SAFETY: as in `set_await_site`.
+    if let Some(frame) = unsafe { current().frame.get().as_ref() } {
+        frame
+            .await_site
+            .store(std::ptr::null_mut(), Ordering::Relaxed);
+        let key = frame.key.load(Ordering::Relaxed);
+        frame
+            .key
+            .store(Entry::with_await(key, 0), Ordering::Relaxed);
+    }
 }
 
 /// Resolves, once per `.await` site, an address in the awaiting function's

@@ -44,7 +44,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::site::{AwaitSite, CallSite, await_site_by_id, call_site_by_id};
 use crate::task::published::{Entry, StackCopy};
-use crate::task::registry::{RawTask, public_state};
+use crate::task::registry::RawTask;
 use crate::task::{TaskState, registry};
 
 /// A source location (file, line, column).
@@ -148,7 +148,7 @@ impl TaskInfo {
                     .filter(|c| c.explicit_name() && !c.is_anonymous())
                     .map(|c| c.name().to_owned())
             }),
-            state: public_state(raw.state),
+            state: raw.state,
             state_ms: now_ms.saturating_sub(raw.since_ms),
             polls: raw.polls,
             wakes: raw.wakes,

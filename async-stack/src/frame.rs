@@ -10,7 +10,7 @@
 //! | field | written by | when | meaningful |
 //! |---|---|---|---|
 //! | `parent` | the polling thread | on **every** poll, from the thread's active frame | while the frame is being polled |
-//! | `return_address` | the polling thread | on every poll, from its parent's await-site cache | while being polled |
+//! | `return_address` | the polling thread | when linked, from its parent's await-site cache | while linked |
 //! | `call_site` | the constructor | once | always |
 //! | `await_site` | the body, just before each `.await` | at each `.await` | always; null before the first `.await` |
 //! | `key` | the constructor, then the body at each `.await` | at each `.await` | always: the frame's published word without its parent |
@@ -42,8 +42,10 @@
 //! body reaches a given `.await`, the site record it publishes (always
 //! inlined at the `.await`) takes a cold path that unwinds one frame and
 //! keeps the address it returns to, an address in the body's code inside
-//! that `.await`. It is cached in the static [`AwaitSite`], and every poll
-//! of a child copies its parent's with two loads. It symbolises
+//! that `.await`. It is cached in the static [`AwaitSite`]; a child copies
+//! its parent's when it is linked (its first poll under that parent), and
+//! the walker reads the parent's current one, so that a child polled from
+//! two `.await`s of one parent is placed at the right one. It symbolises
 //! (addr2line) to the line of the parent's `.await`. Polls themselves are
 //! inlined into the parent's code in optimised builds, so there is no
 //! physical call to return to; the walker reads the same line off the
@@ -112,6 +114,19 @@ impl AsyncStackFrame {
         // SAFETY: `await_site` only ever holds null or a pointer derived from
         // a `&'static AwaitSite` (see `active::set_await_site`).
         unsafe { p.cast_const().as_ref() }
+    }
+
+    /// The return address cached in this frame's current await site: where
+    /// a child it polls now returns to (`0` if unknown).
+    #[inline]
+    pub(crate) fn await_return_address(&self) -> usize {
+        self.await_site().map_or(0, |s| {
+            match s.return_address.load(Ordering::Relaxed) {
+                // `1` marks a site whose resolution failed.
+                1 => 0,
+                ra => ra,
+            }
+        })
     }
 
     /// The cached return address into the parent's code (`0` if unknown).

@@ -240,13 +240,9 @@ fn enter_child(frame: &AsyncStackFrame, parent: *const AsyncStackFrame, a: &Acti
     frame
         .parent
         .store(parent as *mut AsyncStackFrame, Ordering::Relaxed);
-    // SAFETY: an await site is null or a `&'static AwaitSite`.
-    let site = unsafe { p.await_site.load(Ordering::Relaxed).as_ref() };
-    let ra = site.map_or(0, |s| s.return_address.load(Ordering::Relaxed));
-    frame.return_address.store(ra, Ordering::Relaxed);
     let parent_link = p.link.load(Ordering::Relaxed);
     if frame.parent_link.load(Ordering::Relaxed) != parent_link {
-        relink(frame, parent_link, a);
+        relink(frame, p, parent_link, a);
     }
     let task = a.task.get();
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
@@ -271,8 +267,11 @@ fn enter_child(frame: &AsyncStackFrame, parent: *const AsyncStackFrame, a: &Acti
 /// holds none either, so that trees are cut below, never in the middle.
 #[cold]
 #[inline(never)]
-fn relink(frame: &AsyncStackFrame, parent_link: u64, a: &Active) {
+fn relink(frame: &AsyncStackFrame, parent: &AsyncStackFrame, parent_link: u64, a: &Active) {
     frame.parent_link.store(parent_link, Ordering::Relaxed);
+    frame
+        .return_address
+        .store(parent.await_return_address(), Ordering::Relaxed);
     // SAFETY: as in `enter_child`.
     let Some(t) = (unsafe { a.task.get().as_ref() }) else {
         unlink(frame, Some(a));
@@ -360,7 +359,7 @@ fn enter_root(
     if !r.wakes_like(cx.waker()) {
         *r = RootShared::new(r.reg, cx.waker());
     }
-    let reg = r.reg;
+    let reg = &r.reg;
     let slot = reg.slot;
     slot.stack.collect_retired();
     slot.start_poll(reg.generation, crate::clock::now_ns());
@@ -382,13 +381,15 @@ fn exit_root(
     a: &Active,
     pending: bool,
 ) {
+    let self_woken = a.self_woken.get();
     leave_root(a);
     let Some(r) = root.as_ref() else { return };
-    let reg = r.reg;
+    let reg = &r.reg;
     if pending {
-        reg.slot.end_poll(reg.generation, crate::clock::now_ns());
+        reg.slot
+            .end_poll(reg.generation, crate::clock::now_ns(), self_woken);
     } else {
-        registry().deregister(&reg);
+        registry().deregister(reg);
         *root = None;
         frame.link.store(0, Ordering::Relaxed);
     }
@@ -413,6 +414,7 @@ fn leave_root(a: &Active) {
     a.frame.set(std::ptr::null());
     a.task.set(std::ptr::null());
     a.task_id.set(0);
+    a.self_woken.set(false);
 }
 
 /// Registers a task root on its first poll, and gives its frame the first

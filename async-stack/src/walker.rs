@@ -113,7 +113,10 @@ struct NativeFrame {
 struct ChainFrame {
     call_site: &'static CallSite,
     await_site: Option<&'static AwaitSite>,
+    /// Into the parent's code, at the `.await` that polls this frame.
     return_address: usize,
+    /// Cached in this frame's own await site: its child's return address.
+    await_return_address: usize,
 }
 
 struct Resolved {
@@ -247,8 +250,19 @@ fn capture_chain() -> Vec<ChainFrame> {
                 call_site: f.call_site(),
                 await_site: f.await_site(),
                 return_address: f.return_address(),
+                await_return_address: f.await_return_address(),
             });
             cur = f.parent.load(crate::sync::Ordering::Relaxed);
+        }
+        // The parent's current `.await` is where it polls this frame now;
+        // its cached address beats the one the frame took when it was
+        // linked (the same, unless one parent polls the frame from two
+        // `.await`s).
+        for i in 1..out.len() {
+            let ra = out[i].await_return_address;
+            if ra != 0 {
+                out[i - 1].return_address = ra;
+            }
         }
         out
     })
@@ -294,12 +308,17 @@ fn is_short_backtrace_marker(name: Option<&str>) -> bool {
 /// walker's anchor for each async frame; see `traced.rs`).
 fn is_level(s: &Symbol) -> bool {
     const TRACED_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/traced.rs");
-    let is_poll = s.name.as_deref().is_some_and(|n| {
-        n.starts_with("<async_stack::traced::Traced<")
-            && n.contains(" as core::future::future::Future>::poll")
-    });
-    // Without line info, the name alone tells.
-    is_poll && s.file.as_deref().is_none_or(|f| f == TRACED_SRC)
+    let Some(name) = s.name.as_deref() else {
+        return false;
+    };
+    let full = name.starts_with("<async_stack::traced::Traced<")
+        && name.contains(" as core::future::future::Future>::poll");
+    match s.file.as_deref() {
+        // Line-tables-only debug info names inlined frames `poll<..>`.
+        Some(file) => file == TRACED_SRC && (full || name == "poll" || name.starts_with("poll<")),
+        // Without line info, the full name alone tells.
+        None => full,
+    }
 }
 
 /// One symbol of the captured stack: physical frame `p`, inlined symbol `s`
@@ -382,14 +401,19 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
             (_, None, Some(b)) => (b.file.clone(), b.line, b.column),
             (_, None, None) => (None, None, None),
         };
-        // The return address into the parent: read off this very stack
-        // (the parent's body, inlined or not, at its `.await`) when the
-        // capture has it; otherwise the one the frame cached.
-        let address = bodies
-            .get(i + 1)
-            .copied()
-            .flatten()
-            .map_or(c.return_address, |b| phys[flat[b].p].0);
+        // The return address into the parent: the one cached for the
+        // parent's `.await` (the same address whichever copy of the code
+        // runs, and exact even when the parent is inlined into its
+        // caller); otherwise (a parent without await sites, such as a
+        // `.traced()` block) the parent's body on this very stack.
+        let address = match c.return_address {
+            0 => bodies
+                .get(i + 1)
+                .copied()
+                .flatten()
+                .map_or(0, |b| phys[flat[b].p].0),
+            ra => ra,
+        };
         // A location from debug info is absolute; show it as the call
         // site's `file!()` path when they name the same file, so every async
         // frame reads the same way.

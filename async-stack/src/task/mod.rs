@@ -20,10 +20,15 @@
 //! | field | writer |
 //! |---|---|
 //! | `id`, `parent`, `spawn_location`, `root_call_site`, `name` | the registering thread (first poll), then cleared by whoever completes or drops the root |
-//! | `state` | the polling thread (running/idle) and wakers (scheduled), by compare-and-swap on one word that carries the slot generation, so a stale waker of an earlier task cannot touch a later one |
-//! | `polls` | the polling thread only (load + store, no read-modify-write) |
-//! | `wakes` | wakers (`fetch_add`) |
-//! | `stack` | the polling thread only (`published`) |
+//! | `state` | the polling thread only (running, idle, or scheduled when it woke itself), with the time of the change |
+//! | `polls`, `seen_wakes`, `self_wakes` | the polling thread only (load + store, no read-modify-write) |
+//! | `wakes` | wakers outside the task's poll, by compare-and-swap on a word that carries the slot generation, so a stale waker of an earlier task cannot count |
+//! | `woken_ms` | the first such waker after a poll started |
+//! | `stack` | the polling thread only (`published`); other threads only retire slots there |
+//!
+//! A task is *scheduled* when its state word says so or when `wakes` has
+//! moved past `seen_wakes` (woken since its last poll started); readers
+//! combine the two.
 
 pub(crate) mod published;
 pub(crate) mod registry;

@@ -21,10 +21,14 @@ const GEN_BITS: u64 = 16;
 const TIME_SHIFT: u64 = GEN_SHIFT + GEN_BITS;
 
 pub(crate) const IDLE: u64 = 0;
+/// Scheduled since the state's time: registered and not polled yet, or
+/// woken from inside its own last poll.
 pub(crate) const SCHEDULED: u64 = 1;
 pub(crate) const RUNNING: u64 = 2;
-/// Running, and woken during this poll: it will be scheduled on return.
-pub(crate) const RUNNING_WOKEN: u64 = 3;
+
+/// The `wakes` word: `[generation:16][count:48]`.
+const WAKE_COUNT: u64 = (1 << 48) - 1;
+const WAKE_GEN_SHIFT: u32 = 48;
 
 /// Packs a state word: `[time_ms:46][gen:16][state:2]`.
 #[inline(always)]
@@ -44,14 +48,6 @@ pub(crate) fn unpack_state(word: u64) -> (u64, u32, u64) {
     )
 }
 
-pub(crate) fn public_state(state: u64) -> TaskState {
-    match state {
-        IDLE => TaskState::Idle,
-        SCHEDULED => TaskState::Scheduled,
-        _ => TaskState::Running,
-    }
-}
-
 /// One task's record. `#[repr(C)]` for debugger scripts.
 #[repr(C)]
 #[derive(Debug)]
@@ -66,10 +62,21 @@ pub(crate) struct TaskSlot {
     pub(crate) root_call_site: AtomicU32,
     /// Slot generation, bumped at every registration.
     pub(crate) generation: AtomicU32,
-    /// Packed state word (see `pack_state`).
+    /// Packed state word (see `pack_state`), written by the poller only.
     pub(crate) state: AtomicU64,
     pub(crate) polls: AtomicU64,
+    /// Wakes from outside the task's own polls: `[generation:16][count:48]`,
+    /// counted by compare-and-swap so a stale waker of an earlier task in
+    /// the slot cannot count.
     pub(crate) wakes: AtomicU64,
+    /// The `wakes` count when the last poll started (poller only): a count
+    /// beyond it means the task was woken since, so it is scheduled.
+    pub(crate) seen_wakes: AtomicU64,
+    /// When the first wake after `seen_wakes` happened (ms), by a waker.
+    pub(crate) woken_ms: AtomicU64,
+    /// Wakes from inside the task's own polls (poller only, no atomic
+    /// read-modify-write).
+    pub(crate) self_wakes: AtomicU64,
     /// Last birth number handed to a frame of this task (poller only).
     pub(crate) births: AtomicU32,
     /// Optional task name; readers load it without locking.
@@ -88,19 +95,25 @@ impl TaskSlot {
             state: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
+            seen_wakes: AtomicU64::new(0),
+            woken_ms: AtomicU64::new(0),
+            self_wakes: AtomicU64::new(0),
             births: AtomicU32::new(0),
             name: NameCell::default(),
             stack: PublishedStack::new(),
         }
     }
 
-    /// Poller: the task starts a poll.
+    /// Poller: the task starts a poll. Wakes counted so far are consumed
+    /// by it.
     #[inline(always)]
     pub(crate) fn start_poll(&self, generation: u32, now_ns: u64) {
         self.state
             .store(pack_state(RUNNING, generation, now_ns), Ordering::Release);
         let polls = self.polls.load(Ordering::Relaxed);
         self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
+        let wakes = self.wakes.load(Ordering::Acquire) & WAKE_COUNT;
+        self.seen_wakes.store(wakes, Ordering::Release);
     }
 
     /// Poller: the next birth number for a frame first polled in this task
@@ -112,53 +125,73 @@ impl TaskSlot {
         b
     }
 
-    /// Poller: the task's poll returned `Pending`.
+    /// Poller: the task's poll returned `Pending`, scheduled again if it
+    /// woke itself during the poll. A plain store: wakes from elsewhere are
+    /// counted in `wakes`, which readers compare with `seen_wakes`.
     #[inline(always)]
-    pub(crate) fn end_poll(&self, generation: u32, now_ns: u64) {
-        let mut cur = self.state.load(Ordering::Relaxed);
+    pub(crate) fn end_poll(&self, generation: u32, now_ns: u64, self_woken: bool) {
+        let state = if self_woken { SCHEDULED } else { IDLE };
+        self.state
+            .store(pack_state(state, generation, now_ns), Ordering::Release);
+    }
+
+    /// Poller: the task woke itself from inside its poll (a yield).
+    #[inline]
+    pub(crate) fn count_self_wake(&self) {
+        let n = self.self_wakes.load(Ordering::Relaxed);
+        self.self_wakes.store(n.wrapping_add(1), Ordering::Relaxed);
+    }
+
+    /// Waker, from outside the task's poll: counts a wake if the slot still
+    /// holds the task of `generation`, and returns whether it did. The
+    /// first wake after a poll started stamps `woken_ms` (reading the clock
+    /// only then).
+    pub(crate) fn wake(&self, generation: u32, now_ns: impl Fn() -> u64) -> bool {
+        let tag = u64::from(generation & 0xffff) << WAKE_GEN_SHIFT;
+        let mut cur = self.wakes.load(Ordering::Acquire);
         loop {
-            let (state, _, _) = unpack_state(cur);
-            let next = if state == RUNNING_WOKEN {
-                SCHEDULED
-            } else {
-                IDLE
-            };
-            match self.state.compare_exchange_weak(
-                cur,
-                pack_state(next, generation, now_ns),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
+            if cur & !WAKE_COUNT != tag {
+                return false;
+            }
+            let next = tag | (cur.wrapping_add(1) & WAKE_COUNT);
+            match self
+                .wakes
+                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => break,
                 Err(actual) => cur = actual,
+            }
+        }
+        if cur & WAKE_COUNT == self.seen_wakes.load(Ordering::Acquire) {
+            self.woken_ms.store(now_ns() / 1_000_000, Ordering::Release);
+        }
+        true
+    }
+
+    /// Readers: the task's state and since when (ms), from the poller's
+    /// state word and the wakes counted since its last poll started.
+    fn state_since(&self) -> (TaskState, u64) {
+        let (state, generation, since_ms) = unpack_state(self.state.load(Ordering::Acquire));
+        match state {
+            RUNNING => (TaskState::Running, since_ms),
+            SCHEDULED => (TaskState::Scheduled, since_ms),
+            _ => {
+                let wakes = self.wakes.load(Ordering::Acquire);
+                let current = wakes >> WAKE_GEN_SHIFT == u64::from(generation);
+                if current && wakes & WAKE_COUNT != self.seen_wakes.load(Ordering::Acquire) {
+                    let woken = self.woken_ms.load(Ordering::Acquire);
+                    (TaskState::Scheduled, woken.max(since_ms))
+                } else {
+                    (TaskState::Idle, since_ms)
+                }
             }
         }
     }
 
-    /// Waker: marks the task scheduled if it is still the task of
-    /// `generation`. Returns whether it was. `now_ns` is read only when the
-    /// state's time changes (an idle task becomes scheduled), not for a
-    /// wake during a poll, the common case of a task that yields.
-    pub(crate) fn mark_woken(&self, generation: u32, now_ns: impl Fn() -> u64) -> bool {
-        let mut cur = self.state.load(Ordering::Acquire);
-        loop {
-            let (state, g, _) = unpack_state(cur);
-            if g != generation & 0xffff {
-                return false;
-            }
-            let next = match state {
-                IDLE => pack_state(SCHEDULED, generation, now_ns()),
-                RUNNING => (cur & !0b11) | RUNNING_WOKEN,
-                _ => return true,
-            };
-            match self
-                .state
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => return true,
-                Err(actual) => cur = actual,
-            }
-        }
+    /// Readers: wakes of every kind.
+    fn wakes_total(&self) -> u64 {
+        (self.wakes.load(Ordering::Relaxed) & WAKE_COUNT)
+            .wrapping_add(self.self_wakes.load(Ordering::Relaxed))
     }
 }
 
@@ -331,7 +364,13 @@ impl Registry {
             Ordering::Relaxed,
         );
         slot.polls.store(0, Ordering::Relaxed);
-        slot.wakes.store(0, Ordering::Relaxed);
+        slot.wakes.store(
+            u64::from(generation & 0xffff) << WAKE_GEN_SHIFT,
+            Ordering::Relaxed,
+        );
+        slot.seen_wakes.store(0, Ordering::Relaxed);
+        slot.woken_ms.store(0, Ordering::Relaxed);
+        slot.self_wakes.store(0, Ordering::Relaxed);
         slot.name.store(task.name.cloned());
         slot.stack.reset();
         slot.id.store(id, Ordering::Release);
@@ -451,7 +490,7 @@ pub(crate) struct RawTask {
     pub(crate) parent: u64,
     pub(crate) location: Option<&'static Location<'static>>,
     pub(crate) root_call_site: u32,
-    pub(crate) state: u64,
+    pub(crate) state: TaskState,
     pub(crate) since_ms: u64,
     pub(crate) polls: u64,
     pub(crate) wakes: u64,
@@ -476,8 +515,8 @@ impl TaskSlot {
         if id == 0 {
             return None;
         }
-        let (state, _, since_ms) = unpack_state(self.state.load(Ordering::Acquire));
-        Some((id, public_state(state), since_ms))
+        let (state, since_ms) = self.state_since();
+        Some((id, state, since_ms))
     }
 
     /// Copies this slot if it holds a live task, its published stack into
@@ -495,9 +534,9 @@ impl TaskSlot {
         // `&'static Location` (see `Registry::register`).
         let location = unsafe { location.cast_const().as_ref() };
         let root_call_site = self.root_call_site.load(Ordering::Relaxed);
-        let (state, _, since_ms) = unpack_state(self.state.load(Ordering::Acquire));
+        let (state, since_ms) = self.state_since();
         let polls = self.polls.load(Ordering::Relaxed);
-        let wakes = self.wakes.load(Ordering::Relaxed);
+        let wakes = self.wakes_total();
         let name = self.name.load();
         let mut stack_copied = false;
         let mut torn = 0;
@@ -583,16 +622,17 @@ mod loom_tests {
             reg.deregister(&first);
             let second = reg.register(new_task(2)).unwrap();
             second.slot.start_poll(second.generation, 0);
-            let t = loom::thread::spawn(move || slot.mark_woken(stale_generation, || 0));
-            second.slot.end_poll(second.generation, 0);
+            let t = loom::thread::spawn(move || slot.wake(stale_generation, || 0));
+            second.slot.end_poll(second.generation, 0, false);
             assert!(!t.join().unwrap());
-            let (state, _, _) = unpack_state(slot.state.load(Ordering::Relaxed));
-            assert_eq!(state, IDLE);
+            assert_eq!(slot.state_since().0, TaskState::Idle);
+            assert_eq!(slot.wakes_total(), 0);
             registry().deregister(&second);
         });
     }
 
-    /// A wake during a poll is not lost: the task ends the poll scheduled.
+    /// A wake from another thread during a poll is not lost: the task ends
+    /// the poll scheduled, with the wake counted.
     #[test]
     fn wake_during_poll_leaves_task_scheduled() {
         loom::model(|| {
@@ -601,11 +641,15 @@ mod loom_tests {
             r.slot.start_poll(r.generation, 0);
             let slot = r.slot;
             let generation = r.generation;
-            let t = loom::thread::spawn(move || slot.mark_woken(generation, || 0));
-            r.slot.end_poll(r.generation, 0);
+            let t = loom::thread::spawn(move || slot.wake(generation, || 0));
+            r.slot.end_poll(r.generation, 0, false);
             assert!(t.join().unwrap());
-            let (state, _, _) = unpack_state(r.slot.state.load(Ordering::Relaxed));
-            assert_eq!(state, SCHEDULED);
+            assert_eq!(r.slot.state_since().0, TaskState::Scheduled);
+            assert_eq!(r.slot.wakes_total(), 1);
+            // The next poll consumes the wake.
+            r.slot.start_poll(r.generation, 0);
+            r.slot.end_poll(r.generation, 0, false);
+            assert_eq!(r.slot.state_since().0, TaskState::Idle);
             registry().deregister(&r);
         });
     }

@@ -16,7 +16,6 @@ use std::task::Waker;
 use futures_util::task::ArcWake;
 
 use super::registry::Registration;
-use crate::sync::Ordering;
 
 /// A task root's shared state: its registration, and the executor's waker
 /// that waking it forwards to.
@@ -42,10 +41,23 @@ impl RootShared {
 }
 
 impl ArcWake for RootShared {
+    /// A wake from inside the task's own poll (a yield) is recorded by the
+    /// polling thread without atomics: the task ends the poll scheduled.
+    /// Any other wake is counted in the task slot (see
+    /// [`TaskSlot::wake`](super::TaskSlot::wake)).
     fn wake_by_ref(arc_self: &Arc<Self>) {
-        let slot = arc_self.reg.slot;
-        if slot.mark_woken(arc_self.reg.generation, crate::clock::now_ns) {
-            slot.wakes.fetch_add(1, Ordering::Relaxed);
+        let reg = &arc_self.reg;
+        let own = crate::active::with(|a| {
+            let own = std::ptr::eq(a.task.get(), reg.slot) && a.task_id.get() == reg.id;
+            if own {
+                a.self_woken.set(true);
+            }
+            own
+        });
+        if own == Some(true) {
+            reg.slot.count_self_wake();
+        } else {
+            reg.slot.wake(reg.generation, crate::clock::now_ns);
         }
         arc_self.executor.wake_by_ref();
     }
