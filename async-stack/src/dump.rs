@@ -315,7 +315,7 @@ pub fn dump() -> TaskDump {
 /// watchdog, which looks for the few stalled tasks among many, and the
 /// panic hook, which looks for one.
 pub(crate) fn dump_where(keep: impl Fn(u64, TaskState, u64) -> bool) -> TaskDump {
-    let now_ms = crate::clock::now_ns() / 1_000_000;
+    let now_ms = crate::clock::system_ms();
     // Room for every slot ever used, the most tasks that can be live, so
     // the (large) task list is never regrown and copied. Counting reads no
     // slot, only the page table; the reservation is a fraction of the

@@ -362,7 +362,7 @@ fn enter_root(
     let reg = &r.reg;
     let slot = reg.slot;
     slot.stack.collect_retired();
-    slot.start_poll(reg.generation, crate::clock::now_ns());
+    slot.start_poll(reg.generation, crate::clock::now_ms());
     a.task.set(slot);
     a.task_id.set(reg.id);
     slot.stack
@@ -387,7 +387,7 @@ fn exit_root(
     let reg = &r.reg;
     if pending {
         reg.slot
-            .end_poll(reg.generation, crate::clock::now_ns(), self_woken);
+            .end_poll(reg.generation, crate::clock::now_ms(), self_woken);
     } else {
         registry().deregister(reg);
         *root = None;
@@ -432,7 +432,7 @@ fn register_root(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Optio
         location: spawn.map(|s| s.location),
         root_call_site: frame.call_site().id(),
         name: spawn.and_then(|s| s.name.as_ref()),
-        now_ns: crate::clock::now_ns(),
+        now_ms: crate::clock::now_ms(),
     })?;
     // The spawn metadata belongs to this root only.
     a.pending_spawn.set(std::ptr::null());

@@ -32,10 +32,8 @@ const WAKE_GEN_SHIFT: u32 = 48;
 
 /// Packs a state word: `[time_ms:46][gen:16][state:2]`.
 #[inline(always)]
-pub(crate) fn pack_state(state: u64, generation: u32, now_ns: u64) -> u64 {
-    ((now_ns / 1_000_000) << TIME_SHIFT)
-        | (u64::from(generation & 0xffff) << GEN_SHIFT)
-        | (state & 0b11)
+pub(crate) fn pack_state(state: u64, generation: u32, now_ms: u64) -> u64 {
+    (now_ms << TIME_SHIFT) | (u64::from(generation & 0xffff) << GEN_SHIFT) | (state & 0b11)
 }
 
 /// Unpacks a state word into `(state, generation, since_ms)`.
@@ -107,9 +105,9 @@ impl TaskSlot {
     /// Poller: the task starts a poll. Wakes counted so far are consumed
     /// by it.
     #[inline(always)]
-    pub(crate) fn start_poll(&self, generation: u32, now_ns: u64) {
+    pub(crate) fn start_poll(&self, generation: u32, now_ms: u64) {
         self.state
-            .store(pack_state(RUNNING, generation, now_ns), Ordering::Release);
+            .store(pack_state(RUNNING, generation, now_ms), Ordering::Release);
         let polls = self.polls.load(Ordering::Relaxed);
         self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
         let wakes = self.wakes.load(Ordering::Acquire) & WAKE_COUNT;
@@ -129,10 +127,10 @@ impl TaskSlot {
     /// woke itself during the poll. A plain store: wakes from elsewhere are
     /// counted in `wakes`, which readers compare with `seen_wakes`.
     #[inline(always)]
-    pub(crate) fn end_poll(&self, generation: u32, now_ns: u64, self_woken: bool) {
+    pub(crate) fn end_poll(&self, generation: u32, now_ms: u64, self_woken: bool) {
         let state = if self_woken { SCHEDULED } else { IDLE };
         self.state
-            .store(pack_state(state, generation, now_ns), Ordering::Release);
+            .store(pack_state(state, generation, now_ms), Ordering::Release);
     }
 
     /// Poller: the task woke itself from inside its poll (a yield).
@@ -146,7 +144,7 @@ impl TaskSlot {
     /// holds the task of `generation`, and returns whether it did. The
     /// first wake after a poll started stamps `woken_ms` (reading the clock
     /// only then).
-    pub(crate) fn wake(&self, generation: u32, now_ns: impl Fn() -> u64) -> bool {
+    pub(crate) fn wake(&self, generation: u32, now_ms: impl Fn() -> u64) -> bool {
         let tag = u64::from(generation & 0xffff) << WAKE_GEN_SHIFT;
         let mut cur = self.wakes.load(Ordering::Acquire);
         loop {
@@ -163,7 +161,7 @@ impl TaskSlot {
             }
         }
         if cur & WAKE_COUNT == self.seen_wakes.load(Ordering::Acquire) {
-            self.woken_ms.store(now_ns() / 1_000_000, Ordering::Release);
+            self.woken_ms.store(now_ms(), Ordering::Release);
         }
         true
     }
@@ -284,7 +282,7 @@ pub(crate) struct NewTask<'a> {
     pub(crate) location: Option<&'static Location<'static>>,
     pub(crate) root_call_site: u32,
     pub(crate) name: Option<&'a Arc<String>>,
-    pub(crate) now_ns: u64,
+    pub(crate) now_ms: u64,
 }
 
 impl Registry {
@@ -360,7 +358,7 @@ impl Registry {
         slot.root_call_site
             .store(task.root_call_site, Ordering::Relaxed);
         slot.state.store(
-            pack_state(SCHEDULED, generation, task.now_ns),
+            pack_state(SCHEDULED, generation, task.now_ms),
             Ordering::Relaxed,
         );
         slot.polls.store(0, Ordering::Relaxed);
@@ -584,7 +582,7 @@ mod loom_tests {
             location: None,
             root_call_site: 1,
             name: None,
-            now_ns: 0,
+            now_ms: 0,
         }
     }
 

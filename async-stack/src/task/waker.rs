@@ -57,7 +57,7 @@ impl ArcWake for RootShared {
         if own == Some(true) {
             reg.slot.count_self_wake();
         } else {
-            reg.slot.wake(reg.generation, crate::clock::now_ns);
+            reg.slot.wake(reg.generation, crate::clock::now_ms);
         }
         arc_self.executor.wake_by_ref();
     }
