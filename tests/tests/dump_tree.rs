@@ -1,0 +1,174 @@
+//! The tree a dump shows for a task holds every live frame of the task,
+//! whether or not its last poll reached it, and loses a frame as soon as
+//! the frame belongs elsewhere.
+
+use async_stack::{TaskDump, TaskInfo, traced_async};
+use futures::StreamExt;
+use futures::channel::{mpsc, oneshot};
+use futures::future::{FutureExt, Shared};
+use futures::stream::FuturesUnordered;
+use futures::task::LocalSpawnExt;
+
+/// A task's frames as `(depth, function)`, in the order the dump lists them.
+fn tree(task: &TaskInfo) -> Vec<(u32, &str)> {
+    task.frames
+        .iter()
+        .map(|f| (f.depth, &*f.function))
+        .collect()
+}
+
+/// The one live task named `name`.
+fn task(d: &TaskDump, name: &str) -> TaskInfo {
+    let found: Vec<&TaskInfo> = d
+        .tasks
+        .iter()
+        .filter(|t| t.name.as_deref() == Some(name))
+        .collect();
+    assert_eq!(found.len(), 1, "{d}");
+    found[0].clone()
+}
+
+// --- FuturesUnordered ---------------------------------------------------
+
+/// Waits for messages until its sender goes away.
+#[traced_async]
+async fn member(mut rx: mpsc::UnboundedReceiver<()>) {
+    while rx.next().await.is_some() {}
+}
+
+#[traced_async]
+async fn unordered(receivers: Vec<mpsc::UnboundedReceiver<()>>) {
+    let mut set: FuturesUnordered<_> = receivers.into_iter().map(member).collect();
+    while set.next().await.is_some() {}
+}
+
+#[traced_async(name = "unordered-root")]
+async fn unordered_root(receivers: Vec<mpsc::UnboundedReceiver<()>>) {
+    unordered(receivers).await
+}
+
+/// `FuturesUnordered` polls only the children that were woken. The ones it
+/// skipped are still pending, and the dump still shows them, in the order
+/// they were first polled.
+#[test]
+fn children_not_polled_in_the_last_poll_stay_in_the_tree() {
+    let mut pool = futures::executor::LocalPool::new();
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..3).map(|_| mpsc::unbounded()).unzip();
+    pool.spawner()
+        .spawn_local(unordered_root(receivers))
+        .unwrap();
+    pool.run_until_stalled();
+    let expected = [
+        (0, "unordered-root"),
+        (1, "dump_tree::unordered"),
+        (2, "dump_tree::member"),
+        (2, "dump_tree::member"),
+        (2, "dump_tree::member"),
+    ];
+    let first = task(&async_stack::dump(), "unordered-root");
+    assert_eq!(tree(&first), expected);
+
+    // Wake the middle child only: the next poll reaches it alone.
+    senders[1].unbounded_send(()).unwrap();
+    pool.run_until_stalled();
+    let second = task(&async_stack::dump(), "unordered-root");
+    assert_eq!(second.polls, first.polls + 1);
+    assert_eq!(tree(&second), expected);
+    let member_line = second.frames[2].awaiting_at.as_ref().unwrap().line;
+    for f in &second.frames[2..] {
+        assert_eq!(f.awaiting_at.as_ref().unwrap().line, member_line);
+    }
+
+    // A child that completes leaves the tree; the others stay.
+    let mut senders = senders;
+    drop(senders.remove(0));
+    pool.run_until_stalled();
+    let third = task(&async_stack::dump(), "unordered-root");
+    assert_eq!(tree(&third), expected[..4]);
+    drop(senders);
+    pool.run();
+    let d = async_stack::dump();
+    assert!(d.tasks.iter().all(|t| t.name.as_deref() != Some("unordered-root")));
+}
+
+// --- A frame that moves to another task ---------------------------------
+
+#[traced_async]
+async fn shared_wait(rx: oneshot::Receiver<()>) {
+    let _ = rx.await;
+}
+
+#[traced_async]
+async fn wait_forever(rx: oneshot::Receiver<()>) {
+    let _ = rx.await;
+}
+
+type SharedWait = Shared<futures::future::BoxFuture<'static, ()>>;
+
+#[traced_async(name = "first-holder")]
+async fn first_holder(shared: SharedWait, poke: oneshot::Receiver<()>, rest: oneshot::Receiver<()>) {
+    // `poke` is polled first: once it fires, `shared` is dropped unpolled.
+    futures::future::select(poke, shared).await;
+    wait_forever(rest).await;
+}
+
+#[traced_async(name = "second-holder")]
+async fn second_holder(shared: SharedWait) {
+    shared.await;
+}
+
+/// A `Shared` future's frame belongs to the task that polled it last. When
+/// another task polls it, it leaves the first task's tree at that task's
+/// next poll (it cannot write into a stack another thread may be
+/// publishing), and never shows up there again.
+#[test]
+fn a_frame_polled_by_another_task_leaves_the_first_at_its_next_poll() {
+    let mut pool = futures::executor::LocalPool::new();
+    let (done_tx, done_rx) = oneshot::channel();
+    let shared: SharedWait = shared_wait(done_rx).boxed().shared();
+    let (poke_tx, poke_rx) = oneshot::channel();
+    let (rest_tx, rest_rx) = oneshot::channel();
+    pool.spawner()
+        .spawn_local(first_holder(shared.clone(), poke_rx, rest_rx))
+        .unwrap();
+    pool.run_until_stalled();
+    let d = async_stack::dump();
+    assert_eq!(
+        tree(&task(&d, "first-holder")),
+        [(0, "first-holder"), (1, "dump_tree::shared_wait")]
+    );
+
+    pool.spawner()
+        .spawn_local(second_holder(shared.clone()))
+        .unwrap();
+    pool.run_until_stalled();
+    let d = async_stack::dump();
+    assert_eq!(
+        tree(&task(&d, "second-holder")),
+        [(0, "second-holder"), (1, "dump_tree::shared_wait")]
+    );
+
+    poke_tx.send(()).unwrap();
+    pool.run_until_stalled();
+    let d = async_stack::dump();
+    assert_eq!(
+        tree(&task(&d, "first-holder")),
+        [(0, "first-holder"), (1, "dump_tree::wait_forever")]
+    );
+    assert_eq!(
+        tree(&task(&d, "second-holder")),
+        [(0, "second-holder"), (1, "dump_tree::shared_wait")]
+    );
+
+    done_tx.send(()).unwrap();
+    rest_tx.send(()).unwrap();
+    pool.run();
+    drop(shared);
+    let d = async_stack::dump();
+    assert!(
+        !d.tasks
+            .iter()
+            .any(|t| t.name.as_deref().is_some_and(|n| n.ends_with("-holder"))),
+        "{d}"
+    );
+}
