@@ -88,7 +88,11 @@ fn children_not_polled_in_the_last_poll_stay_in_the_tree() {
     drop(senders);
     pool.run();
     let d = async_stack::dump();
-    assert!(d.tasks.iter().all(|t| t.name.as_deref() != Some("unordered-root")));
+    assert!(
+        d.tasks
+            .iter()
+            .all(|t| t.name.as_deref() != Some("unordered-root"))
+    );
 }
 
 // --- A frame that moves to another task ---------------------------------
@@ -106,7 +110,11 @@ async fn wait_forever(rx: oneshot::Receiver<()>) {
 type SharedWait = Shared<futures::future::BoxFuture<'static, ()>>;
 
 #[traced_async(name = "first-holder")]
-async fn first_holder(shared: SharedWait, poke: oneshot::Receiver<()>, rest: oneshot::Receiver<()>) {
+async fn first_holder(
+    shared: SharedWait,
+    poke: oneshot::Receiver<()>,
+    rest: oneshot::Receiver<()>,
+) {
     // `poke` is polled first: once it fires, `shared` is dropped unpolled.
     futures::future::select(poke, shared).await;
     wait_forever(rest).await;

@@ -291,14 +291,17 @@ impl PublishedStack {
         self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
 
-    /// Writer: empties the table for a new task.
+    /// Writer: empties the table for a new task. `active` is already `0`
+    /// (the last poll cleared it), and a leftover retirement only costs the
+    /// new task one scan that frees nothing (births are never reused).
     pub(crate) fn reset(&self) {
-        let s = self.begin();
-        self.live.store(0, Ordering::Relaxed);
-        self.overflow.store(0, Ordering::Relaxed);
-        self.end(s);
-        self.active.store(0, Ordering::Release);
-        self.retire_pending.store(0, Ordering::Relaxed);
+        if self.live.load(Ordering::Relaxed) | u64::from(self.overflow.load(Ordering::Relaxed)) != 0
+        {
+            let s = self.begin();
+            self.live.store(0, Ordering::Relaxed);
+            self.overflow.store(0, Ordering::Relaxed);
+            self.end(s);
+        }
     }
 
     /// Writer: gives a frame born `birth` a slot holding `word`, or counts
