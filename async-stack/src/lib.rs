@@ -31,10 +31,18 @@
 //!
 //! # Cost
 //!
-//! Per instrumented level and poll: a few loads and plain stores (no lock,
-//! no allocation, no atomic read-modify-write). A task root additionally
-//! takes a registry slot on its first poll and gives it back at the end.
-//! See `BENCHMARKS.md` for measured figures.
+//! Per instrumented level and poll: a few loads and plain stores, inlined
+//! into the parent's poll (no call, no lock, no allocation, no atomic
+//! read-modify-write). A frame's first poll under a parent, and its end,
+//! take a cold call that gives it a place in its task's published stack
+//! and takes it back. A task root additionally takes a registry slot on its
+//! first poll and gives it back at the end, and on each poll stamps its
+//! state with the time read from one atomic word.
+//!
+//! That word is kept by a background thread, `async-stack-clock`, started
+//! by the first task root and ticking every 4 ms (the resolution of times
+//! in dumps); it parks after about a second without task polls. See
+//! `BENCHMARKS.md` for measured figures.
 //!
 //! # Stack accuracy
 //!

@@ -131,8 +131,8 @@ pub(crate) struct StackCopy {
     pub(crate) len: u32,
     /// While a poll runs: the index in `words` of the frame being polled.
     pub(crate) active: Option<u32>,
-    /// Scratch: the raw slots, between the copy and the tree.
-    raw: Vec<(u32, u64, u32)>,
+    /// Scratch: the slot of each copied word when they are not `0..n`.
+    slots: Vec<u8>,
 }
 
 impl StackCopy {
@@ -158,17 +158,46 @@ impl StackCopy {
         mask
     }
 
-    /// Turns `raw` (slot, published word, birth) into the pre-order tree in
-    /// `words` and `births`, and maps `active_slot` to its index.
+    /// Turns the copied slots (published words and births, in slot order;
+    /// `slots` names them, or is empty for slots `0..n`) into the pre-order
+    /// tree in `words` and `births`, and maps `active_slot` to its index.
     ///
     /// A frame's parent is the frame in its parent slot if that one is live
     /// and older; otherwise (its parent is gone, or never had a slot) the
     /// frame hangs under the oldest parentless frame, the root.
     fn build_tree(&mut self, active_slot: Option<u32>) {
+        self.active = None;
+        let n = self.words.len();
+        if n == 0 {
+            return;
+        }
+        let slot_of = |slots: &[u8], i: usize| slots.get(i).map_or(i as u32, |&s| u32::from(s));
+        // The usual stack, a plain chain (each frame, in slot order, born
+        // after and under the one before): only depths to fill in.
+        let chain = self
+            .words
+            .first()
+            .is_some_and(|&w| Entry::parent_of(w).is_none())
+            && (1..n).all(|i| {
+                self.births[i - 1] < self.births[i]
+                    && Entry::parent_of(self.words[i]) == Some(slot_of(&self.slots, i - 1))
+            });
+        if chain {
+            for i in 0..n {
+                let e = Entry::decode(self.words[i]);
+                self.words[i] = Entry::encode(i as u32, e.call_site, e.await_site);
+                if Some(slot_of(&self.slots, i)) == active_slot {
+                    self.active = Some(i as u32);
+                }
+            }
+            return;
+        }
         const NONE: u8 = u8::MAX;
-        let raw = &mut self.raw;
+        // (slot, word, birth), in birth order.
+        let mut raw: Vec<(u32, u64, u32)> = (0..n)
+            .map(|i| (slot_of(&self.slots, i), self.words[i], self.births[i]))
+            .collect();
         raw.sort_unstable_by_key(|&(_, _, birth)| birth);
-        let n = raw.len();
         // Slot -> index in `raw` (birth order).
         let mut index_of = [NONE; 64];
         for (i, &(slot, _, _)) in raw.iter().enumerate() {
@@ -203,14 +232,9 @@ impl StackCopy {
         }
         self.words.clear();
         self.births.clear();
-        self.active = None;
-        if n == 0 {
-            return;
-        }
         // Iterative pre-order walk from the root (index 0).
         let mut stack = [(0u8, 0u32); 64];
         let mut top = 1;
-        stack[0] = (0, 0);
         while top > 0 {
             top -= 1;
             let (i, depth) = stack[top];
@@ -253,10 +277,11 @@ pub(crate) struct PublishedStack {
     overflow: AtomicU32,
     words: [AtomicU64; STACK_CAPACITY],
     births: [AtomicU32; STACK_CAPACITY],
+    /// Raised by a foreign retirement; checked once per task poll.
+    retire_pending: AtomicU32,
     /// Foreign retirements: the birth of the frame that should give this
     /// slot back (see the module docs). Read by the writer only.
     retire: [AtomicU32; STACK_CAPACITY],
-    retire_pending: AtomicU32,
 }
 
 /// A copy raced with the writer.
@@ -272,8 +297,8 @@ impl PublishedStack {
             overflow: AtomicU32::new(0),
             words: std::array::from_fn(|_| AtomicU64::new(0)),
             births: std::array::from_fn(|_| AtomicU32::new(0)),
-            retire: std::array::from_fn(|_| AtomicU32::new(0)),
             retire_pending: AtomicU32::new(0),
+            retire: std::array::from_fn(|_| AtomicU32::new(0)),
         }
     }
 
@@ -436,31 +461,41 @@ impl PublishedStack {
 
     /// Reader: copies the stack into `out`, as a tree.
     pub(crate) fn copy_into(&self, out: &mut StackCopy) -> Result<(), Torn> {
-        out.raw.clear();
+        out.words.clear();
+        out.births.clear();
+        out.slots.clear();
         let s1 = self.seq.load(Ordering::Acquire);
         if s1 & 1 == 1 {
             return Err(Torn);
         }
-        let live = self.live.load(Ordering::Relaxed);
+        let live = self.live.load(Ordering::Relaxed) & (u64::MAX >> (64 - STACK_CAPACITY));
         let overflow = self.overflow.load(Ordering::Relaxed);
         let active = self.active.load(Ordering::Acquire);
-        let mut bits = live & (u64::MAX >> (64 - STACK_CAPACITY));
-        while bits != 0 {
-            let slot = bits.trailing_zeros();
-            bits &= bits - 1;
-            out.raw.push((
-                slot,
-                self.words[slot as usize].load(Ordering::Relaxed),
-                self.births[slot as usize].load(Ordering::Relaxed),
-            ));
+        if live & live.wrapping_add(1) == 0 {
+            // Slots `0..n`, the usual case: two straight copies.
+            let n = live.trailing_ones() as usize;
+            out.words
+                .extend(self.words[..n].iter().map(|w| w.load(Ordering::Relaxed)));
+            out.births
+                .extend(self.births[..n].iter().map(|b| b.load(Ordering::Relaxed)));
+        } else {
+            let mut bits = live;
+            while bits != 0 {
+                let slot = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                out.words.push(self.words[slot].load(Ordering::Relaxed));
+                out.births.push(self.births[slot].load(Ordering::Relaxed));
+                out.slots.push(slot as u8);
+            }
         }
         // Order the loads above before the second `seq` load.
         fence(Ordering::Acquire);
         if self.seq.load(Ordering::Relaxed) != s1 {
-            out.raw.clear();
+            out.words.clear();
+            out.births.clear();
             return Err(Torn);
         }
-        out.len = (out.raw.len() as u32).saturating_add(overflow);
+        out.len = (out.words.len() as u32).saturating_add(overflow);
         out.build_tree(active.checked_sub(1));
         Ok(())
     }
