@@ -4,27 +4,31 @@
 //! # Poll protocol
 //!
 //! `Traced::poll` is always inlined, and calls the inner future's `poll`
-//! from exactly one place (a closure the walker recognises on the native
-//! stack, inlined or not). On every poll it:
+//! from exactly one place, so that exactly one `Traced::poll` (inlined or
+//! not) stands on the native stack per level: the walker's anchor. On every
+//! poll it:
 //!
 //! 1. reads the thread's active frame; if there is none, this future is a
 //!    **task root**, which takes two out-of-line, non-generic calls around
 //!    the inner poll (registration on the first poll, see [`crate::task`],
 //!    the task's state, its waker);
-//! 2. otherwise links `parent` to it, and copies the return address cached
-//!    in the parent's current await site;
-//! 3. compares its entry (its cached `key` at its depth) with the task's
-//!    published stack and rewrites it only if it differs, makes itself the
-//!    active frame, polls the inner future, and restores the previous active
-//!    frame and position. A guard restores them if the inner poll unwinds.
+//! 2. otherwise stores `parent`, and compares the parent's `link` with the
+//!    one it saw when it was linked (see [`crate::frame`], "Links"). If they
+//!    differ (its first poll, a new parent, another task), a cold call gives
+//!    it a slot in the task's published stack and copies the return address
+//!    cached in the parent's current await site;
+//! 3. makes itself the active frame, for this thread and for readers of the
+//!    task (the published stack's `active` slot), polls the inner future,
+//!    and makes the parent active again; a guard does the same if the inner
+//!    poll unwinds. A frame that completes gives its slot back (cold).
 //!
 //! Steady-state cost of a level: a handful of loads and plain stores. No
 //! lock, no allocation, no atomic read-modify-write, no call. A task root
-//! adds, once per task poll, two coarse clock reads and one
-//! compare-and-swap on its state word, which wakers on other threads race
-//! on (a plain store could lose a wake, or let a stale waker of a finished
-//! task mark the slot's next task scheduled); each wake through the root's
-//! waker adds a compare-and-swap and a count.
+//! adds, once per task poll, a few plain stores to its task slot (state and
+//! time, poll count, the wake count it has seen) and two reads of the
+//! ticking clock ([`crate::clock`]); a wake from another thread through the
+//! root's waker adds a compare-and-swap on the task's wake counter, and a
+//! wake from inside the task's own poll only a thread-local flag.
 
 use std::future::Future;
 use std::panic::Location;
