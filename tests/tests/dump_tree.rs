@@ -180,3 +180,90 @@ fn a_frame_polled_by_another_task_leaves_the_first_at_its_next_poll() {
         "{d}"
     );
 }
+
+// --- More live frames than a published stack holds -----------------------
+
+#[traced_async(name = "wide-root")]
+async fn wide_root(receivers: Vec<mpsc::UnboundedReceiver<()>>) {
+    unordered(receivers).await
+}
+
+/// A task with more live frames than [`async_stack::task::STACK_CAPACITY`] shows
+/// the first ones and counts the rest; as frames end, the count follows.
+#[test]
+fn frames_beyond_the_capacity_are_counted_not_shown() {
+    let cap = async_stack::task::STACK_CAPACITY;
+    let mut pool = futures::executor::LocalPool::new();
+    let members = cap + 10;
+    let (senders, receivers): (Vec<_>, Vec<_>) = (0..members).map(|_| mpsc::unbounded()).unzip();
+    pool.spawner().spawn_local(wide_root(receivers)).unwrap();
+    pool.run_until_stalled();
+    let t = task(&async_stack::dump(), "wide-root");
+    // The root and `unordered` hold two slots; the members fill the rest.
+    assert_eq!(t.frames.len(), cap);
+    assert_eq!(t.truncated as usize, members + 2 - cap);
+    assert!(
+        t.frames[2..]
+            .iter()
+            .all(|f| f.function == "dump_tree::member")
+    );
+
+    // Members end, shown or not (`FuturesUnordered` decides the order of
+    // first polls, hence which ones got a slot): shown plus counted is
+    // always the number of live frames. A hidden frame stays hidden.
+    let mut senders = senders;
+    for live in [members - 10, 5] {
+        senders.truncate(live);
+        pool.run_until_stalled();
+        let t = task(&async_stack::dump(), "wide-root");
+        assert_eq!(t.frames.len() + t.truncated as usize, live + 2, "{live}");
+        assert!(t.frames.len() <= cap);
+    }
+    drop(senders);
+    pool.run();
+}
+
+// --- A frame dropped on another thread ----------------------------------
+
+/// Polls a boxed traced future once inside the task, then hands it out.
+#[traced_async(name = "lender")]
+async fn lender(
+    out: std::sync::mpsc::Sender<futures::future::BoxFuture<'static, ()>>,
+    rest: oneshot::Receiver<()>,
+    wake: oneshot::Receiver<()>,
+) {
+    let (_tx, rx) = oneshot::channel::<()>();
+    let mut lent = shared_wait(rx).boxed();
+    assert!(futures::poll!(&mut lent).is_pending());
+    out.send(lent).unwrap();
+    let _ = wake.await;
+    wait_forever(rest).await;
+}
+
+/// A frame its task polled, then dropped on another thread, leaves the
+/// task's tree at the task's next poll.
+#[test]
+fn a_frame_dropped_on_another_thread_leaves_its_task_at_the_next_poll() {
+    let mut pool = futures::executor::LocalPool::new();
+    let (out_tx, out_rx) = std::sync::mpsc::channel();
+    let (rest_tx, rest_rx) = oneshot::channel();
+    let (wake_tx, wake_rx) = oneshot::channel();
+    pool.spawner()
+        .spawn_local(lender(out_tx, rest_rx, wake_rx))
+        .unwrap();
+    pool.run_until_stalled();
+    let lent = out_rx.recv().unwrap();
+    assert_eq!(
+        tree(&task(&async_stack::dump(), "lender")),
+        [(0, "lender"), (1, "dump_tree::shared_wait")]
+    );
+    std::thread::spawn(move || drop(lent)).join().unwrap();
+    wake_tx.send(()).unwrap();
+    pool.run_until_stalled();
+    assert_eq!(
+        tree(&task(&async_stack::dump(), "lender")),
+        [(0, "lender"), (1, "dump_tree::wait_forever")]
+    );
+    rest_tx.send(()).unwrap();
+    pool.run();
+}

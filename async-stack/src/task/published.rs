@@ -52,9 +52,10 @@
 
 use crate::sync::{AtomicU32, AtomicU64, Ordering, fence};
 
-/// Number of frames of one task a published stack holds. Frames that first
-/// poll while every slot is taken are not shown (and their number is
-/// reported as truncated).
+/// Number of frames of one task a published stack holds. A frame that first
+/// polls while every slot is taken (or under a frame that holds none) is not
+/// shown for as long as it lives, and is counted in the task's
+/// `truncated`.
 pub const STACK_CAPACITY: usize = if cfg!(async_stack_loom) { 4 } else { 64 };
 
 const _: () = assert!(STACK_CAPACITY <= 64, "`live` is one 64-bit mask");
