@@ -23,6 +23,12 @@
 //!   than inside it).
 //! - `async-backtrace`: `#[async_backtrace::framed]` on `root` and every
 //!   level; `root` is likewise its task root.
+//! - `control: link only`: a wrapper written here, around the same plain
+//!   async fns as `.traced()`, that does the least any frame recording must:
+//!   store the thread's current level as its parent, make itself current,
+//!   poll, and restore the parent. No task, no state, no await sites, no
+//!   unwinding guard. It is the floor a recording wrapper can reach in this
+//!   bench, not a product.
 //! - `await-tree`: every level awaits its callee through
 //!   `instrument_await("lK")`, and the whole chain runs inside
 //!   `Registry::register(..).instrument(..)` (await-tree's root: without it
@@ -155,6 +161,73 @@ mod await_tree_instrumented {
     root!();
 }
 
+mod control {
+    use std::cell::Cell;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use benches::yield_leaf;
+
+    thread_local! {
+        static CURRENT: Cell<*const ()> = const { Cell::new(std::ptr::null()) };
+    }
+
+    /// Links itself under the thread's current level for each poll.
+    pub struct Link<F> {
+        inner: F,
+        parent: Cell<*const ()>,
+    }
+
+    impl<F: Future> Future for Link<F> {
+        type Output = F::Output;
+
+        #[inline(always)]
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+            // SAFETY: `inner` is never moved out of the pinned `Link` (it is
+            // structurally pinned; `Link` has no `Drop` and is not `Unpin`
+            // unless `F` is), and `parent` is not pinned.
+            let this = unsafe { self.get_unchecked_mut() };
+            let inner = unsafe { Pin::new_unchecked(&mut this.inner) };
+            // SAFETY: a `const`-initialised thread-local without destructor
+            // lives as long as its thread, which runs this poll.
+            let current: &Cell<*const ()> = CURRENT.with(|c| unsafe { &*(c as *const Cell<_>) });
+            let parent = current.get();
+            this.parent.set(parent);
+            current.set(&this.parent as *const Cell<*const ()> as *const ());
+            let out = inner.poll(cx);
+            current.set(parent);
+            out
+        }
+    }
+
+    fn link<F: Future>(inner: F) -> Link<F> {
+        Link {
+            inner,
+            parent: Cell::new(std::ptr::null()),
+        }
+    }
+
+    macro_rules! level {
+        ($name:ident => $callee:ident) => {
+            pub fn $name(pending: u32) -> Link<impl Future<Output = ()>> {
+                link(async move { $callee(pending).await })
+            }
+        };
+    }
+    benches::chain!(32, level, yield_leaf);
+
+    pub fn root(depth: u32, pending: u32) -> Link<impl Future<Output = ()>> {
+        link(async move {
+            match depth {
+                1 => l1(pending).await,
+                8 => l8(pending).await,
+                32 => l32(pending).await,
+                _ => unreachable!("no chain of depth {depth}"),
+            }
+        })
+    }
+}
+
 fn poll_depth(c: &mut Criterion<BenchClock>) {
     let registry = await_tree::Registry::new(await_tree::Config::default());
     let mut group = c.benchmark_group(names::POLL_DEPTH);
@@ -188,6 +261,13 @@ fn poll_depth(c: &mut Criterion<BenchClock>) {
                         PENDING_PER_FUTURE,
                     ))
                 });
+            },
+        );
+        group.bench_with_input(
+            BenchmarkId::new(names::CONTROL, depth),
+            &depth,
+            |b, &depth| {
+                b.iter(|| run(control::root(black_box(depth), PENDING_PER_FUTURE)));
             },
         );
         group.bench_with_input(

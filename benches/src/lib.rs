@@ -87,6 +87,9 @@ pub mod names {
     pub const ASYNC_BACKTRACE: &str = "async-backtrace";
     /// `await_tree::InstrumentAwait::instrument_await` on every level.
     pub const AWAIT_TREE: &str = "await-tree";
+    /// `poll_depth`'s control: a wrapper that only links each level to the
+    /// thread's current one and back (the least any frame recording does).
+    pub const CONTROL: &str = "control: link only";
 
     /// `async_stack::backtrace()` alone.
     pub const CAPTURE_ONLY: &str = "async-stack capture";

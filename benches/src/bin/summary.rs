@@ -162,7 +162,8 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 
 /// Every `poll_depth` variant but the baseline, in column order: the
 /// control first, then async-stack's two forms, then the peers.
-const INSTRUMENTED: [&str; 4] = [
+const INSTRUMENTED: [&str; 5] = [
+    names::CONTROL,
     names::ASYNC_STACK,
     names::ASYNC_STACK_TRACED_EXT,
     names::ASYNC_BACKTRACE,
