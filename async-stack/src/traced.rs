@@ -194,29 +194,38 @@ impl<F: Future> Future for Traced<F> {
         let root = this.root;
         let a = active::current();
         let parent = a.frame.get();
+        // A child passes the caller's `Context` through; a task root polls
+        // with its own waker. One `&mut Context` for both, so that the
+        // inner poll below is the only call to it.
         let root_waker;
-        let (waker, child) = if parent.is_null() {
+        let mut root_cx;
+        let (cx, child): (&mut Context<'_>, _) = if parent.is_null() {
             enter_root(frame, root, a, cx);
             match root.as_ref() {
                 Some(r) => {
                     root_waker = futures_util::task::waker_ref(r);
-                    (&*root_waker, None)
+                    root_cx = Context::from_waker(&root_waker);
+                    // SAFETY: only the lifetime parameter changes, to the
+                    // caller's (`Context` is invariant in it). The result is
+                    // used for the single `inner.poll` call below, while
+                    // `root_waker` is alive. `Future::poll` is generic over
+                    // its `Context`'s lifetime, so the callee cannot keep
+                    // the borrowed waker past the call (it can only clone
+                    // it), whatever lifetimes its own type carries.
+                    let root_cx = unsafe { &mut *(&raw mut root_cx).cast::<Context<'_>>() };
+                    (root_cx, None)
                 }
-                None => (cx.waker(), None),
+                None => (cx, None),
             }
         } else {
-            (cx.waker(), Some(enter_child(frame, parent, a)))
+            (cx, Some(enter_child(frame, parent, a)))
         };
-        // One `Context` for both cases, so that the inner poll below is the
-        // only call to it. (`Context` is invariant in its lifetime: the
-        // caller's cannot carry the root's waker.)
-        let mut cx = Context::from_waker(waker);
         let unwind = Unwind {
             active: a,
             parent,
             child,
         };
-        let out = inner.poll(&mut cx);
+        let out = inner.poll(cx);
         std::mem::forget(unwind);
         match child {
             Some(c) => {

@@ -183,10 +183,11 @@ mod control {
 
         #[inline(always)]
         fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-            // SAFETY: `inner` is never moved out of the pinned `Link` (it is
-            // structurally pinned; `Link` has no `Drop` and is not `Unpin`
-            // unless `F` is), and `parent` is not pinned.
+            // SAFETY: nothing is moved out of `this`: `inner` is only
+            // re-pinned below and `parent` is a `Cell` written in place.
             let this = unsafe { self.get_unchecked_mut() };
+            // SAFETY: `inner` is structurally pinned: `Link` never moves it,
+            // has no `Drop`, and is `Unpin` only when `F` is.
             let inner = unsafe { Pin::new_unchecked(&mut this.inner) };
             // SAFETY: a `const`-initialised thread-local without destructor
             // lives as long as its thread, which runs this poll.
