@@ -21,6 +21,12 @@
 //! - **After `fork`** the child has no ticker: a fork handler clears the
 //!   word, and every read in the child falls back to the system clock.
 //!
+//! - **Opt-out**: with the environment variable `ASYNC_STACK_CLOCK=system`
+//!   (read once, case-insensitive) no thread is started and every stamp
+//!   reads the system clock: a few nanoseconds more per task poll, no
+//!   background wake-ups. `ticker` (or no variable) is the default; any
+//!   other value is reported once on stderr and the default is used.
+//!
 //! Readers that need the time now rather than the latest tick (dumps, the
 //! stall watchdog) call [`system_ms`].
 
@@ -41,8 +47,27 @@ pub(crate) const IDLE_TICKS: u32 = 250;
 static NOW: AtomicU64 = AtomicU64::new(0);
 const READ: u64 = 1;
 
-/// The ticker thread, once started (`None` if it could not be spawned).
+/// The ticker thread, once started (`None` if it could not be spawned, or
+/// `ASYNC_STACK_CLOCK=system` asked for none).
 static TICKER: OnceLock<Option<Thread>> = OnceLock::new();
+
+/// The environment variable that selects the clock.
+pub(crate) const CLOCK_VAR: &str = "ASYNC_STACK_CLOCK";
+
+/// What `ASYNC_STACK_CLOCK` asks for: `Ok(true)` for the ticker, `Ok(false)`
+/// for the system clock, `Err(message)` for a value it does not know.
+pub(crate) fn ticker_wanted(value: Option<&std::ffi::OsStr>) -> Result<bool, String> {
+    let Some(value) = value else {
+        return Ok(true);
+    };
+    match value.to_str().map(str::to_ascii_lowercase).as_deref() {
+        Some("ticker") => Ok(true),
+        Some("system") => Ok(false),
+        _ => Err(format!(
+            "async-stack: {CLOCK_VAR}={value:?} is neither `ticker` nor `system`; using `ticker`"
+        )),
+    }
+}
 
 /// Milliseconds since an arbitrary, fixed, process-wide origin, as of the
 /// latest tick. Never `0`.
@@ -72,6 +97,11 @@ fn now_ms_slow(word: u64) -> u64 {
 }
 
 fn start_ticker() -> Option<Thread> {
+    match ticker_wanted(std::env::var_os(CLOCK_VAR).as_deref()) {
+        Ok(true) => {}
+        Ok(false) => return None,
+        Err(message) => eprintln!("{message}"),
+    }
     #[cfg(unix)]
     {
         extern "C" fn forget_ticker_in_child() {
@@ -145,6 +175,25 @@ fn fallback_ms() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_clock_variable_accepts_two_values_and_reports_others() {
+        use std::ffi::OsStr;
+        assert_eq!(ticker_wanted(None), Ok(true));
+        assert_eq!(ticker_wanted(Some(OsStr::new("ticker"))), Ok(true));
+        assert_eq!(ticker_wanted(Some(OsStr::new("System"))), Ok(false));
+        assert_eq!(
+            ticker_wanted(Some(OsStr::new("sys"))),
+            Err("async-stack: ASYNC_STACK_CLOCK=\"sys\" is neither `ticker` nor `system`; using `ticker`".to_owned())
+        );
+        assert!(ticker_wanted(Some(OsStr::new(""))).is_err());
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let bad = ticker_wanted(Some(OsStr::from_bytes(b"sys\xfftem"))).unwrap_err();
+            assert!(bad.contains("\"sys\\xFFtem\""), "{bad}");
+        }
+    }
 
     #[test]
     fn ticks_are_monotonic_and_never_ahead_of_the_system_clock() {

@@ -41,8 +41,10 @@
 //!
 //! That word is kept by a background thread, `async-stack-clock`, started
 //! by the first task root and ticking every 4 ms (the resolution of times
-//! in dumps); it parks after about a second without task polls. See
-//! `BENCHMARKS.md` for measured figures.
+//! in dumps); it parks after about a second without task polls. Set the
+//! environment variable `ASYNC_STACK_CLOCK=system` to do without it (every
+//! stamp then reads the system clock, a few nanoseconds more per task
+//! poll). See `BENCHMARKS.md` for measured figures.
 //!
 //! # Stack accuracy
 //!
