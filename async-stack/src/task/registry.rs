@@ -389,6 +389,8 @@ impl Registry {
     }
 
     /// Takes back slots from a thread's cache (when the thread exits).
+    /// Under loom there is no cache.
+    #[cfg(not(async_stack_loom))]
     fn return_free(&self, indices: &mut Vec<u32>) {
         lock(&self.free).append(indices);
     }
