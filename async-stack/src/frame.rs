@@ -120,23 +120,15 @@ impl AsyncStackFrame {
     /// a child it polls now returns to (`0` if unknown).
     #[inline]
     pub(crate) fn await_return_address(&self) -> usize {
-        self.await_site().map_or(0, |s| {
-            match s.return_address.load(Ordering::Relaxed) {
-                // `1` marks a site whose resolution failed.
-                1 => 0,
-                ra => ra,
-            }
-        })
+        self.await_site()
+            .map_or(0, AwaitSite::cached_return_address)
     }
 
-    /// The cached return address into the parent's code (`0` if unknown).
+    /// The return address into the parent's code, copied from the parent's
+    /// await site when this frame was linked (`0` if unknown).
     #[inline]
     pub fn return_address(&self) -> usize {
-        match self.return_address.load(Ordering::Relaxed) {
-            // `1` marks a site whose resolution failed.
-            1 => 0,
-            ra => ra,
-        }
+        self.return_address.load(Ordering::Relaxed)
     }
 }
 

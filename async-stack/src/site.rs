@@ -201,6 +201,16 @@ impl AwaitSite {
         }
     }
 
+    /// The cached return address, `0` while unresolved or when resolution
+    /// failed.
+    #[inline]
+    pub(crate) fn cached_return_address(&self) -> usize {
+        match self.return_address.load(Ordering::Relaxed) {
+            1 => 0,
+            ra => ra,
+        }
+    }
+
     /// Source file of the `.await`.
     pub fn file(&self) -> &'static str {
         self.file
