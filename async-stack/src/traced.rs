@@ -281,38 +281,51 @@ fn enter_child(frame: &AsyncStackFrame, parent: *const AsyncStackFrame, a: &Acti
 #[cold]
 #[inline(never)]
 fn relink(frame: &AsyncStackFrame, parent: &AsyncStackFrame, parent_link: u64, a: &Active) {
-    frame.parent_link.store(parent_link, Ordering::Relaxed);
     frame
         .return_address
         .store(parent.await_return_address(), Ordering::Relaxed);
     // SAFETY: as in `enter_child`.
-    let Some(t) = (unsafe { a.task.get().as_ref() }) else {
-        unlink(frame, Some(a));
-        frame.parent_link.store(parent_link, Ordering::Relaxed);
-        return;
-    };
-    let task_id = a.task_id.get();
-    let old = frame.link.load(Ordering::Relaxed);
-    let parent_slot = link::slot(parent_link);
-    let key = frame.key.load(Ordering::Relaxed);
-    if old != 0
-        && link::in_task(old, task_id)
-        && std::ptr::eq(frame.task.load(Ordering::Relaxed), t)
-    {
-        if let Some(slot) = link::slot(old) {
-            t.stack.set_word(slot, Entry::published(key, parent_slot));
+    match unsafe { a.task.get().as_ref() } {
+        None => unlink(frame, Some(a)),
+        Some(t) => {
+            let task_id = a.task_id.get();
+            let old = frame.link.load(Ordering::Relaxed);
+            let parent_slot = link::slot(parent_link);
+            if old != 0
+                && link::in_task(old, task_id)
+                && std::ptr::eq(frame.task.load(Ordering::Relaxed), t)
+            {
+                if let Some(slot) = link::slot(old) {
+                    let key = frame.key.load(Ordering::Relaxed);
+                    t.stack.set_word(slot, Entry::published(key, parent_slot));
+                }
+            } else {
+                unlink(frame, Some(a));
+                take_place(frame, t, task_id, parent_slot, parent_slot.is_none());
+            }
         }
-        return;
     }
-    unlink(frame, Some(a));
+    // Last: `unlink` clears it.
     frame.parent_link.store(parent_link, Ordering::Relaxed);
+}
+
+/// Gives `frame` a new place in task `t` (id `task_id`) with a new birth:
+/// a slot under the frame in slot `parent` (`None`: at the top, as the
+/// root), or, when `hidden`, no slot, only a count in the task's overflow.
+fn take_place(
+    frame: &AsyncStackFrame,
+    t: &'static TaskSlot,
+    task_id: u64,
+    parent: Option<u32>,
+    hidden: bool,
+) {
     let birth = t.next_birth();
-    let slot = match parent_slot {
-        Some(p) => t.stack.take(Entry::published(key, Some(p)), birth),
-        None => {
-            t.stack.hide();
-            None
-        }
+    let slot = if hidden {
+        t.stack.hide();
+        None
+    } else {
+        let key = frame.key.load(Ordering::Relaxed);
+        t.stack.take(Entry::published(key, parent), birth)
     };
     frame
         .task
@@ -396,14 +409,21 @@ fn exit_root(
 ) {
     let self_woken = a.self_woken.get();
     leave_root(a);
-    let Some(r) = root.as_ref() else { return };
-    let reg = &r.reg;
-    if pending {
-        reg.slot
-            .end_poll(reg.generation, crate::clock::now_ms(), self_woken);
-    } else {
-        registry().deregister(reg);
-        *root = None;
+    match root.as_ref() {
+        Some(r) if pending => {
+            let reg = &r.reg;
+            reg.slot
+                .end_poll(reg.generation, crate::clock::now_ms(), self_woken);
+        }
+        _ => end_task(frame, root),
+    }
+}
+
+/// Ends the task this future is the root of, if it is one: the task leaves
+/// the registry, and the frame forgets its place there.
+fn end_task(frame: &AsyncStackFrame, root: &mut Option<Arc<RootShared>>) {
+    if let Some(r) = root.take() {
+        registry().deregister(&r.reg);
         frame.link.store(0, Ordering::Relaxed);
     }
 }
@@ -449,18 +469,7 @@ fn register_root(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Optio
     })?;
     // The spawn metadata belongs to this root only.
     a.pending_spawn.set(std::ptr::null());
-    let slot = reg.slot;
-    let birth = slot.next_birth();
-    let taken = slot.stack.take(
-        Entry::published(frame.key.load(Ordering::Relaxed), None),
-        birth,
-    );
-    frame
-        .task
-        .store(slot as *const TaskSlot as *mut TaskSlot, Ordering::Relaxed);
-    frame
-        .link
-        .store(link::new(reg.id, birth, taken), Ordering::Relaxed);
+    take_place(frame, reg.slot, reg.id, None, false);
     Some(RootShared::new(reg, cx.waker()))
 }
 
@@ -468,14 +477,13 @@ fn register_root(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Optio
 impl<F> PinnedDrop for Traced<F> {
     fn drop(self: Pin<&mut Self>) {
         let this = self.project();
-        if let Some(root) = this.root.take() {
-            registry().deregister(&root.reg);
-            this.frame.link.store(0, Ordering::Relaxed);
-        } else if this.frame.link.load(Ordering::Relaxed) != 0 {
-            let frame: &AsyncStackFrame = this.frame;
-            if active::with(|a| unlink(frame, Some(a))).is_none() {
-                unlink(frame, None);
-            }
+        let frame: &AsyncStackFrame = this.frame;
+        if this.root.is_some() {
+            end_task(frame, this.root);
+        } else if frame.link.load(Ordering::Relaxed) != 0
+            && active::with(|a| unlink(frame, Some(a))).is_none()
+        {
+            unlink(frame, None);
         }
     }
 }
