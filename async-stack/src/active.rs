@@ -19,7 +19,6 @@ use crate::frame::{AsyncStackFrame, link};
 use crate::site::AwaitSite;
 use crate::sync::Ordering;
 use crate::task::TaskSlot;
-use crate::task::published::Entry;
 use crate::task::spawn::SpawnInfo;
 
 /// Per-thread active state. `#[repr(C)]` for debugger scripts.
@@ -109,10 +108,7 @@ pub fn set_await_site(site: &'static AwaitSite) {
 /// without any per-poll work.
 #[inline(always)]
 fn publish_await(a: &Active, frame: &AsyncStackFrame, await_id: u32) {
-    let key = frame.key.load(Ordering::Relaxed);
-    frame
-        .key
-        .store(Entry::with_await(key, await_id), Ordering::Relaxed);
+    frame.set_key_await(await_id);
     // SAFETY: `task` is null or the `&'static TaskSlot` of the task whose
     // poll is on this thread's stack (module invariant). The active frame
     // was linked into that task on entry to its poll.
@@ -137,10 +133,7 @@ pub fn clear_await_site() {
         frame
             .await_site
             .store(std::ptr::null_mut(), Ordering::Relaxed);
-        let key = frame.key.load(Ordering::Relaxed);
-        frame
-            .key
-            .store(Entry::with_await(key, 0), Ordering::Relaxed);
+        frame.set_key_await(0);
     }
 }
 

@@ -116,6 +116,14 @@ impl AsyncStackFrame {
         unsafe { p.cast_const().as_ref() }
     }
 
+    /// Records `await_id` (`0`: none) as the await site in this frame's key.
+    #[inline(always)]
+    pub(crate) fn set_key_await(&self, await_id: u32) {
+        let key = self.key.load(Ordering::Relaxed);
+        self.key
+            .store(Entry::with_await(key, await_id), Ordering::Relaxed);
+    }
+
     /// The return address cached in this frame's current await site: where
     /// a child it polls now returns to (`0` if unknown).
     #[inline]

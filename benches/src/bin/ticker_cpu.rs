@@ -40,8 +40,8 @@ fn ticker_ticks() -> Option<u64> {
     for entry in std::fs::read_dir("/proc/self/task").ok()? {
         let dir = entry.ok()?.path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        // Linux keeps 15 bytes of a thread's name.
-        if !"async-stack-clock".starts_with(comm.trim()) || comm.trim().len() < 15 {
+        // Linux keeps the first 15 bytes of a thread's name.
+        if comm.trim() != "async-stack-clo" {
             continue;
         }
         let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
