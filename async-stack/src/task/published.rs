@@ -344,8 +344,7 @@ impl PublishedStack {
             self.live.store(live | 1 << slot, Ordering::Relaxed);
             Some(slot as u32)
         } else {
-            let n = self.overflow.load(Ordering::Relaxed);
-            self.overflow.store(n.saturating_add(1), Ordering::Relaxed);
+            self.count_hidden(true);
             None
         };
         self.end(s);
@@ -358,9 +357,21 @@ impl PublishedStack {
     #[inline(never)]
     pub(crate) fn hide(&self) {
         let s = self.begin();
-        let n = self.overflow.load(Ordering::Relaxed);
-        self.overflow.store(n.saturating_add(1), Ordering::Relaxed);
+        self.count_hidden(true);
         self.end(s);
+    }
+
+    /// Inside a section: one more (`true`) or one fewer live frame without
+    /// a slot.
+    #[inline(always)]
+    fn count_hidden(&self, more: bool) {
+        let n = self.overflow.load(Ordering::Relaxed);
+        let n = if more {
+            n.saturating_add(1)
+        } else {
+            n.saturating_sub(1)
+        };
+        self.overflow.store(n, Ordering::Relaxed);
     }
 
     /// Writer: a frame gives back its slot (`None`: it held none).
@@ -374,10 +385,7 @@ impl PublishedStack {
                 self.live
                     .store(live & !(1u64 << (slot % 64)), Ordering::Relaxed);
             }
-            None => {
-                let n = self.overflow.load(Ordering::Relaxed);
-                self.overflow.store(n.saturating_sub(1), Ordering::Relaxed);
-            }
+            None => self.count_hidden(false),
         }
         self.end(s);
     }
