@@ -30,6 +30,12 @@ pub(crate) const RUNNING: u64 = 2;
 const WAKE_COUNT: u64 = (1 << 48) - 1;
 const WAKE_GEN_SHIFT: u32 = 48;
 
+/// The generation bits of the `wakes` word of a task of `generation`.
+#[inline(always)]
+fn wake_tag(generation: u32) -> u64 {
+    u64::from(generation & 0xffff) << WAKE_GEN_SHIFT
+}
+
 /// Packs a state word: `[time_ms:46][gen:16][state:2]`.
 #[inline(always)]
 pub(crate) fn pack_state(state: u64, generation: u32, now_ms: u64) -> u64 {
@@ -145,7 +151,7 @@ impl TaskSlot {
     /// first wake after a poll started stamps `woken_ms` (reading the clock
     /// only then).
     pub(crate) fn wake(&self, generation: u32, now_ms: impl Fn() -> u64) -> bool {
-        let tag = u64::from(generation & 0xffff) << WAKE_GEN_SHIFT;
+        let tag = wake_tag(generation);
         let mut cur = self.wakes.load(Ordering::Acquire);
         loop {
             if cur & !WAKE_COUNT != tag {
@@ -175,7 +181,7 @@ impl TaskSlot {
             SCHEDULED => (TaskState::Scheduled, since_ms),
             _ => {
                 let wakes = self.wakes.load(Ordering::Acquire);
-                let current = wakes >> WAKE_GEN_SHIFT == u64::from(generation);
+                let current = wakes & !WAKE_COUNT == wake_tag(generation);
                 if current && wakes & WAKE_COUNT != self.seen_wakes.load(Ordering::Acquire) {
                     let woken = self.woken_ms.load(Ordering::Acquire);
                     (TaskState::Scheduled, woken.max(since_ms))
@@ -362,10 +368,7 @@ impl Registry {
             Ordering::Relaxed,
         );
         slot.polls.store(0, Ordering::Relaxed);
-        slot.wakes.store(
-            u64::from(generation & 0xffff) << WAKE_GEN_SHIFT,
-            Ordering::Relaxed,
-        );
+        slot.wakes.store(wake_tag(generation), Ordering::Relaxed);
         slot.seen_wakes.store(0, Ordering::Relaxed);
         slot.woken_ms.store(0, Ordering::Relaxed);
         slot.self_wakes.store(0, Ordering::Relaxed);
