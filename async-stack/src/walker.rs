@@ -115,8 +115,6 @@ struct ChainFrame {
     await_site: Option<&'static AwaitSite>,
     /// Into the parent's code, at the `.await` that polls this frame.
     return_address: usize,
-    /// Cached in this frame's own await site: its child's return address.
-    await_return_address: usize,
 }
 
 struct Resolved {
@@ -239,30 +237,29 @@ impl Backtrace {
 /// Walks the thread's active chain, innermost first.
 fn capture_chain() -> Vec<ChainFrame> {
     crate::active::with(|a| {
-        let mut out = Vec::new();
+        let mut out: Vec<ChainFrame> = Vec::new();
         let mut cur = a.frame.get();
         // A bound against a corrupted chain; real chains are far shorter.
         while !cur.is_null() && out.len() < 100_000 {
             // SAFETY: the active frame and its parents are frames whose polls
             // are on this thread's stack (invariant of `active`), so alive.
             let f: &AsyncStackFrame = unsafe { &*cur };
+            // This frame's current `.await` is where it polls the child
+            // pushed last; its cached address beats the one the child took
+            // when it was linked (the same, unless one parent polls the
+            // child from two `.await`s).
+            let child_ra = f.await_return_address();
+            if let Some(child) = out.last_mut()
+                && child_ra != 0
+            {
+                child.return_address = child_ra;
+            }
             out.push(ChainFrame {
                 call_site: f.call_site(),
                 await_site: f.await_site(),
                 return_address: f.return_address(),
-                await_return_address: f.await_return_address(),
             });
             cur = f.parent.load(crate::sync::Ordering::Relaxed);
-        }
-        // The parent's current `.await` is where it polls this frame now;
-        // its cached address beats the one the frame took when it was
-        // linked (the same, unless one parent polls the frame from two
-        // `.await`s).
-        for i in 1..out.len() {
-            let ra = out[i].await_return_address;
-            if ra != 0 {
-                out[i - 1].return_address = ra;
-            }
         }
         out
     })
