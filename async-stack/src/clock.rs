@@ -20,7 +20,6 @@
 //!   itself and wakes the ticker.
 //! - **After `fork`** the child has no ticker: a fork handler clears the
 //!   word, and every read in the child falls back to the system clock.
-//!
 //! - **Opt-out**: with the environment variable `ASYNC_STACK_CLOCK=system`
 //!   (read once, case-insensitive) no thread is started and every stamp
 //!   reads the system clock: a few nanoseconds more per task poll, no
