@@ -3,46 +3,92 @@
 //!
 //! This is the only place that holds the thread-local state. Invariants:
 //!
-//! - `frame` is non-null only while that frame's `poll` is on this thread's
-//!   native stack. [`Traced`](crate::Traced) sets it on entry and restores the
-//!   previous value on every exit path, unwinding included (a drop guard). So
-//!   every frame reachable from `frame` through `parent` links is alive:
-//!   each one is an ancestor whose `poll` has not returned.
-//! - `task` is non-null while a task root's poll is on the stack, and every
-//!   frame whose poll is on the stack below it is linked into that task.
-//! - Every field is a plain `Cell` of a word; a signal handler on this thread
-//!   only ever reads them.
+//! - `cur` is non-null exactly while a task root's `poll` is on this
+//!   thread's native stack. It points to the word that holds the thread's
+//!   **current frame** during that poll: the `polled` word of the task's
+//!   published stack (see [`crate::task::published`]), so that readers of
+//!   the task see which frame runs without any store of its own, or `own`
+//!   for a root that the registry could not take.
+//! - While `cur` is non-null, the current frame is non-null, and its `poll`
+//!   is on this thread's native stack. [`Traced`](crate::Traced) sets it on
+//!   entry and restores the previous value on every exit path, unwinding
+//!   included (a drop guard). So every frame reachable from the current
+//!   frame through `parent` links is alive: each one is an ancestor whose
+//!   `poll` has not returned.
+//! - `task` is non-null while a tracked task root's poll is on the stack,
+//!   and every frame whose poll is on the stack below it is linked into
+//!   that task.
+//! - Every field is a plain `Cell` or an atomic word; a signal handler on
+//!   this thread only ever reads them.
 
 use std::cell::Cell;
 
 use crate::frame::{AsyncStackFrame, link};
 use crate::site::AwaitSite;
-use crate::sync::Ordering;
+use crate::sync::{AtomicPtr, Ordering};
 use crate::task::TaskSlot;
 use crate::task::spawn::SpawnInfo;
 
 /// Per-thread active state. `#[repr(C)]` for debugger scripts.
 #[repr(C)]
 pub(crate) struct Active {
-    pub(crate) frame: Cell<*const AsyncStackFrame>,
+    /// The word holding the current frame (see the module docs); null
+    /// outside task roots' polls.
+    pub(crate) cur: Cell<*const AtomicPtr<AsyncStackFrame>>,
+    /// The current-frame word of a task root that the registry could not
+    /// take (it was full).
+    pub(crate) own: AtomicPtr<AsyncStackFrame>,
     pub(crate) task: Cell<*const TaskSlot>,
-    pub(crate) task_id: Cell<u64>,
-    /// The task being polled woke itself during this poll.
-    pub(crate) self_woken: Cell<bool>,
+    /// How many times the task being polled woke itself during this poll.
+    pub(crate) self_wakes: Cell<u32>,
     /// Spawn metadata handed from a spawn helper to the task root it polls.
     pub(crate) pending_spawn: Cell<*const SpawnInfo>,
 }
 
-thread_local! {
-    static ACTIVE: Active = const {
+macro_rules! new_active {
+    () => {
         Active {
-            frame: Cell::new(std::ptr::null()),
+            cur: Cell::new(std::ptr::null()),
+            own: AtomicPtr::new(std::ptr::null_mut()),
             task: Cell::new(std::ptr::null()),
-            task_id: Cell::new(0),
-            self_woken: Cell::new(false),
+            self_wakes: Cell::new(0),
             pending_spawn: Cell::new(std::ptr::null()),
         }
     };
+}
+
+#[cfg(not(async_stack_loom))]
+thread_local! {
+    static ACTIVE: Active = const { new_active!() };
+}
+
+// loom's atomics have no `const` constructor. The loom models never poll a
+// traced future, so this initialiser never runs.
+#[cfg(async_stack_loom)]
+thread_local! {
+    static ACTIVE: Active = new_active!();
+}
+
+impl Active {
+    /// The id of the task being polled on this thread; `0` if none. (A
+    /// task slot holds its task's id for as long as the task is
+    /// registered, which covers every one of its polls.)
+    #[inline(always)]
+    pub(crate) fn task_id(&self) -> u64 {
+        // SAFETY: `task` is null or a `&'static TaskSlot` (module invariant).
+        unsafe { self.task.get().as_ref() }.map_or(0, |t| t.id.load(Ordering::Relaxed))
+    }
+
+    /// The frame being polled on this thread; null if none.
+    #[inline(always)]
+    pub(crate) fn frame(&self) -> *const AsyncStackFrame {
+        // SAFETY: `cur` is null, or points to `own` or to the `polled` word
+        // of a `&'static TaskSlot` (module invariant).
+        match unsafe { self.cur.get().as_ref() } {
+            Some(word) => word.load(Ordering::Relaxed),
+            None => std::ptr::null(),
+        }
+    }
 }
 
 /// Runs `f` with this thread's active state.
@@ -91,7 +137,7 @@ pub fn set_await_site(site: &'static AwaitSite) {
     let a = current();
     // SAFETY: per the module invariant, a non-null `frame` points to a frame
     // whose poll is on this thread's stack, hence alive.
-    if let Some(frame) = unsafe { a.frame.get().as_ref() } {
+    if let Some(frame) = unsafe { a.frame().as_ref() } {
         frame.await_site.store(
             site as *const AwaitSite as *mut AwaitSite,
             Ordering::Relaxed,
@@ -129,7 +175,7 @@ fn publish_await(a: &Active, frame: &AsyncStackFrame, await_id: u32) {
 #[inline(always)]
 pub fn clear_await_site() {
     // SAFETY: as in `set_await_site`.
-    if let Some(frame) = unsafe { current().frame.get().as_ref() } {
+    if let Some(frame) = unsafe { current().frame().as_ref() } {
         frame
             .await_site
             .store(std::ptr::null_mut(), Ordering::Relaxed);
@@ -174,5 +220,5 @@ fn resolve_return_address(site: &'static AwaitSite) {
 
 /// The id of the task whose poll is running on this thread, if any.
 pub fn current_task_id() -> Option<u64> {
-    with(|a| a.task_id.get()).filter(|&id| id != 0)
+    with(Active::task_id).filter(|&id| id != 0)
 }

@@ -166,13 +166,6 @@ pub(crate) mod link {
         (s != NO_SLOT).then_some(s as u32)
     }
 
-    /// The value the published stack's `active` takes while this frame is
-    /// polled: `slot + 1` (`0x100`, beyond every slot, when it holds none).
-    #[inline(always)]
-    pub(crate) fn active(link: u64) -> u32 {
-        (link & NO_SLOT) as u32 + 1
-    }
-
     /// The frame's birth.
     #[inline(always)]
     pub(crate) fn birth(link: u64) -> u32 {
@@ -194,12 +187,10 @@ pub(crate) mod link {
             let l = new(0x1234_5678_9abc, 77, Some(5));
             assert_eq!(slot(l), Some(5));
             assert_eq!(birth(l), 77);
-            assert_eq!(active(l), 6);
             assert!(in_task(l, 0x1234_5678_9abc));
             assert!(!in_task(l, 0x1234_5678_9abd));
             let none = new(3, u32::MAX, None);
             assert_eq!(slot(none), None);
-            assert_eq!(active(none), 0x100);
             assert_eq!(birth(none), u32::MAX);
             assert_ne!(new(1 << 24, 1, Some(0)), 0, "a link is never 0");
         }

@@ -8,27 +8,31 @@
 //! not) stands on the native stack per level: the walker's anchor. On every
 //! poll it:
 //!
-//! 1. reads the thread's active frame; if there is none, this future is a
-//!    **task root**, which takes two out-of-line, non-generic calls around
-//!    the inner poll (registration on the first poll, see [`crate::task`],
-//!    the task's state, its waker);
+//! 1. reads the thread's current frame (see [`crate::active`]); if there is
+//!    none, this future is a **task root**: around the inner poll it marks
+//!    the task running, then idle or scheduled, and hands down the task's
+//!    own waker (see [`crate::task`]). Registration on the first poll, an
+//!    untracked root, a new executor waker and completion are cold calls;
 //! 2. otherwise stores `parent`, and compares the parent's `link` with the
 //!    one it saw when it was linked (see [`crate::frame`], "Links"). If they
 //!    differ (its first poll, a new parent, another task), a cold call gives
 //!    it a slot in the task's published stack and copies the return address
 //!    cached in the parent's current await site;
-//! 3. makes itself the active frame, for this thread and for readers of the
-//!    task (the published stack's `active` slot), polls the inner future,
-//!    and makes the parent active again; a guard does the same if the inner
-//!    poll unwinds. A frame that completes gives its slot back (cold).
+//! 3. makes itself the current frame, polls the inner future, and makes the
+//!    parent current again; a guard does the same if the inner poll
+//!    unwinds. During a task's poll the current frame is a word of the
+//!    task's published stack, so readers of the task see which frame runs
+//!    at no further cost. A frame that completes gives its slot back
+//!    (cold).
 //!
-//! Steady-state cost of a level: a handful of loads and plain stores. No
-//! lock, no allocation, no atomic read-modify-write, no call. A task root
-//! adds, once per task poll, a few plain stores to its task slot (state and
-//! time, poll count, the wake count it has seen) and two reads of the
-//! ticking clock ([`crate::clock`]); a wake from another thread through the
-//! root's waker adds a compare-and-swap on the task's wake counter, and a
-//! wake from inside the task's own poll only a thread-local flag.
+//! Steady-state cost of a level: three loads and three plain stores (two
+//! of them the current frame's), one compare. No lock, no allocation, no
+//! atomic read-modify-write, no call. A task root adds, once per task poll,
+//! a few plain stores to its task slot (state and time, poll count, the
+//! wake count it has seen) and two reads of the ticking clock
+//! ([`crate::clock`]); a wake from another thread through the root's waker
+//! adds a compare-and-swap on the task's wake counter, and a wake from
+//! inside the task's own poll only a thread-local count.
 
 use std::future::Future;
 use std::panic::Location;
@@ -39,7 +43,7 @@ use std::task::{Context, Poll};
 use crate::active::{self, Active};
 use crate::frame::{AsyncStackFrame, link};
 use crate::site::{self, CallSite};
-use crate::sync::Ordering;
+use crate::sync::{AtomicPtr, Ordering};
 use crate::task::published::Entry;
 use crate::task::registry::NewTask;
 use crate::task::waker::RootShared;
@@ -137,40 +141,16 @@ impl<F: Future> TracedExt for F {}
 /// it is dropped.
 struct Unwind<'a> {
     active: &'a Active,
-    parent: *const AsyncStackFrame,
-    /// For a child: its task and the parent's `active` value.
-    child: Option<ChildEntry>,
+    /// For a child: the current-frame word and the parent to restore in it.
+    child: Option<(&'a AtomicPtr<AsyncStackFrame>, *const AsyncStackFrame)>,
 }
 
 impl Drop for Unwind<'_> {
     #[inline(always)]
     fn drop(&mut self) {
-        match &self.child {
+        match self.child {
             None => unwind_root(self.active),
-            Some(c) => {
-                self.active.frame.set(self.parent);
-                c.restore();
-            }
-        }
-    }
-}
-
-/// What a child's poll entry saved, for its exit.
-#[derive(Clone, Copy)]
-struct ChildEntry {
-    task: *const TaskSlot,
-    /// The published stack's `active` for the parent.
-    parent_active: u32,
-}
-
-impl ChildEntry {
-    /// Makes the parent the polled frame of the task again.
-    #[inline(always)]
-    fn restore(&self) {
-        // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
-        // polled on this thread (see `active`).
-        if let Some(t) = unsafe { self.task.as_ref() } {
-            t.stack.set_active(self.parent_active);
+            Some((cur, parent)) => cur.store(parent.cast_mut(), Ordering::Relaxed),
         }
     }
 }
@@ -179,9 +159,10 @@ impl<F: Future> Future for Traced<F> {
     type Output = F::Output;
 
     /// Inlined into the parent's poll in optimised builds: a child level
-    /// costs a few loads and stores and no call. A task root takes two
-    /// out-of-line calls, `enter_root` and `exit_root`, which are not
-    /// generic.
+    /// costs a few loads and stores and no call. A task root's entry and
+    /// exit are inlined too (the executor calls the root's poll, so the
+    /// root path is not on any child's), with cold calls for its rare
+    /// cases.
     ///
     /// The inner future's `poll` is called from exactly one place, so the
     /// compiler inlines a body into its `Traced` as it would inline it into
@@ -193,44 +174,46 @@ impl<F: Future> Future for Traced<F> {
         let inner = this.inner;
         let root = this.root;
         let a = active::current();
-        let parent = a.frame.get();
         // A child passes the caller's `Context` through; a task root polls
         // with its own waker. One `&mut Context` for both, so that the
         // inner poll below is the only call to it.
         let root_waker;
         let mut root_cx;
-        let (cx, child): (&mut Context<'_>, _) = if parent.is_null() {
-            enter_root(frame, root, a, cx);
-            match root.as_ref() {
-                Some(r) => {
-                    root_waker = futures_util::task::waker_ref(r);
-                    root_cx = Context::from_waker(&root_waker);
-                    // SAFETY: only the lifetime parameter changes, to the
-                    // caller's (`Context` is invariant in it). The result is
-                    // used for the single `inner.poll` call below, while
-                    // `root_waker` is alive. `Future::poll` is generic over
-                    // its `Context`'s lifetime, so the callee cannot keep
-                    // the borrowed waker past the call (it can only clone
-                    // it), whatever lifetimes its own type carries.
-                    let root_cx = unsafe { &mut *(&raw mut root_cx).cast::<Context<'_>>() };
-                    (root_cx, None)
-                }
-                None => (cx, None),
+        // SAFETY: `cur` is null, or points to `a.own` or to the `polled` word
+        // of a `&'static TaskSlot` (invariant of `active`).
+        let (cx, child): (&mut Context<'_>, _) = match unsafe { a.cur.get().as_ref() } {
+            Some(cur) => {
+                let parent = cur.load(Ordering::Relaxed);
+                enter_child(frame, parent, a);
+                cur.store(std::ptr::from_ref(frame).cast_mut(), Ordering::Relaxed);
+                (cx, Some((cur, parent.cast_const())))
             }
-        } else {
-            (cx, Some(enter_child(frame, parent, a)))
+            None => {
+                enter_root(frame, root, a, cx);
+                match root.as_ref() {
+                    Some(r) => {
+                        root_waker = r.waker_ref();
+                        root_cx = Context::from_waker(&root_waker);
+                        // SAFETY: only the lifetime parameter changes, to the
+                        // caller's (`Context` is invariant in it). The result is
+                        // used for the single `inner.poll` call below, while
+                        // `root_waker` is alive. `Future::poll` is generic over
+                        // its `Context`'s lifetime, so the callee cannot keep
+                        // the borrowed waker past the call (it can only clone
+                        // it), whatever lifetimes its own type carries.
+                        let root_cx = unsafe { &mut *(&raw mut root_cx).cast::<Context<'_>>() };
+                        (root_cx, None)
+                    }
+                    None => (cx, None),
+                }
+            }
         };
-        let unwind = Unwind {
-            active: a,
-            parent,
-            child,
-        };
+        let unwind = Unwind { active: a, child };
         let out = inner.poll(cx);
         std::mem::forget(unwind);
         match child {
-            Some(c) => {
-                a.frame.set(parent);
-                c.restore();
+            Some((cur, parent)) => {
+                cur.store(parent.cast_mut(), Ordering::Relaxed);
                 if out.is_ready() {
                     unlink(frame, Some(a));
                 }
@@ -241,33 +224,19 @@ impl<F: Future> Future for Traced<F> {
     }
 }
 
-/// A child's poll entry: stores the parent and the return address, takes a
-/// new place in the task if the parent's changed (cold), and makes the
-/// frame the active one, for this thread and for readers of the task.
+/// A child's poll entry: stores the parent, and takes a new place in the
+/// task if the parent's changed (cold). The caller then makes the frame
+/// the current one.
 #[inline(always)]
-fn enter_child(frame: &AsyncStackFrame, parent: *const AsyncStackFrame, a: &Active) -> ChildEntry {
-    // SAFETY: `parent` is the thread's active frame, whose poll is on this
-    // thread's stack below us (module invariant of `active`), so it is
-    // alive.
+fn enter_child(frame: &AsyncStackFrame, parent: *mut AsyncStackFrame, a: &Active) {
+    // SAFETY: `parent` is the thread's current frame, non-null while a task
+    // root's poll runs, and its poll is on this thread's stack below us
+    // (invariant of `active`), so it is alive.
     let p = unsafe { &*parent };
-    frame
-        .parent
-        .store(parent as *mut AsyncStackFrame, Ordering::Relaxed);
+    frame.parent.store(parent, Ordering::Relaxed);
     let parent_link = p.link.load(Ordering::Relaxed);
     if frame.parent_link.load(Ordering::Relaxed) != parent_link {
         relink(frame, p, parent_link, a);
-    }
-    let task = a.task.get();
-    // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
-    // polled on this thread.
-    if let Some(t) = unsafe { task.as_ref() } {
-        t.stack
-            .set_active(link::active(frame.link.load(Ordering::Relaxed)));
-    }
-    a.frame.set(frame);
-    ChildEntry {
-        task,
-        parent_active: link::active(parent_link),
     }
 }
 
@@ -288,7 +257,7 @@ fn relink(frame: &AsyncStackFrame, parent: &AsyncStackFrame, parent_link: u64, a
     match unsafe { a.task.get().as_ref() } {
         None => unlink(frame, Some(a)),
         Some(t) => {
-            let task_id = a.task_id.get();
+            let task_id = t.id.load(Ordering::Relaxed);
             let old = frame.link.load(Ordering::Relaxed);
             let parent_slot = link::slot(parent_link);
             if old != 0
@@ -325,7 +294,11 @@ fn take_place(
         None
     } else {
         let key = frame.key.load(Ordering::Relaxed);
-        t.stack.take(Entry::published(key, parent), birth)
+        t.stack.take(
+            Entry::published(key, parent),
+            birth,
+            std::ptr::from_ref(frame) as usize,
+        )
     };
     frame
         .task
@@ -352,8 +325,7 @@ fn unlink(frame: &AsyncStackFrame, a: Option<&Active>) {
     let Some(t) = (unsafe { frame.task.load(Ordering::Relaxed).cast_const().as_ref() }) else {
         return;
     };
-    let owner =
-        a.is_some_and(|a| std::ptr::eq(a.task.get(), t) && link::in_task(old, a.task_id.get()));
+    let owner = a.is_some_and(|a| std::ptr::eq(a.task.get(), t) && link::in_task(old, a.task_id()));
     if owner {
         t.stack.give_back(link::slot(old));
     } else if let Some(slot) = link::slot(old)
@@ -364,8 +336,8 @@ fn unlink(frame: &AsyncStackFrame, a: Option<&Active>) {
 }
 
 /// A task root's poll entry: registers it on its first poll, marks it
-/// running and makes it the active frame of a task.
-#[inline(never)]
+/// running and makes it the current frame, in its task's `polled` word.
+#[inline(always)]
 fn enter_root(
     frame: &AsyncStackFrame,
     root: &mut Option<Arc<RootShared>>,
@@ -374,46 +346,70 @@ fn enter_root(
 ) {
     frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
     frame.return_address.store(0, Ordering::Relaxed);
+    match root.as_deref() {
+        Some(r) if r.wakes_like(cx.waker()) => begin_task_poll(frame, r, a),
+        _ => enter_root_slow(frame, root, a, cx),
+    }
+}
+
+/// [`enter_root`] on a first poll, with an untracked root, or with a new
+/// executor waker.
+#[cold]
+#[inline(never)]
+fn enter_root_slow(
+    frame: &AsyncStackFrame,
+    root: &mut Option<Arc<RootShared>>,
+    a: &Active,
+    cx: &Context<'_>,
+) {
     if root.is_none() {
         *root = register_root(frame, a, cx);
     }
     // Registry full: an untracked root, still linking its children.
     let Some(r) = root.as_mut() else {
-        a.frame.set(frame);
+        a.own
+            .store(std::ptr::from_ref(frame).cast_mut(), Ordering::Relaxed);
+        a.cur.set(&a.own);
         return;
     };
     if !r.wakes_like(cx.waker()) {
         *r = RootShared::new(r.reg, cx.waker());
     }
+    begin_task_poll(frame, r, a);
+}
+
+/// The task of root `r` starts a poll on this thread, with `frame` current.
+#[inline(always)]
+fn begin_task_poll(frame: &AsyncStackFrame, r: &RootShared, a: &Active) {
     let reg = &r.reg;
     let slot = reg.slot;
     slot.stack.collect_retired();
     slot.start_poll(reg.generation, crate::clock::now_ms());
     a.task.set(slot);
-    a.task_id.set(reg.id);
     slot.stack
-        .set_active(link::active(frame.link.load(Ordering::Relaxed)));
+        .polled
+        .store(std::ptr::from_ref(frame).cast_mut(), Ordering::Relaxed);
     // Last: the unwinding guard that would reset it exists only once this
-    // returns, so nothing above may leave it pointing at this frame.
-    a.frame.set(frame);
+    // returns, so nothing above may leave it set.
+    a.cur.set(&slot.stack.polled);
 }
 
 /// A task root's poll exit: marks the task idle, or deregisters it if it
 /// completed.
-#[inline(never)]
+#[inline(always)]
 fn exit_root(
     frame: &AsyncStackFrame,
     root: &mut Option<Arc<RootShared>>,
     a: &Active,
     pending: bool,
 ) {
-    let self_woken = a.self_woken.get();
+    let self_wakes = a.self_wakes.get();
     leave_root(a);
     match root.as_ref() {
         Some(r) if pending => {
             let reg = &r.reg;
             reg.slot
-                .end_poll(reg.generation, crate::clock::now_ms(), self_woken);
+                .end_poll(reg.generation, crate::clock::now_ms(), self_wakes);
         }
         _ => end_task(frame, root),
     }
@@ -421,6 +417,8 @@ fn exit_root(
 
 /// Ends the task this future is the root of, if it is one: the task leaves
 /// the registry, and the frame forgets its place there.
+#[cold]
+#[inline(never)]
 fn end_task(frame: &AsyncStackFrame, root: &mut Option<Arc<RootShared>>) {
     if let Some(r) = root.take() {
         registry().deregister(&r.reg);
@@ -439,15 +437,13 @@ fn unwind_root(a: &Active) {
 /// task is polled any more, and the thread's state is cleared.
 #[inline(always)]
 fn leave_root(a: &Active) {
-    // SAFETY: `task` is null or the `&'static TaskSlot` of the task being
-    // polled on this thread (see `active`).
-    if let Some(task) = unsafe { a.task.get().as_ref() } {
-        task.stack.set_active(0);
+    // SAFETY: as in `Active::frame`.
+    if let Some(cur) = unsafe { a.cur.get().as_ref() } {
+        cur.store(std::ptr::null_mut(), Ordering::Relaxed);
     }
-    a.frame.set(std::ptr::null());
+    a.cur.set(std::ptr::null());
     a.task.set(std::ptr::null());
-    a.task_id.set(0);
-    a.self_woken.set(false);
+    a.self_wakes.set(0);
 }
 
 /// Registers a task root on its first poll, and gives its frame the first

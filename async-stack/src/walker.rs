@@ -238,7 +238,7 @@ impl Backtrace {
 fn capture_chain() -> Vec<ChainFrame> {
     crate::active::with(|a| {
         let mut out: Vec<ChainFrame> = Vec::new();
-        let mut cur = a.frame.get();
+        let mut cur = a.frame();
         // A bound against a corrupted chain; real chains are far shorter.
         while !cur.is_null() && out.len() < 100_000 {
             // SAFETY: the active frame and its parents are frames whose polls

@@ -60,18 +60,41 @@ use benches::clock::BenchClock;
 use benches::{DEPTHS, PENDING_PER_FUTURE, POLLS_PER_FUTURE, names, poll_to_completion};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 
-/// The root of a chain of depth `depth`, with the variant's instrumentation
-/// (or none) on the root itself.
-macro_rules! root {
+/// The roots of the chains of depth 1, 8 and 32, with the variant's
+/// instrumentation (or none) on the root itself. One root per depth, so
+/// that each root's state and stack frame are sized for its own chain.
+macro_rules! roots {
     ($(#[$attr:meta])*) => {
         $(#[$attr])*
-        pub async fn root(depth: u32, pending: u32) {
-            match depth {
-                1 => l1(pending).await,
-                8 => l8(pending).await,
-                32 => l32(pending).await,
-                _ => unreachable!("no chain of depth {depth}"),
-            }
+        pub async fn root_1(pending: u32) {
+            l1(pending).await
+        }
+        $(#[$attr])*
+        pub async fn root_8(pending: u32) {
+            l8(pending).await
+        }
+        $(#[$attr])*
+        pub async fn root_32(pending: u32) {
+            l32(pending).await
+        }
+    };
+}
+
+/// The same roots for a variant that wraps a plain async block in
+/// `$wrap` (a wrapper future type and the call that builds it).
+macro_rules! wrapped_roots {
+    ($ty:ident, |$fut:ident| $wrap:expr) => {
+        pub fn root_1(pending: u32) -> $ty<impl Future<Output = ()>> {
+            let $fut = async move { l1(pending).await };
+            $wrap
+        }
+        pub fn root_8(pending: u32) -> $ty<impl Future<Output = ()>> {
+            let $fut = async move { l8(pending).await };
+            $wrap
+        }
+        pub fn root_32(pending: u32) -> $ty<impl Future<Output = ()>> {
+            let $fut = async move { l32(pending).await };
+            $wrap
         }
     };
 }
@@ -87,7 +110,7 @@ mod untraced {
         };
     }
     benches::chain!(32, level, yield_leaf);
-    root!();
+    roots!();
 }
 
 mod async_stack_traced {
@@ -102,7 +125,7 @@ mod async_stack_traced {
         };
     }
     benches::chain!(32, level, yield_leaf);
-    root!(#[async_stack::traced_async]);
+    roots!(#[async_stack::traced_async]);
 }
 
 mod async_stack_traced_ext {
@@ -117,18 +140,7 @@ mod async_stack_traced_ext {
         };
     }
     benches::chain!(32, level, yield_leaf);
-
-    pub fn root(depth: u32, pending: u32) -> Traced<impl Future<Output = ()>> {
-        async move {
-            match depth {
-                1 => l1(pending).await,
-                8 => l8(pending).await,
-                32 => l32(pending).await,
-                _ => unreachable!("no chain of depth {depth}"),
-            }
-        }
-        .traced()
-    }
+    wrapped_roots!(Traced, |fut| fut.traced());
 }
 
 mod async_backtrace_framed {
@@ -143,7 +155,7 @@ mod async_backtrace_framed {
         };
     }
     benches::chain!(32, level, yield_leaf);
-    root!(#[async_backtrace::framed]);
+    roots!(#[async_backtrace::framed]);
 }
 
 mod await_tree_instrumented {
@@ -158,7 +170,7 @@ mod await_tree_instrumented {
         };
     }
     benches::chain!(32, level, yield_leaf);
-    root!();
+    roots!();
 }
 
 mod control {
@@ -216,85 +228,54 @@ mod control {
         };
     }
     benches::chain!(32, level, yield_leaf);
+    wrapped_roots!(Link, |fut| link(fut));
+}
 
-    pub fn root(depth: u32, pending: u32) -> Link<impl Future<Output = ()>> {
-        link(async move {
-            match depth {
-                1 => l1(pending).await,
-                8 => l8(pending).await,
-                32 => l32(pending).await,
-                _ => unreachable!("no chain of depth {depth}"),
-            }
+/// Benchmarks the chain of depth `$depth` of variant module `$m` under
+/// `$name`; `|$fut| $wrap` (default: the root itself) turns the root
+/// future into the future that is run.
+macro_rules! bench_chain {
+    ($group:expr, $name:expr, $depth:expr, $m:ident $(, |$fut:ident| $wrap:expr)?) => {
+        match $depth {
+            1 => bench_chain!(@one $group, $name, 1, $m::root_1 $(, |$fut| $wrap)?),
+            8 => bench_chain!(@one $group, $name, 8, $m::root_8 $(, |$fut| $wrap)?),
+            32 => bench_chain!(@one $group, $name, 32, $m::root_32 $(, |$fut| $wrap)?),
+            depth => unreachable!("no chain of depth {depth}"),
+        }
+    };
+    (@one $group:expr, $name:expr, $depth:literal, $root:path) => {
+        bench_chain!(@one $group, $name, $depth, $root, |fut| fut)
+    };
+    (@one $group:expr, $name:expr, $depth:literal, $root:path, |$fut:ident| $wrap:expr) => {
+        $group.bench_function(BenchmarkId::new($name, $depth), |b| {
+            b.iter(|| {
+                let $fut = $root(black_box(PENDING_PER_FUTURE));
+                run($wrap)
+            })
         })
-    }
+    };
 }
 
 fn poll_depth(c: &mut Criterion<BenchClock>) {
     let registry = await_tree::Registry::new(await_tree::Config::default());
     let mut group = c.benchmark_group(names::POLL_DEPTH);
     for depth in DEPTHS {
-        group.bench_with_input(
-            BenchmarkId::new(names::UNTRACED, depth),
-            &depth,
-            |b, &depth| {
-                b.iter(|| run(untraced::root(black_box(depth), PENDING_PER_FUTURE)));
-            },
+        bench_chain!(group, names::UNTRACED, depth, untraced);
+        bench_chain!(group, names::ASYNC_STACK, depth, async_stack_traced);
+        bench_chain!(
+            group,
+            names::ASYNC_STACK_TRACED_EXT,
+            depth,
+            async_stack_traced_ext
         );
-        group.bench_with_input(
-            BenchmarkId::new(names::ASYNC_STACK, depth),
-            &depth,
-            |b, &depth| {
-                b.iter(|| {
-                    run(async_stack_traced::root(
-                        black_box(depth),
-                        PENDING_PER_FUTURE,
-                    ))
-                });
-            },
-        );
-        group.bench_with_input(
-            BenchmarkId::new(names::ASYNC_STACK_TRACED_EXT, depth),
-            &depth,
-            |b, &depth| {
-                b.iter(|| {
-                    run(async_stack_traced_ext::root(
-                        black_box(depth),
-                        PENDING_PER_FUTURE,
-                    ))
-                });
-            },
-        );
-        group.bench_with_input(
-            BenchmarkId::new(names::CONTROL, depth),
-            &depth,
-            |b, &depth| {
-                b.iter(|| run(control::root(black_box(depth), PENDING_PER_FUTURE)));
-            },
-        );
-        group.bench_with_input(
-            BenchmarkId::new(names::ASYNC_BACKTRACE, depth),
-            &depth,
-            |b, &depth| {
-                b.iter(|| {
-                    run(async_backtrace_framed::root(
-                        black_box(depth),
-                        PENDING_PER_FUTURE,
-                    ))
-                });
-            },
-        );
-        group.bench_with_input(
-            BenchmarkId::new(names::AWAIT_TREE, depth),
-            &depth,
-            |b, &depth| {
-                b.iter(|| {
-                    let root = registry.register(names::POLL_DEPTH, "root");
-                    run(root.instrument(await_tree_instrumented::root(
-                        black_box(depth),
-                        PENDING_PER_FUTURE,
-                    )))
-                });
-            },
+        bench_chain!(group, names::CONTROL, depth, control);
+        bench_chain!(group, names::ASYNC_BACKTRACE, depth, async_backtrace_framed);
+        bench_chain!(
+            group,
+            names::AWAIT_TREE,
+            depth,
+            await_tree_instrumented,
+            |fut| { registry.register(names::POLL_DEPTH, "root").instrument(fut) }
         );
     }
     group.finish();

@@ -185,6 +185,44 @@ fn cpu_bound_task_is_running_with_its_current_stack() {
     spinning.finish();
 }
 
+// ---- a frame running on after its child returned `Pending` ----
+
+const PENDING_CHILD_AWAIT: u32 = line!() + 3;
+#[traced_async]
+async fn pending_child() {
+    std::future::pending::<()>().await;
+}
+
+/// Polls `pending_child` once (it stays pending, and keeps its place in the
+/// task), then spins in its own body.
+#[traced_async]
+async fn spin_after_child(stop: Arc<AtomicBool>) {
+    let mut child = std::pin::pin!(pending_child());
+    assert!(futures::poll!(child.as_mut()).is_pending());
+    spin_until(&stop);
+}
+
+#[test]
+fn the_parent_runs_again_once_its_child_returned_pending() {
+    let spinning = Spinning::start(spin_after_child);
+    let d = dump_until("the parent spinning with its pending child", |d| {
+        task_rooted_at(d, "spin_after_child")
+            .is_some_and(|t| t.state == TaskState::Running && t.frames.len() == 2)
+    });
+    let task = task_rooted_at(&d, "spin_after_child").unwrap();
+    assert_eq!(
+        task.frames.iter().map(short).collect::<Vec<_>>(),
+        ["spin_after_child", "pending_child"]
+    );
+    assert_eq!(
+        task.frames.iter().map(|f| f.running).collect::<Vec<_>>(),
+        [true, false],
+        "the child is suspended; its parent runs"
+    );
+    assert_eq!(await_line(&task.frames[1]), Some(PENDING_CHILD_AWAIT));
+    spinning.finish();
+}
+
 // ---- dumps have no side effects ----
 
 #[traced_async]

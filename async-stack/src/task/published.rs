@@ -20,9 +20,14 @@
 //! pending branches of a `join!`, and the children of a
 //! `FuturesUnordered` that were not woken in the task's last poll.
 //!
-//! In the steady state a poll writes nothing here but [`active`]: which
-//! slot is being polled right now (`slot + 1`, `0` between polls), one
-//! store on every entry and exit of a frame.
+//! In the steady state a poll writes nothing here but [`polled`]: the
+//! address of the frame being polled right now (null between polls). That
+//! word *is* the polling thread's current frame while the task's poll runs
+//! (see [`crate::active`]), so keeping it costs a frame nothing beyond
+//! linking itself: one store on entry, one on exit. Readers map it to a
+//! slot through the frame address each slot records when it is taken.
+//! Addresses are identities here, compared and never dereferenced by a
+//! reader.
 //!
 //! # Protocol
 //!
@@ -39,7 +44,7 @@
 //!   writer checks that flag once per task poll and frees each slot whose
 //!   birth matches its retire word. Births are unique per task slot, so a
 //!   late retirement can never free a later frame's slot.
-//! - **Readers** copy `live`, `active`, `overflow` and the live slots
+//! - **Readers** copy `live`, `polled`, `overflow` and the live slots
 //!   between two loads of `seq`, and retry (a bounded number of times,
 //!   counted) when `seq` was odd or changed. They then rebuild the tree from
 //!   the parent links: pre-order, siblings in birth order, which is source
@@ -48,9 +53,10 @@
 //!   existed at one instant.
 //! - Words are interned ids ([`crate::site`]), never pointers.
 //!
-//! [`active`]: PublishedStack::set_active
+//! [`polled`]: PublishedStack::polled
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering, fence};
+use crate::frame::AsyncStackFrame;
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 /// Number of frames of one task a published stack holds. A frame that first
 /// polls while every slot is taken (or under a frame that holds none) is not
@@ -127,6 +133,8 @@ pub(crate) struct StackCopy {
     pub(crate) words: Vec<u64>,
     /// The birth of each entry's frame.
     pub(crate) births: Vec<u32>,
+    /// Scratch: the frame address of each copied slot, in slot order.
+    addrs: Vec<usize>,
     /// Number of live frames (greater than `words.len()` when some hold no
     /// slot).
     pub(crate) len: u32,
@@ -137,6 +145,21 @@ pub(crate) struct StackCopy {
 }
 
 impl StackCopy {
+    /// The slot of the copied frame at address `addr` (none for `0`, or for
+    /// a frame that holds no slot). A frame's address is unique among the
+    /// live frames of its task; should a stale `polled` value match a
+    /// later frame at the same address, the youngest is taken.
+    fn slot_at(&self, addr: usize) -> Option<u32> {
+        if addr == 0 {
+            return None;
+        }
+        let slot_of = |i: usize| self.slots.get(i).map_or(i as u32, |&s| u32::from(s));
+        (0..self.addrs.len())
+            .filter(|&i| self.addrs[i] == addr)
+            .max_by_key(|&i| self.births[i])
+            .map(slot_of)
+    }
+
     /// Which entries are inside their poll right now, as a bit mask (bit
     /// `i` for entry `i`; entries never exceed 64): the active frame and its
     /// ancestors, found from the depths since entries are pre-order.
@@ -162,11 +185,13 @@ impl StackCopy {
     /// Turns the copied slots (published words and births, in slot order;
     /// `slots` names them, or is empty for slots `0..n`) into the pre-order
     /// tree in `words` and `births`, and maps `active_slot` to its index.
+    /// `addrs` is not used.
     ///
     /// A frame's parent is the frame in its parent slot if that one is live
     /// and older; otherwise (its parent is gone, or never had a slot) the
     /// frame hangs under the oldest parentless frame, the root.
     fn build_tree(&mut self, active_slot: Option<u32>) {
+        self.addrs.clear();
         self.active = None;
         let n = self.words.len();
         if n == 0 {
@@ -271,15 +296,20 @@ pub(crate) struct PublishedStack {
     seq: AtomicU64,
     /// Bit `i` set: slot `i` holds a live frame (sections only).
     live: AtomicU64,
-    /// `slot + 1` of the frame being polled; `0` between polls; above
-    /// [`STACK_CAPACITY`] for a polled frame that holds no slot.
-    active: AtomicU32,
+    /// The frame being polled (null between polls): while the task's poll
+    /// runs, the polling thread's current frame (see [`crate::active`]),
+    /// written on every entry and exit of a frame, outside sections.
+    pub(crate) polled: AtomicPtr<AsyncStackFrame>,
     /// Live frames that hold no slot (sections only).
     overflow: AtomicU32,
+    /// Raised by a foreign retirement; checked once per task poll (beside
+    /// `polled`, which the poll writes anyway).
+    retire_pending: AtomicU32,
     words: [AtomicU64; STACK_CAPACITY],
     births: [AtomicU32; STACK_CAPACITY],
-    /// Raised by a foreign retirement; checked once per task poll.
-    retire_pending: AtomicU32,
+    /// The address of each slot's frame (sections only), to find the slot
+    /// of the `polled` frame.
+    addrs: [AtomicUsize; STACK_CAPACITY],
     /// Foreign retirements: the birth of the frame that should give this
     /// slot back (see the module docs). Read by the writer only.
     retire: [AtomicU32; STACK_CAPACITY],
@@ -294,10 +324,11 @@ impl PublishedStack {
         PublishedStack {
             seq: AtomicU64::new(0),
             live: AtomicU64::new(0),
-            active: AtomicU32::new(0),
+            polled: AtomicPtr::new(std::ptr::null_mut()),
             overflow: AtomicU32::new(0),
             words: std::array::from_fn(|_| AtomicU64::new(0)),
             births: std::array::from_fn(|_| AtomicU32::new(0)),
+            addrs: std::array::from_fn(|_| AtomicUsize::new(0)),
             retire_pending: AtomicU32::new(0),
             retire: std::array::from_fn(|_| AtomicU32::new(0)),
         }
@@ -317,7 +348,7 @@ impl PublishedStack {
         self.seq.store(s.wrapping_add(2), Ordering::Release);
     }
 
-    /// Writer: empties the table for a new task. `active` is already `0`
+    /// Writer: empties the table for a new task. `polled` is already null
     /// (the last poll cleared it), and a leftover retirement only costs the
     /// new task one scan that frees nothing (births are never reused).
     pub(crate) fn reset(&self) {
@@ -330,17 +361,18 @@ impl PublishedStack {
         }
     }
 
-    /// Writer: gives a frame born `birth` a slot holding `word`, or counts
-    /// it as not shown (`None`) when every slot is taken.
+    /// Writer: gives the frame at `addr`, born `birth`, a slot holding
+    /// `word`, or counts it as not shown (`None`) when every slot is taken.
     #[cold]
     #[inline(never)]
-    pub(crate) fn take(&self, word: u64, birth: u32) -> Option<u32> {
+    pub(crate) fn take(&self, word: u64, birth: u32, addr: usize) -> Option<u32> {
         let live = self.live.load(Ordering::Relaxed);
         let slot = live.trailing_ones() as usize;
         let s = self.begin();
         let taken = if slot < STACK_CAPACITY {
             self.words[slot].store(word, Ordering::Relaxed);
             self.births[slot].store(birth, Ordering::Relaxed);
+            self.addrs[slot].store(addr, Ordering::Relaxed);
             self.live.store(live | 1 << slot, Ordering::Relaxed);
             Some(slot as u32)
         } else {
@@ -416,13 +448,6 @@ impl PublishedStack {
         }
     }
 
-    /// Writer: the frame in slot `slot_plus_one - 1` is being polled now
-    /// (`0`: no poll runs).
-    #[inline(always)]
-    pub(crate) fn set_active(&self, slot_plus_one: u32) {
-        self.active.store(slot_plus_one, Ordering::Release);
-    }
-
     /// Any thread but the writer: the frame born `birth` no longer holds
     /// slot `slot`; the writer frees it at its next poll.
     #[cold]
@@ -472,6 +497,7 @@ impl PublishedStack {
     pub(crate) fn copy_into(&self, out: &mut StackCopy) -> Result<(), Torn> {
         out.words.clear();
         out.births.clear();
+        out.addrs.clear();
         out.slots.clear();
         let s1 = self.seq.load(Ordering::Acquire);
         if s1 & 1 == 1 {
@@ -479,14 +505,18 @@ impl PublishedStack {
         }
         let live = self.live.load(Ordering::Relaxed) & (u64::MAX >> (64 - STACK_CAPACITY));
         let overflow = self.overflow.load(Ordering::Relaxed);
-        let active = self.active.load(Ordering::Acquire);
+        let polled = self.polled.load(Ordering::Relaxed) as usize;
         if live & live.wrapping_add(1) == 0 {
-            // Slots `0..n`, the usual case: two straight copies.
+            // Slots `0..n`, the usual case: straight copies.
             let n = live.trailing_ones() as usize;
             out.words
                 .extend(self.words[..n].iter().map(|w| w.load(Ordering::Relaxed)));
             out.births
                 .extend(self.births[..n].iter().map(|b| b.load(Ordering::Relaxed)));
+            if polled != 0 {
+                out.addrs
+                    .extend(self.addrs[..n].iter().map(|a| a.load(Ordering::Relaxed)));
+            }
         } else {
             let mut bits = live;
             while bits != 0 {
@@ -494,6 +524,9 @@ impl PublishedStack {
                 bits &= bits - 1;
                 out.words.push(self.words[slot].load(Ordering::Relaxed));
                 out.births.push(self.births[slot].load(Ordering::Relaxed));
+                if polled != 0 {
+                    out.addrs.push(self.addrs[slot].load(Ordering::Relaxed));
+                }
                 out.slots.push(slot as u8);
             }
         }
@@ -505,8 +538,26 @@ impl PublishedStack {
             return Err(Torn);
         }
         out.len = (out.words.len() as u32).saturating_add(overflow);
-        out.build_tree(active.checked_sub(1));
+        let active = out.slot_at(polled);
+        out.build_tree(active);
         Ok(())
+    }
+}
+
+/// Tests: a made-up address for the frame born `birth` (`0`: none).
+#[cfg(test)]
+fn fake_addr(birth: u32) -> usize {
+    birth as usize * 0x40
+}
+
+#[cfg(test)]
+impl PublishedStack {
+    /// Tests: the frame born `birth` is being polled (`0`: no poll runs).
+    fn poll_birth(&self, birth: u32) {
+        self.polled.store(
+            std::ptr::without_provenance_mut(fake_addr(birth)),
+            Ordering::Relaxed,
+        );
     }
 }
 
@@ -527,14 +578,14 @@ mod loom_tests {
             let root = Entry::published(Entry::encode(0, 1, 0), None);
             let child = Entry::published(Entry::encode(0, 2, 7), Some(0));
             let writer = loom::thread::spawn(move || {
-                let r = w.take(root, 1).unwrap();
-                w.set_active(r + 1);
-                let c = w.take(child, 2).unwrap();
-                w.set_active(c + 1);
+                w.take(root, 1, fake_addr(1)).unwrap();
+                w.poll_birth(1);
+                let c = w.take(child, 2, fake_addr(2)).unwrap();
+                w.poll_birth(2);
                 w.set_await(c, 8);
-                w.set_active(r + 1);
+                w.poll_birth(1);
                 w.give_back(Some(c));
-                w.set_active(0);
+                w.poll_birth(0);
             });
             let a = Entry::encode(0, 1, 0);
             let b = Entry::encode(1, 2, 7);
@@ -560,8 +611,10 @@ mod loom_tests {
         loom::model(|| {
             let stack = Arc::new(PublishedStack::new());
             let root = Entry::published(Entry::encode(0, 1, 0), None);
-            let old = stack.take(root, 1).unwrap();
-            let shared = stack.take(Entry::published(root, Some(old)), 2).unwrap();
+            let old = stack.take(root, 1, fake_addr(1)).unwrap();
+            let shared = stack
+                .take(Entry::published(root, Some(old)), 2, fake_addr(2))
+                .unwrap();
             let s = stack.clone();
             let foreign = loom::thread::spawn(move || s.retire(shared, 2));
             stack.collect_retired();
@@ -570,7 +623,9 @@ mod loom_tests {
             assert_eq!(stack.live.load(Ordering::Relaxed), 1 << old);
             // The slot is taken again by a later frame; a stale retirement
             // of the earlier one leaves it alone.
-            let again = stack.take(Entry::published(root, Some(old)), 3).unwrap();
+            let again = stack
+                .take(Entry::published(root, Some(old)), 3, fake_addr(3))
+                .unwrap();
             assert_eq!(again, shared);
             stack.retire(again, 2);
             stack.collect_retired();
@@ -620,11 +675,19 @@ mod tests {
         let s = PublishedStack::new();
         // root; two branches taken in rotated order: B (born 3, with a
         // child born 4) before A (born 2, in a higher slot).
-        let root = s.take(Entry::published(key(10, 1), None), 1).unwrap();
-        let b = s.take(Entry::published(key(12, 0), Some(root)), 3).unwrap();
-        let b1 = s.take(Entry::published(key(13, 5), Some(b)), 4).unwrap();
-        let a = s.take(Entry::published(key(11, 6), Some(root)), 2).unwrap();
-        s.set_active(b1 + 1);
+        let root = s
+            .take(Entry::published(key(10, 1), None), 1, fake_addr(1))
+            .unwrap();
+        let b = s
+            .take(Entry::published(key(12, 0), Some(root)), 3, fake_addr(3))
+            .unwrap();
+        let b1 = s
+            .take(Entry::published(key(13, 5), Some(b)), 4, fake_addr(4))
+            .unwrap();
+        let a = s
+            .take(Entry::published(key(11, 6), Some(root)), 2, fake_addr(2))
+            .unwrap();
+        s.poll_birth(4);
         let out = copy(&s);
         assert_eq!(
             out.words,
@@ -641,9 +704,11 @@ mod tests {
         assert_eq!(out.running_mask(), 0b1101);
         // A completes: its slot is given back, and taken by a new frame.
         s.give_back(Some(a));
-        let c = s.take(Entry::published(key(14, 0), Some(b1)), 5).unwrap();
+        let c = s
+            .take(Entry::published(key(14, 0), Some(b1)), 5, fake_addr(5))
+            .unwrap();
         assert_eq!(c, a, "the lowest free slot is reused");
-        s.set_active(0);
+        s.poll_birth(0);
         let out = copy(&s);
         assert_eq!(out.births, [1, 3, 4, 5]);
         assert_eq!(Entry::decode(out.words[3]).depth, 3);
@@ -652,15 +717,50 @@ mod tests {
     }
 
     #[test]
+    fn polled_frame_is_found_by_address() {
+        let s = PublishedStack::new();
+        let root = s
+            .take(Entry::published(key(1, 0), None), 1, fake_addr(1))
+            .unwrap();
+        let child = s
+            .take(Entry::published(key(2, 0), Some(root)), 2, fake_addr(2))
+            .unwrap();
+        // A frame that holds no slot, or an address no slot records: the
+        // task runs, but no frame is marked.
+        s.poll_birth(9);
+        assert_eq!(copy(&s).active, None);
+        s.poll_birth(2);
+        assert_eq!(copy(&s).active, Some(1));
+        assert_eq!(copy(&s).running_mask(), 0b11);
+        // The child was dropped on another thread (its retirement not yet
+        // collected) and a new frame at the same address took a slot: the
+        // younger one is the polled one.
+        s.take(Entry::published(key(3, 0), Some(root)), 3, fake_addr(2))
+            .unwrap();
+        let out = copy(&s);
+        assert_eq!(out.births, [1, 2, 3]);
+        assert_eq!(out.active, Some(2));
+        let _ = child;
+    }
+
+    #[test]
     fn orphans_hang_under_the_root() {
         let s = PublishedStack::new();
-        let root = s.take(Entry::published(key(1, 0), None), 1).unwrap();
-        let gone = s.take(Entry::published(key(2, 0), Some(root)), 2).unwrap();
-        let kept = s.take(Entry::published(key(3, 0), Some(gone)), 3).unwrap();
+        let root = s
+            .take(Entry::published(key(1, 0), None), 1, fake_addr(1))
+            .unwrap();
+        let gone = s
+            .take(Entry::published(key(2, 0), Some(root)), 2, fake_addr(2))
+            .unwrap();
+        let kept = s
+            .take(Entry::published(key(3, 0), Some(gone)), 3, fake_addr(3))
+            .unwrap();
         s.give_back(Some(gone));
         // A later frame takes the parent's slot: it is younger than `kept`,
         // so it is not taken for its parent.
-        let young = s.take(Entry::published(key(4, 0), Some(root)), 4).unwrap();
+        let young = s
+            .take(Entry::published(key(4, 0), Some(root)), 4, fake_addr(4))
+            .unwrap();
         assert_eq!(young, gone);
         let out = copy(&s);
         let depths: Vec<u32> = out.words.iter().map(|&w| Entry::decode(w).depth).collect();
@@ -674,7 +774,11 @@ mod tests {
         let s = PublishedStack::new();
         let mut parent = None;
         for i in 0..(STACK_CAPACITY as u32 + 5) {
-            let slot = s.take(Entry::published(key(i + 1, 0), parent), i + 1);
+            let slot = s.take(
+                Entry::published(key(i + 1, 0), parent),
+                i + 1,
+                fake_addr(i + 1),
+            );
             assert_eq!(slot.is_some(), (i as usize) < STACK_CAPACITY);
             parent = slot.or(parent);
         }
@@ -693,11 +797,13 @@ mod tests {
     #[test]
     fn steady_state_writes_no_section() {
         let s = PublishedStack::new();
-        let slot = s.take(Entry::published(key(1, 2), None), 1).unwrap();
+        let slot = s
+            .take(Entry::published(key(1, 2), None), 1, fake_addr(1))
+            .unwrap();
         let seq = s.seq.load(Ordering::Relaxed);
         s.set_await(slot, 2);
-        s.set_active(slot + 1);
-        s.set_active(0);
+        s.poll_birth(1);
+        s.poll_birth(0);
         s.collect_retired();
         assert_eq!(s.seq.load(Ordering::Relaxed), seq, "no section");
         s.set_await(slot, 3);
@@ -708,8 +814,12 @@ mod tests {
     #[test]
     fn retired_slots_are_freed_at_the_next_collection() {
         let s = PublishedStack::new();
-        let root = s.take(Entry::published(key(1, 0), None), 1).unwrap();
-        let child = s.take(Entry::published(key(2, 0), Some(root)), 2).unwrap();
+        let root = s
+            .take(Entry::published(key(1, 0), None), 1, fake_addr(1))
+            .unwrap();
+        let child = s
+            .take(Entry::published(key(2, 0), Some(root)), 2, fake_addr(2))
+            .unwrap();
         s.retire(child, 2);
         assert_eq!(copy(&s).words.len(), 2, "readers see it until collected");
         s.collect_retired();

@@ -129,21 +129,22 @@ impl TaskSlot {
         b
     }
 
-    /// Poller: the task's poll returned `Pending`, scheduled again if it
-    /// woke itself during the poll. A plain store: wakes from elsewhere are
-    /// counted in `wakes`, which readers compare with `seen_wakes`.
+    /// Poller: the task's poll returned `Pending` after waking itself
+    /// `self_wakes` times (a yield: it is scheduled again). Plain stores:
+    /// wakes from elsewhere are counted in `wakes`, which readers compare
+    /// with `seen_wakes`.
     #[inline(always)]
-    pub(crate) fn end_poll(&self, generation: u32, now_ms: u64, self_woken: bool) {
-        let state = if self_woken { SCHEDULED } else { IDLE };
+    pub(crate) fn end_poll(&self, generation: u32, now_ms: u64, self_wakes: u32) {
+        let state = if self_wakes == 0 {
+            IDLE
+        } else {
+            let n = self.self_wakes.load(Ordering::Relaxed);
+            self.self_wakes
+                .store(n.wrapping_add(u64::from(self_wakes)), Ordering::Relaxed);
+            SCHEDULED
+        };
         self.state
             .store(pack_state(state, generation, now_ms), Ordering::Release);
-    }
-
-    /// Poller: the task woke itself from inside its poll (a yield).
-    #[inline]
-    pub(crate) fn count_self_wake(&self) {
-        let n = self.self_wakes.load(Ordering::Relaxed);
-        self.self_wakes.store(n.wrapping_add(1), Ordering::Relaxed);
     }
 
     /// Waker, from outside the task's poll: counts a wake if the slot still
@@ -626,7 +627,7 @@ mod loom_tests {
             let second = reg.register(new_task(2)).unwrap();
             second.slot.start_poll(second.generation, 0);
             let t = loom::thread::spawn(move || slot.wake(stale_generation, || 0));
-            second.slot.end_poll(second.generation, 0, false);
+            second.slot.end_poll(second.generation, 0, 0);
             assert!(!t.join().unwrap());
             assert_eq!(slot.state_since().0, TaskState::Idle);
             assert_eq!(slot.wakes_total(), 0);
@@ -645,13 +646,13 @@ mod loom_tests {
             let slot = r.slot;
             let generation = r.generation;
             let t = loom::thread::spawn(move || slot.wake(generation, || 0));
-            r.slot.end_poll(r.generation, 0, false);
+            r.slot.end_poll(r.generation, 0, 0);
             assert!(t.join().unwrap());
             assert_eq!(r.slot.state_since().0, TaskState::Scheduled);
             assert_eq!(r.slot.wakes_total(), 1);
             // The next poll consumes the wake.
             r.slot.start_poll(r.generation, 0);
-            r.slot.end_poll(r.generation, 0, false);
+            r.slot.end_poll(r.generation, 0, 0);
             assert_eq!(r.slot.state_since().0, TaskState::Idle);
             registry().deregister(&r);
         });
