@@ -664,6 +664,17 @@ mod tests {
         assert_eq!(Entry::parent_of(Entry::published(key(1, 2), None)), None);
     }
 
+    /// Gives the frame born `birth`, with call site `call` and await site
+    /// `await_site`, a slot under the frame in slot `parent`.
+    fn put(s: &PublishedStack, call: u32, await_site: u32, parent: Option<u32>, birth: u32) -> u32 {
+        s.take(
+            Entry::published(key(call, await_site), parent),
+            birth,
+            fake_addr(birth),
+        )
+        .unwrap()
+    }
+
     fn copy(s: &PublishedStack) -> StackCopy {
         let mut out = StackCopy::default();
         s.copy_into(&mut out).unwrap();
@@ -675,18 +686,10 @@ mod tests {
         let s = PublishedStack::new();
         // root; two branches taken in rotated order: B (born 3, with a
         // child born 4) before A (born 2, in a higher slot).
-        let root = s
-            .take(Entry::published(key(10, 1), None), 1, fake_addr(1))
-            .unwrap();
-        let b = s
-            .take(Entry::published(key(12, 0), Some(root)), 3, fake_addr(3))
-            .unwrap();
-        let b1 = s
-            .take(Entry::published(key(13, 5), Some(b)), 4, fake_addr(4))
-            .unwrap();
-        let a = s
-            .take(Entry::published(key(11, 6), Some(root)), 2, fake_addr(2))
-            .unwrap();
+        let root = put(&s, 10, 1, None, 1);
+        let b = put(&s, 12, 0, Some(root), 3);
+        let b1 = put(&s, 13, 5, Some(b), 4);
+        let a = put(&s, 11, 6, Some(root), 2);
         s.poll_birth(4);
         let out = copy(&s);
         assert_eq!(
@@ -704,9 +707,7 @@ mod tests {
         assert_eq!(out.running_mask(), 0b1101);
         // A completes: its slot is given back, and taken by a new frame.
         s.give_back(Some(a));
-        let c = s
-            .take(Entry::published(key(14, 0), Some(b1)), 5, fake_addr(5))
-            .unwrap();
+        let c = put(&s, 14, 0, Some(b1), 5);
         assert_eq!(c, a, "the lowest free slot is reused");
         s.poll_birth(0);
         let out = copy(&s);
@@ -719,12 +720,8 @@ mod tests {
     #[test]
     fn polled_frame_is_found_by_address() {
         let s = PublishedStack::new();
-        let root = s
-            .take(Entry::published(key(1, 0), None), 1, fake_addr(1))
-            .unwrap();
-        let child = s
-            .take(Entry::published(key(2, 0), Some(root)), 2, fake_addr(2))
-            .unwrap();
+        let root = put(&s, 1, 0, None, 1);
+        let child = put(&s, 2, 0, Some(root), 2);
         // A frame that holds no slot, or an address no slot records: the
         // task runs, but no frame is marked.
         s.poll_birth(9);
@@ -746,21 +743,13 @@ mod tests {
     #[test]
     fn orphans_hang_under_the_root() {
         let s = PublishedStack::new();
-        let root = s
-            .take(Entry::published(key(1, 0), None), 1, fake_addr(1))
-            .unwrap();
-        let gone = s
-            .take(Entry::published(key(2, 0), Some(root)), 2, fake_addr(2))
-            .unwrap();
-        let kept = s
-            .take(Entry::published(key(3, 0), Some(gone)), 3, fake_addr(3))
-            .unwrap();
+        let root = put(&s, 1, 0, None, 1);
+        let gone = put(&s, 2, 0, Some(root), 2);
+        let kept = put(&s, 3, 0, Some(gone), 3);
         s.give_back(Some(gone));
         // A later frame takes the parent's slot: it is younger than `kept`,
         // so it is not taken for its parent.
-        let young = s
-            .take(Entry::published(key(4, 0), Some(root)), 4, fake_addr(4))
-            .unwrap();
+        let young = put(&s, 4, 0, Some(root), 4);
         assert_eq!(young, gone);
         let out = copy(&s);
         let depths: Vec<u32> = out.words.iter().map(|&w| Entry::decode(w).depth).collect();
@@ -797,9 +786,7 @@ mod tests {
     #[test]
     fn steady_state_writes_no_section() {
         let s = PublishedStack::new();
-        let slot = s
-            .take(Entry::published(key(1, 2), None), 1, fake_addr(1))
-            .unwrap();
+        let slot = put(&s, 1, 2, None, 1);
         let seq = s.seq.load(Ordering::Relaxed);
         s.set_await(slot, 2);
         s.poll_birth(1);
@@ -814,12 +801,8 @@ mod tests {
     #[test]
     fn retired_slots_are_freed_at_the_next_collection() {
         let s = PublishedStack::new();
-        let root = s
-            .take(Entry::published(key(1, 0), None), 1, fake_addr(1))
-            .unwrap();
-        let child = s
-            .take(Entry::published(key(2, 0), Some(root)), 2, fake_addr(2))
-            .unwrap();
+        let root = put(&s, 1, 0, None, 1);
+        let child = put(&s, 2, 0, Some(root), 2);
         s.retire(child, 2);
         assert_eq!(copy(&s).words.len(), 2, "readers see it until collected");
         s.collect_retired();
