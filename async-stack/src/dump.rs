@@ -94,7 +94,8 @@ pub struct TaskInfo {
     pub state_ms: u64,
     /// Number of polls so far.
     pub polls: u64,
-    /// Number of wakes so far.
+    /// Number of wakes so far. A wake from inside the task's own poll (a
+    /// yield) is counted when that poll returns.
     pub wakes: u64,
     /// The task that spawned this one, when known.
     pub parent: Option<u64>,
