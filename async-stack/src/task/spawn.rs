@@ -69,22 +69,29 @@ impl<F> Spawned<F> {
 impl<F: Future> Future for Spawned<F> {
     type Output = F::Output;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let info: &SpawnInfo = this.info;
-        let prev = crate::active::with(|a| a.pending_spawn.replace(info));
+        let active = crate::active::current();
         // Restores the previous pointer on every exit path, unwinding
         // included, so the thread never keeps a pointer into this future.
-        let _restore = RestoreSpawn(prev.unwrap_or(std::ptr::null()));
+        let _restore = RestoreSpawn {
+            active,
+            prev: active.pending_spawn.replace(info),
+        };
         this.inner.poll(cx)
     }
 }
 
-struct RestoreSpawn(*const SpawnInfo);
+struct RestoreSpawn {
+    active: &'static crate::active::Active,
+    prev: *const SpawnInfo,
+}
 
 impl Drop for RestoreSpawn {
+    #[inline]
     fn drop(&mut self) {
-        let prev = self.0;
-        crate::active::with(|a| a.pending_spawn.set(prev));
+        self.active.pending_spawn.set(self.prev);
     }
 }
