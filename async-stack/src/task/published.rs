@@ -334,6 +334,15 @@ impl PublishedStack {
         }
     }
 
+    /// Asks the processor to bring the lines a reader copies for a short
+    /// stack (the first words and births) into the cache.
+    #[inline]
+    pub(crate) fn prefetch(&self) {
+        crate::sync::prefetch(std::ptr::from_ref(&self.words[0]).cast());
+        crate::sync::prefetch(std::ptr::from_ref(&self.words[STACK_CAPACITY.min(8) - 1]).cast());
+        crate::sync::prefetch(std::ptr::from_ref(&self.births[0]).cast());
+    }
+
     #[inline(always)]
     fn begin(&self) -> u64 {
         let s = self.seq.load(Ordering::Relaxed);
