@@ -348,7 +348,7 @@ impl Registry {
 
     /// Takes a slot and publishes a new task in it.
     pub(crate) fn register(&'static self, task: NewTask<'_>) -> Option<Registration> {
-        let reused = free_cache::pop().or_else(|| lock(&self.free).pop());
+        let reused = free_cache::pop(&self.free);
         let index = match reused {
             Some(i) => i as usize,
             None => {
@@ -399,9 +399,7 @@ impl Registry {
     /// Ends a task: its slot stops being reported and becomes reusable.
     pub(crate) fn deregister(&'static self, reg: &Registration) {
         reg.slot.id.store(0, Ordering::Release);
-        if let Err(index) = free_cache::push(reg.index) {
-            lock(&self.free).push(index);
-        }
+        free_cache::push(reg.index, &self.free);
     }
 
     /// Takes back slots from a thread's cache (when the thread exits).
@@ -438,15 +436,22 @@ impl Registry {
     }
 }
 
-/// A small per-thread cache of free slot indices, so that a task that
-/// starts and ends on the same thread (the common case) takes and returns
-/// its slot without touching the registry's mutex. A thread's cached slots
-/// go back to the registry when the thread exits.
+/// A per-thread cache of free slot indices, so that a task that starts
+/// and ends on the same thread (the common case) takes and returns its slot
+/// without touching the registry's mutex. The cache trades with the
+/// registry's free list in batches: when it is full it gives back its
+/// oldest half, and when it is empty it takes up to half a cache, in one
+/// lock each time. So a thread that registers many tasks before any ends
+/// (a burst of spawns) locks once per batch rather than once per task. A
+/// thread's cached slots go back to the registry when the thread exits.
 #[cfg(not(async_stack_loom))]
 mod free_cache {
     use std::cell::RefCell;
 
-    const CAPACITY: usize = 64;
+    use crate::sync::{Mutex, lock};
+
+    const CAPACITY: usize = 128;
+    const BATCH: usize = CAPACITY / 2;
 
     struct Cache(Vec<u32>);
 
@@ -460,24 +465,72 @@ mod free_cache {
         static CACHE: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) };
     }
 
-    pub(super) fn pop() -> Option<u32> {
+    /// A free slot index: the one this thread freed last, or one of a batch
+    /// taken from `global`.
+    pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
         CACHE
-            .try_with(|c| c.try_borrow_mut().ok()?.0.pop())
-            .ok()
-            .flatten()
+            .try_with(|c| {
+                let Ok(mut c) = c.try_borrow_mut() else {
+                    return lock(global).pop();
+                };
+                if c.0.is_empty() {
+                    let mut g = lock(global);
+                    let from = g.len().saturating_sub(BATCH);
+                    c.0.extend(g.drain(from..));
+                }
+                c.0.pop()
+            })
+            .unwrap_or_else(|_| lock(global).pop())
     }
 
-    /// Caches `index`, or hands it back when the cache is full or gone.
-    pub(super) fn push(index: u32) -> Result<(), u32> {
-        CACHE
-            .try_with(|c| match c.try_borrow_mut() {
-                Ok(mut c) if c.0.len() < CAPACITY => {
-                    c.0.push(index);
-                    Ok(())
+    /// Caches `index`, first giving the oldest half of a full cache back to
+    /// `global`.
+    pub(super) fn push(index: u32, global: &Mutex<Vec<u32>>) {
+        let cached = CACHE.try_with(|c| {
+            let Ok(mut c) = c.try_borrow_mut() else {
+                return false;
+            };
+            if c.0.len() >= CAPACITY {
+                lock(global).extend(c.0.drain(..BATCH));
+            }
+            c.0.push(index);
+            true
+        });
+        if cached != Ok(true) {
+            lock(global).push(index);
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        /// On a fresh thread (an empty cache), with a free list of its own,
+        /// and emptied before the thread ends so that nothing reaches the
+        /// process's registry.
+        #[test]
+        fn free_slots_move_in_batches() {
+            std::thread::spawn(|| {
+                let global = Mutex::new(Vec::new());
+                for i in 0..=CAPACITY as u32 {
+                    push(i, &global);
                 }
-                _ => Err(index),
+                // Full at the last push: the oldest half went back at once.
+                assert_eq!(*lock(&global), (0..BATCH as u32).collect::<Vec<_>>());
+                // Last freed, first reused.
+                assert_eq!(pop(&global), Some(CAPACITY as u32));
+                for i in (BATCH as u32..CAPACITY as u32).rev() {
+                    assert_eq!(pop(&global), Some(i));
+                }
+                // Empty: one batch comes back from the free list.
+                assert_eq!(pop(&global), Some(BATCH as u32 - 1));
+                assert!(lock(&global).is_empty());
+                let rest: Vec<u32> = std::iter::from_fn(|| pop(&global)).collect();
+                assert_eq!(rest, (0..BATCH as u32 - 1).rev().collect::<Vec<_>>());
             })
-            .unwrap_or(Err(index))
+            .join()
+            .unwrap();
+        }
     }
 }
 
@@ -485,11 +538,13 @@ mod free_cache {
 /// models cover.
 #[cfg(async_stack_loom)]
 mod free_cache {
-    pub(super) fn pop() -> Option<u32> {
-        None
+    use crate::sync::{Mutex, lock};
+
+    pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
+        lock(global).pop()
     }
-    pub(super) fn push(index: u32) -> Result<(), u32> {
-        Err(index)
+    pub(super) fn push(index: u32, global: &Mutex<Vec<u32>>) {
+        lock(global).push(index);
     }
 }
 
