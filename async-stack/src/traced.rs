@@ -25,7 +25,7 @@
 //!    at no further cost. A frame that completes gives its slot back
 //!    (cold).
 //!
-//! Steady-state cost of a level: three loads and three plain stores (two
+//! Steady-state cost of a level: four loads and three plain stores (two
 //! of them the current frame's), one compare. No lock, no allocation, no
 //! atomic read-modify-write, no call. A task root adds, once per task poll,
 //! a few plain stores to its task slot (state and time, poll count, the
