@@ -79,12 +79,19 @@ impl Active {
         unsafe { self.task.get().as_ref() }.map_or(0, |t| t.id.load(Ordering::Relaxed))
     }
 
+    /// The word holding the current frame, while a task root's poll runs.
+    #[inline(always)]
+    pub(crate) fn cur_word(&self) -> Option<&AtomicPtr<AsyncStackFrame>> {
+        // SAFETY: `cur` is null, or points to `own` (which lives as long as
+        // `self`) or to the `polled` word of a `&'static TaskSlot` (module
+        // invariant).
+        unsafe { self.cur.get().as_ref() }
+    }
+
     /// The frame being polled on this thread; null if none.
     #[inline(always)]
     pub(crate) fn frame(&self) -> *const AsyncStackFrame {
-        // SAFETY: `cur` is null, or points to `own` or to the `polled` word
-        // of a `&'static TaskSlot` (module invariant).
-        match unsafe { self.cur.get().as_ref() } {
+        match self.cur_word() {
             Some(word) => word.load(Ordering::Relaxed),
             None => std::ptr::null(),
         }

@@ -179,9 +179,7 @@ impl<F: Future> Future for Traced<F> {
         // inner poll below is the only call to it.
         let root_waker;
         let mut root_cx;
-        // SAFETY: `cur` is null, or points to `a.own` or to the `polled` word
-        // of a `&'static TaskSlot` (invariant of `active`).
-        let (cx, child): (&mut Context<'_>, _) = match unsafe { a.cur.get().as_ref() } {
+        let (cx, child): (&mut Context<'_>, _) = match a.cur_word() {
             Some(cur) => {
                 let parent = cur.load(Ordering::Relaxed);
                 enter_child(frame, parent, a);
@@ -325,12 +323,13 @@ fn unlink(frame: &AsyncStackFrame, a: Option<&Active>) {
     let Some(t) = (unsafe { frame.task.load(Ordering::Relaxed).cast_const().as_ref() }) else {
         return;
     };
-    let owner = a.is_some_and(|a| std::ptr::eq(a.task.get(), t) && link::in_task(old, a.task_id()));
-    if owner {
+    // The slot now holds another task: the place went with the old one.
+    if !link::in_task(old, t.id.load(Ordering::Relaxed)) {
+        return;
+    }
+    if a.is_some_and(|a| std::ptr::eq(a.task.get(), t)) {
         t.stack.give_back(link::slot(old));
-    } else if let Some(slot) = link::slot(old)
-        && link::in_task(old, t.id.load(Ordering::Relaxed))
-    {
+    } else if let Some(slot) = link::slot(old) {
         t.stack.retire(slot, link::birth(old));
     }
 }
@@ -437,8 +436,7 @@ fn unwind_root(a: &Active) {
 /// task is polled any more, and the thread's state is cleared.
 #[inline(always)]
 fn leave_root(a: &Active) {
-    // SAFETY: as in `Active::frame`.
-    if let Some(cur) = unsafe { a.cur.get().as_ref() } {
+    if let Some(cur) = a.cur_word() {
         cur.store(std::ptr::null_mut(), Ordering::Relaxed);
     }
     a.cur.set(std::ptr::null());

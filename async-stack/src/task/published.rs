@@ -125,6 +125,12 @@ impl Entry {
     }
 }
 
+/// The slot of copied entry `i`: `slots[i]`, or `i` when `slots` is empty
+/// (the entries were slots `0..n`).
+fn slot_of(slots: &[u8], i: usize) -> u32 {
+    slots.get(i).map_or(i as u32, |&s| u32::from(s))
+}
+
 /// A reader's copy of a published stack, as a tree in pre-order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct StackCopy {
@@ -153,11 +159,10 @@ impl StackCopy {
         if addr == 0 {
             return None;
         }
-        let slot_of = |i: usize| self.slots.get(i).map_or(i as u32, |&s| u32::from(s));
         (0..self.addrs.len())
             .filter(|&i| self.addrs[i] == addr)
             .max_by_key(|&i| self.births[i])
-            .map(slot_of)
+            .map(|i| slot_of(&self.slots, i))
     }
 
     /// Which entries are inside their poll right now, as a bit mask (bit
@@ -197,7 +202,6 @@ impl StackCopy {
         if n == 0 {
             return;
         }
-        let slot_of = |slots: &[u8], i: usize| slots.get(i).map_or(i as u32, |&s| u32::from(s));
         // The usual stack, a plain chain (each frame, in slot order, born
         // after and under the one before): only depths to fill in.
         let chain = self

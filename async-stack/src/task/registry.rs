@@ -418,9 +418,8 @@ impl Registry {
     pub(crate) fn for_each_slot(&'static self, mut f: impl FnMut(&'static TaskSlot)) {
         let n = self.fresh.load(Ordering::Acquire).min(PAGE * MAX_PAGES);
         for index in 0..n {
-            if let Some(ahead) = self
-                .slot(index + PREFETCH_AHEAD)
-                .filter(|_| index + PREFETCH_AHEAD < n)
+            if index + PREFETCH_AHEAD < n
+                && let Some(ahead) = self.slot(index + PREFETCH_AHEAD)
             {
                 ahead.prefetch();
             }
