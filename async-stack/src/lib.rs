@@ -104,37 +104,36 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-mod active;
-mod clock;
-pub mod dump;
-mod frame;
-pub mod panic;
-#[cfg(unix)]
-pub mod signal;
-mod site;
-pub mod stall;
-mod symbolize;
+mod read;
+mod record;
+mod report;
 pub(crate) mod sync;
 pub mod task;
-mod traced;
-mod walker;
 
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
-pub use active::current_task_id;
+#[doc(inline)]
+pub use read::dump;
+#[cfg(unix)]
+#[doc(inline)]
+pub use report::signal;
+#[doc(inline)]
+pub use report::{panic, stall};
+
 pub use async_stack_macros::traced_async;
 pub use dump::{TaskDump, TaskInfo, dump};
-pub use frame::AsyncStackFrame;
-pub use site::{AwaitSite, CallSite};
+pub use read::walker::{Backtrace, BacktraceFrame, FrameKind, backtrace};
+pub use record::current::current_task_id;
+pub use record::frame::AsyncStackFrame;
+pub use record::site::{AwaitSite, CallSite};
+pub use record::traced::{Traced, TracedExt};
 pub use task::TaskState;
-pub use traced::{Traced, TracedExt};
-pub use walker::{Backtrace, BacktraceFrame, FrameKind, backtrace};
 
 /// Items used by the `#[traced_async]` expansion. Not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::active::{clear_await_site, set_await_site};
-    pub use crate::site::{AwaitSite, CallSite};
-    pub use crate::traced::Traced;
+    pub use crate::record::current::{clear_await_site, set_await_site};
+    pub use crate::record::site::{AwaitSite, CallSite};
+    pub use crate::record::traced::Traced;
 }

@@ -201,7 +201,7 @@ fn frames_beyond_the_capacity_are_counted_not_shown() {
     let t = task(&async_stack::dump(), "wide-root");
     // The root and `unordered` hold two slots; the members fill the rest.
     assert_eq!(t.frames.len(), cap);
-    assert_eq!(t.truncated as usize, members + 2 - cap);
+    assert_eq!(t.hidden_frames as usize, members + 2 - cap);
     assert!(
         t.frames[2..]
             .iter()
@@ -216,7 +216,11 @@ fn frames_beyond_the_capacity_are_counted_not_shown() {
         senders.truncate(live);
         pool.run_until_stalled();
         let t = task(&async_stack::dump(), "wide-root");
-        assert_eq!(t.frames.len() + t.truncated as usize, live + 2, "{live}");
+        assert_eq!(
+            t.frames.len() + t.hidden_frames as usize,
+            live + 2,
+            "{live}"
+        );
         assert!(t.frames.len() <= cap);
     }
     drop(senders);

@@ -11,7 +11,7 @@
 //!
 //! Every frame of the task holds a **slot** of the table from the first poll
 //! it gets under the task until it completes, is dropped, or is polled under
-//! another parent or task (see [`crate::frame`], "Links"). The slot's word
+//! another parent or task (see [`crate::record::frame`], "Links"). The slot's word
 //! is the frame's call site, the `.await` it last reached, and its parent's
 //! slot; beside it sits the frame's *birth*, a number taken from the task
 //! slot when the frame got its slot, increasing for the life of the process
@@ -23,7 +23,7 @@
 //! In the steady state a poll writes nothing here but [`polled`]: the
 //! address of the frame being polled right now (null between polls). That
 //! word *is* the polling thread's current frame while the task's poll runs
-//! (see [`crate::active`]), so keeping it costs a frame nothing beyond
+//! (see [`crate::record::current`]), so keeping it costs a frame nothing beyond
 //! linking itself: one store on entry, one on exit. Readers map it to a
 //! slot through the frame address each slot records when it is taken.
 //! Addresses are identities here, compared and never dereferenced by a
@@ -51,11 +51,11 @@
 //!   order for the branches of a `join!` even when the combinator polls them
 //!   in rotation (as `tokio::join!` does). A returned copy is one that
 //!   existed at one instant.
-//! - Words are interned ids ([`crate::site`]), never pointers.
+//! - Words are interned ids ([`crate::record::site`]), never pointers.
 //!
 //! [`polled`]: PublishedStack::polled
 
-use crate::frame::AsyncStackFrame;
+use crate::record::frame::AsyncStackFrame;
 use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
 
 /// Number of frames of one task a published stack holds. A frame that first
@@ -301,7 +301,7 @@ pub(crate) struct PublishedStack {
     /// Bit `i` set: slot `i` holds a live frame (sections only).
     live: AtomicU64,
     /// The frame being polled (null between polls): while the task's poll
-    /// runs, the polling thread's current frame (see [`crate::active`]),
+    /// runs, the polling thread's current frame (see [`crate::record::current`]),
     /// written on every entry and exit of a frame, outside sections.
     pub(crate) polled: AtomicPtr<AsyncStackFrame>,
     /// Live frames that hold no slot (sections only).

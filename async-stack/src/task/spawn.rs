@@ -53,7 +53,7 @@ pub fn spawned<F: Future>(fut: F) -> Spawned<F> {
         info: SpawnInfo {
             name: None,
             location: Location::caller(),
-            parent: crate::active::current_task_id().unwrap_or(0),
+            parent: crate::record::current::current_task_id().unwrap_or(0),
         },
     }
 }
@@ -73,7 +73,7 @@ impl<F: Future> Future for Spawned<F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let info: &SpawnInfo = this.info;
-        let active = crate::active::current();
+        let active = crate::record::current::current();
         // Restores the previous pointer on every exit path, unwinding
         // included, so the thread never keeps a pointer into this future.
         let _restore = RestoreSpawn {
@@ -85,7 +85,7 @@ impl<F: Future> Future for Spawned<F> {
 }
 
 struct RestoreSpawn {
-    active: &'static crate::active::Active,
+    active: &'static crate::record::current::Active,
     prev: *const SpawnInfo,
 }
 

@@ -71,7 +71,7 @@ impl RootShared {
     #[inline(always)]
     fn wake(&self) {
         let reg = &self.reg;
-        let own = crate::active::with(|a| {
+        let own = crate::record::current::with(|a| {
             // The slot holds the id of the task being polled.
             let own = std::ptr::eq(a.task.get(), reg.slot)
                 && reg.slot.id.load(Ordering::Relaxed) == reg.id;
@@ -89,7 +89,7 @@ impl RootShared {
     #[inline(never)]
     fn wake_from_outside(&self) {
         let reg = &self.reg;
-        reg.slot.wake(reg.generation, crate::clock::now_ms);
+        reg.slot.wake(reg.generation, crate::record::clock::now_ms);
     }
 }
 

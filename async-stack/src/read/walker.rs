@@ -31,14 +31,14 @@
 //! first level found (see the crate's "Stack accuracy").
 //!
 //! Symbols are resolved on first display or inspection and cached per
-//! address for the whole process ([`crate::symbolize`]).
+//! address for the whole process ([`crate::read::symbolize`]).
 
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::frame::AsyncStackFrame;
-use crate::site::{AwaitSite, CallSite};
-use crate::symbolize::{self, Symbol};
+use crate::read::symbolize::{self, Symbol};
+use crate::record::frame::AsyncStackFrame;
+use crate::record::site::{AwaitSite, CallSite};
 
 /// Whether a backtrace frame is a native (machine) frame or an async frame
 /// recorded by an instrumented future.
@@ -236,7 +236,7 @@ impl Backtrace {
 
 /// Walks the thread's active chain, innermost first.
 fn capture_chain() -> Vec<ChainFrame> {
-    crate::active::with(|a| {
+    crate::record::current::with(|a| {
         let mut out: Vec<ChainFrame> = Vec::new();
         let mut cur = a.frame();
         // A bound against a corrupted chain; real chains are far shorter.
@@ -290,7 +290,7 @@ fn is_own_plumbing(s: &Symbol) -> bool {
             || n.starts_with("std::thread::local::LocalKey")
     });
     let by_file = s.file.as_deref().is_some_and(|f| {
-        (f.starts_with(OWN_SRC) && !f.ends_with("/src/walker.rs"))
+        (f.starts_with(OWN_SRC) && !f.ends_with("/src/read/walker.rs"))
             || f.ends_with("std/src/thread/local.rs")
     });
     by_name || by_file
@@ -304,11 +304,11 @@ fn is_short_backtrace_marker(name: Option<&str>) -> bool {
 /// one place: one per instrumented level on the stack, inlined or not (the
 /// walker's anchor for each async frame; see `traced.rs`).
 fn is_level(s: &Symbol) -> bool {
-    const TRACED_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/traced.rs");
+    const TRACED_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/record/traced.rs");
     let Some(name) = s.name.as_deref() else {
         return false;
     };
-    let full = name.starts_with("<async_stack::traced::Traced<")
+    let full = name.starts_with("<async_stack::record::traced::Traced<")
         && name.contains(" as core::future::future::Future>::poll");
     match s.file.as_deref() {
         // Line-tables-only debug info names inlined frames `poll<..>`.

@@ -8,13 +8,13 @@
 //! not) stands on the native stack per level: the walker's anchor. On every
 //! poll it:
 //!
-//! 1. reads the thread's current frame (see [`crate::active`]); if there is
+//! 1. reads the thread's current frame (see [`crate::record::current`]); if there is
 //!    none, this future is a **task root**: around the inner poll it marks
 //!    the task running, then idle or scheduled, and hands down the task's
 //!    own waker (see [`crate::task`]). Registration on the first poll, an
 //!    untracked root, a new executor waker and completion are cold calls;
 //! 2. otherwise stores `parent`, and compares the parent's `link` with the
-//!    one it saw when it was linked (see [`crate::frame`], "Links"). If they
+//!    one it saw when it was linked (see [`crate::record::frame`], "Links"). If they
 //!    differ (its first poll, a new parent, another task), a cold call gives
 //!    it a slot in the task's published stack and copies the return address
 //!    cached in the parent's current await site;
@@ -30,7 +30,7 @@
 //! atomic read-modify-write, no call. A task root adds, once per task poll,
 //! a few plain stores to its task slot (state and time, poll count, the
 //! wake count it has seen) and two reads of the ticking clock
-//! ([`crate::clock`]); a wake from another thread through the root's waker
+//! ([`crate::record::clock`]); a wake from another thread through the root's waker
 //! adds a compare-and-swap on the task's wake counter, and a wake from
 //! inside the task's own poll only a thread-local count.
 
@@ -40,9 +40,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use crate::active::{self, Active};
-use crate::frame::{AsyncStackFrame, link};
-use crate::site::{self, CallSite};
+use crate::record::current::{self, Active};
+use crate::record::frame::{AsyncStackFrame, link};
+use crate::record::site::{self, CallSite};
 use crate::sync::{AtomicPtr, Ordering};
 use crate::task::published::Entry;
 use crate::task::registry::NewTask;
@@ -173,7 +173,7 @@ impl<F: Future> Future for Traced<F> {
         let frame: &AsyncStackFrame = this.frame;
         let inner = this.inner;
         let root = this.root;
-        let a = active::current();
+        let a = current::current();
         // A child passes the caller's `Context` through; a task root polls
         // with its own waker. One `&mut Context` for both, so that the
         // inner poll below is the only call to it.
@@ -383,7 +383,7 @@ fn begin_task_poll(frame: &AsyncStackFrame, r: &RootShared, a: &Active) {
     let reg = &r.reg;
     let slot = reg.slot;
     slot.stack.collect_retired();
-    slot.start_poll(reg.generation, crate::clock::now_ms());
+    slot.start_poll(reg.generation, crate::record::clock::now_ms());
     a.task.set(slot);
     slot.stack
         .polled
@@ -408,7 +408,7 @@ fn exit_root(
         Some(r) if pending => {
             let reg = &r.reg;
             reg.slot
-                .end_poll(reg.generation, crate::clock::now_ms(), self_wakes);
+                .end_poll(reg.generation, crate::record::clock::now_ms(), self_wakes);
         }
         _ => end_task(frame, root),
     }
@@ -459,7 +459,7 @@ fn register_root(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Optio
         location: spawn.map(|s| s.location),
         root_call_site: frame.call_site().id(),
         name: spawn.and_then(|s| s.name.as_ref()),
-        now_ms: crate::clock::now_ms(),
+        now_ms: crate::record::clock::now_ms(),
     })?;
     // The spawn metadata belongs to this root only.
     a.pending_spawn.set(std::ptr::null());
@@ -475,7 +475,7 @@ impl<F> PinnedDrop for Traced<F> {
         if this.root.is_some() {
             end_task(frame, this.root);
         } else if frame.link.load(Ordering::Relaxed) != 0
-            && active::with(|a| unlink(frame, Some(a))).is_none()
+            && current::with(|a| unlink(frame, Some(a))).is_none()
         {
             unlink(frame, None);
         }

@@ -184,7 +184,7 @@ pub struct AwaitSite {
     line: u32,
     column: u32,
     /// Cached return address into the awaiting function's code (see
-    /// [`crate::frame`]); `0` while unresolved, `1` when resolution failed.
+    /// [`crate::record::frame`]); `0` while unresolved, `1` when resolution failed.
     pub(crate) return_address: AtomicUsize,
 }
 

@@ -23,8 +23,8 @@
 
 use std::cell::Cell;
 
-use crate::frame::{AsyncStackFrame, link};
-use crate::site::AwaitSite;
+use crate::record::frame::{AsyncStackFrame, link};
+use crate::record::site::AwaitSite;
 use crate::sync::{AtomicPtr, Ordering};
 use crate::task::TaskSlot;
 use crate::task::spawn::SpawnInfo;
@@ -192,7 +192,7 @@ pub fn clear_await_site() {
 
 /// Resolves, once per `.await` site, an address in the awaiting function's
 /// code that symbolises to the line of that `.await`, and caches it in the
-/// site (see [`crate::frame`], "The return address").
+/// site (see [`crate::record::frame`], "The return address").
 ///
 /// [`set_await_site`] is always inlined into the body, at the `.await`, so
 /// the address this cold function returns to lies in the body's code, inside

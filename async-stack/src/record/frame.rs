@@ -51,7 +51,7 @@
 //! physical call to return to; the walker reads the same line off the
 //! inlined frames of the stack it captures.
 
-use crate::site::{AwaitSite, CallSite};
+use crate::record::site::{AwaitSite, CallSite};
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use crate::task::TaskSlot;
 use crate::task::published::Entry;

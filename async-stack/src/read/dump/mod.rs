@@ -1,0 +1,213 @@
+//! Task dumps: every live task, suspended or running, read without
+//! blocking, pausing or re-polling anything.
+//!
+//! [`dump()`] walks the registry's slots (which are never freed) and copies
+//! each live task's published stack under its sequence counter (see
+//! [`crate::task`]). It never takes a lock a task could hold, never waits
+//! for a running poll, and never calls into a future, so it completes even
+//! when every worker thread is blocked, and it changes nothing: poll counts,
+//! wake counts and states are only read.
+//!
+//! # Text form
+//!
+//! Modelled on Go's goroutine dumps. Each task has a header with its id,
+//! name, state and time in that state, then its frames innermost first
+//! (pending branches of a `join!` each appear, indented under their
+//! parent, in source order), then where it was spawned:
+//!
+//! ```text
+//! task 7 "handler" [idle 2.3s, 4 polls]:
+//!       tour::fetch_user [async]
+//!           awaiting at examples/tour.rs:52:34
+//!       tour::fetch_orders [async]
+//!           awaiting at examples/tour.rs:60:34
+//!     tour::handle_request [async]
+//!         awaiting at examples/tour.rs:41:9
+//!   spawned at examples/tour.rs:90:5 by task 1
+//! ```
+//!
+//! `{:#}` coalesces tasks with identical stacks (same state, frames and
+//! spawn site, whatever their names) into one entry with a count, listing
+//! each task's id and name.
+//!
+//! # JSON form
+//!
+//! [`TaskDump::to_json`] follows the schema checked in at
+//! `docs/task-dump.schema.json`.
+//!
+//! # Files
+//!
+//! - `mod.rs` (this file): the model ([`TaskDump`], [`TaskInfo`],
+//!   [`DumpFrame`]) and its filters;
+//! - `collect.rs`: reading the task records into that model;
+//! - `text.rs`: the Go-style text form;
+//! - `json.rs`: the JSON form.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::task::TaskState;
+
+mod collect;
+mod json;
+mod text;
+#[cfg(test)]
+mod text_tests;
+
+pub(crate) use collect::dump_where;
+pub use text::format_duration;
+
+/// A source location (file, line, column).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct SourceLocation {
+    /// Source file, as `file!()` records it.
+    pub file: Cow<'static, str>,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column.
+    pub column: u32,
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// One async frame of a task's stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct DumpFrame {
+    /// Depth in the task's tree of pending frames; the root is 0.
+    pub depth: u32,
+    /// The function (`module::path::name`) or explicit name.
+    pub function: Cow<'static, str>,
+    /// Where the function (or `.traced()` call) is defined.
+    pub defined_at: Option<SourceLocation>,
+    /// The `.await` the frame is suspended on, or, while it runs, the
+    /// `.await` it is polling now. `None` when the frame has not reached an
+    /// instrumented `.await` (or is executing code between two).
+    pub awaiting_at: Option<SourceLocation>,
+    /// The frame is inside its poll right now.
+    pub running: bool,
+}
+
+/// One live task, as a dump saw it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskInfo {
+    /// Task id, unique for the life of the process.
+    pub id: u64,
+    /// Name, from a spawn helper or `#[traced_async(name = "...")]`.
+    pub name: Option<String>,
+    /// Scheduling state.
+    pub state: TaskState,
+    /// Time spent in `state` so far, in milliseconds (coarse clock).
+    pub state_ms: u64,
+    /// Number of polls so far.
+    pub polls: u64,
+    /// Number of wakes so far. A wake from inside the task's own poll (a
+    /// yield) is counted when that poll returns.
+    pub wakes: u64,
+    /// The task that spawned this one, when known.
+    pub parent: Option<u64>,
+    /// Where the task was spawned, when spawned through a helper.
+    pub spawned_at: Option<SourceLocation>,
+    /// The root future's function (or explicit name).
+    pub root: Option<Cow<'static, str>>,
+    /// Pending frames, a tree in pre-order (root first, children in source
+    /// order). The text form prints them innermost first.
+    pub frames: Vec<DumpFrame>,
+    /// Live frames of the task that are not in `frames`: frames beyond the
+    /// published stack's capacity, and frames whose awaiting parent is gone
+    /// (detached). Called `truncated` in format version 1.
+    #[serde(alias = "truncated")]
+    pub hidden_frames: u32,
+    /// `true` when the stack changed on every copy attempt (the task was
+    /// polling hard); the frames are then empty rather than torn.
+    pub stack_unavailable: bool,
+}
+
+impl TaskInfo {
+    /// Time spent in the current state.
+    pub fn time_in_state(&self) -> Duration {
+        Duration::from_millis(self.state_ms)
+    }
+}
+
+/// A snapshot of every live task. Build one with [`dump()`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskDump {
+    /// Format version of the JSON form.
+    pub version: u32,
+    /// Live tasks, by id.
+    pub tasks: Vec<TaskInfo>,
+    /// Stack copies that raced with a writer and were retried.
+    pub torn_copies: u64,
+    /// Task roots that ran untracked because the registry was full.
+    pub untracked_roots: u64,
+}
+
+/// The JSON format version [`TaskDump::to_json`] writes.
+///
+/// Version 2 renamed `truncated` to `hidden_frames`; [`TaskDump::from_json`]
+/// still reads version 1.
+pub const DUMP_FORMAT_VERSION: u32 = 2;
+
+/// Takes a dump of every live task.
+///
+/// Never blocks, pauses or polls any task; safe to call from any thread,
+/// including from inside a task, a signal-dump thread or a watchdog.
+///
+/// ```
+/// use async_stack::{dump, traced_async, TaskState};
+///
+/// #[traced_async]
+/// async fn waiter(rx: futures::channel::oneshot::Receiver<()>) {
+///     let _ = rx.await;
+/// }
+///
+/// let (tx, rx) = futures::channel::oneshot::channel();
+/// let mut pool = futures::executor::LocalPool::new();
+/// use futures::task::LocalSpawnExt;
+/// pool.spawner().spawn_local(waiter(rx)).unwrap();
+/// pool.run_until_stalled();
+///
+/// let d = dump().with_name_containing("waiter");
+/// assert!(d.tasks.iter().any(|t| t.state == TaskState::Idle
+///     && t.frames[0].function.ends_with("::waiter")));
+/// drop(tx);
+/// pool.run();
+/// ```
+pub fn dump() -> TaskDump {
+    dump_where(|_, _, _| true)
+}
+
+impl TaskDump {
+    /// Keeps only tasks in one of `states`.
+    pub fn with_states(mut self, states: &[TaskState]) -> Self {
+        self.tasks.retain(|t| states.contains(&t.state));
+        self
+    }
+
+    /// Keeps only tasks that have been in their state at least `min`.
+    pub fn with_min_time_in_state(mut self, min: Duration) -> Self {
+        self.tasks.retain(|t| t.time_in_state() >= min);
+        self
+    }
+
+    /// Keeps only tasks whose name, or root function, contains `needle`.
+    pub fn with_name_containing(mut self, needle: &str) -> Self {
+        self.tasks.retain(|t| {
+            t.name.as_deref().is_some_and(|n| n.contains(needle))
+                || t.root.as_deref().is_some_and(|r| r.contains(needle))
+        });
+        self
+    }
+
+    /// The task with this id, if it was live.
+    pub fn task(&self, id: u64) -> Option<&TaskInfo> {
+        self.tasks.iter().find(|t| t.id == id)
+    }
+}
