@@ -7,7 +7,8 @@
 //! match <expr> {
 //!     __async_stack_fut => {
 //!         static __ASYNC_STACK_AWAIT: ::async_stack::__private::AwaitSite =
-//!             ::async_stack::__private::AwaitSite::new(::core::file!(), ::core::line!(), ::core::column!());
+//!             ::async_stack::__private::AwaitSite::new(
+//!                 &__ASYNC_STACK_CALLSITE, ::core::file!(), ::core::line!(), ::core::column!());
 //!         ::async_stack::__private::set_await_site(&__ASYNC_STACK_AWAIT);
 //!         let __async_stack_out = __async_stack_fut.await;
 //!         #[allow(unreachable_code)]
@@ -28,6 +29,11 @@
 //! `.await` does the `IntoFuture::into_future` call itself (calling it in the
 //! scrutinee too would report a non-future three times instead of once), and
 //! takes the binding by value, so the binding is not `mut`.
+//!
+//! Each await site names the call site of the function it is in
+//! (`__ASYNC_STACK_CALLSITE`, emitted by [`crate::expand`] at the top of the
+//! function's block, so in scope in every block of the body): a frame then
+//! keeps one word for "which function, at which `.await`".
 //!
 //! # Invariants
 //!
@@ -174,7 +180,7 @@ fn record_await_site(at: Span) -> TokenStream {
     let location = quote_spanned!(at=> ::core::file!(), ::core::line!(), ::core::column!());
     quote_spanned! {span=>
         static __ASYNC_STACK_AWAIT: ::async_stack::__private::AwaitSite =
-            ::async_stack::__private::AwaitSite::new(#location);
+            ::async_stack::__private::AwaitSite::new(&__ASYNC_STACK_CALLSITE, #location);
         ::async_stack::__private::set_await_site(&__ASYNC_STACK_AWAIT);
     }
 }

@@ -109,6 +109,7 @@ mod record;
 mod report;
 pub(crate) mod sync;
 pub mod task;
+mod warn;
 
 #[cfg(feature = "tokio")]
 pub mod tokio;
@@ -133,7 +134,7 @@ pub use task::TaskState;
 /// Items used by the `#[traced_async]` expansion. Not a public API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::record::current::{clear_await_site, set_await_site};
     pub use crate::record::site::{AwaitSite, CallSite};
     pub use crate::record::traced::Traced;
+    pub use crate::record::traced::{clear_await_site, set_await_site};
 }

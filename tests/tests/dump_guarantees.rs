@@ -428,3 +428,116 @@ fn a_running_frame_shows_the_await_it_moved_on_to() {
     assert_eq!(await_line(&task.frames[0]), Some(MOVED_ON_SECOND_AWAIT));
     spinning.finish();
 }
+
+// ---- one consistent copy of a task: its state and its running frames ----
+
+/// A leaf that is `Pending` on every poll and never wakes anyone.
+struct PendingEveryPoll;
+
+impl std::future::Future for PendingEveryPoll {
+    type Output = ();
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        std::task::Poll::Pending
+    }
+}
+
+#[traced_async]
+async fn flicker_leaf() {
+    PendingEveryPoll.await
+}
+
+#[traced_async(name = "flicker")]
+async fn flicker() {
+    flicker_leaf().await
+}
+
+/// A task that a thread polls back to back, so that it flips between
+/// running and idle all the time, is always reported as one copy of one
+/// instant: idle with no running frame, or running with the running frames
+/// forming a path from the root. Thousands of dumps race with it.
+#[test]
+fn a_task_state_and_its_running_frames_come_from_one_instant() {
+    let stop = Arc::new(AtomicBool::new(false));
+    let polled = Arc::new(AtomicU64::new(0));
+    let (s2, p2) = (stop.clone(), polled.clone());
+    let poller = std::thread::spawn(move || {
+        let mut fut = std::pin::pin!(flicker());
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        while !s2.load(Ordering::Relaxed) {
+            assert!(fut.as_mut().poll(&mut cx).is_pending());
+            p2.fetch_add(1, Ordering::Relaxed);
+        }
+    });
+    while polled.load(Ordering::Relaxed) == 0 {
+        std::thread::yield_now();
+    }
+    let polls_before = polled.load(Ordering::Relaxed);
+    for _ in 0..20_000 {
+        let d = async_stack::dump().with_name_containing("flicker");
+        let Some(t) = d
+            .tasks
+            .iter()
+            .find(|t| t.name.as_deref() == Some("flicker"))
+        else {
+            continue;
+        };
+        if t.stack_unavailable {
+            continue;
+        }
+        assert_eq!(t.frames.len(), 2, "{d}");
+        let running: Vec<bool> = t.frames.iter().map(|f| f.running).collect();
+        match t.state {
+            TaskState::Running => {
+                // The running frames are a path from the root (possibly
+                // empty between the root's entry and its frame).
+                assert!(
+                    running == [false, false]
+                        || running == [true, false]
+                        || running == [true, true],
+                    "{d}"
+                );
+            }
+            _ => {
+                assert_eq!(
+                    running,
+                    [false, false],
+                    "an idle task with a running frame:\n{d}"
+                );
+            }
+        }
+    }
+    // The race was real: the task was polled while the dumps ran.
+    assert!(polled.load(Ordering::Relaxed) > polls_before);
+    stop.store(true, Ordering::Relaxed);
+    poller.join().unwrap();
+}
+
+// ---- a root whose poll panicked, kept alive ----
+
+#[traced_async(name = "panicked-root")]
+async fn panics_once(flag: Arc<AtomicBool>) {
+    if !flag.swap(true, Ordering::SeqCst) {
+        panic!("first poll panics");
+    }
+}
+
+/// A task root whose poll unwinds, caught by `catch_unwind` and kept
+/// rather than dropped, is not shown running afterwards: no poll runs.
+#[test]
+fn a_root_whose_poll_panicked_and_was_kept_is_not_running() {
+    let mut fut = Box::pin(panics_once(Arc::new(AtomicBool::new(false))));
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = fut.as_mut().poll(&mut cx);
+    }));
+    assert!(caught.is_err());
+    let d = async_stack::dump();
+    let t = d
+        .tasks
+        .iter()
+        .find(|t| t.name.as_deref() == Some("panicked-root"))
+        .expect("the task is still live");
+    assert_eq!(t.state, TaskState::Idle, "{d}");
+    assert!(t.frames.iter().all(|f| !f.running), "{d}");
+    drop(fut);
+}

@@ -248,7 +248,7 @@ fn capture_chain() -> Vec<ChainFrame> {
             // pushed last; its cached address beats the one the child took
             // when it was linked (the same, unless one parent polls the
             // child from two `.await`s).
-            let child_ra = f.await_return_address();
+            let child_ra = f.child_return_address();
             if let Some(child) = out.last_mut()
                 && child_ra != 0
             {
@@ -257,7 +257,8 @@ fn capture_chain() -> Vec<ChainFrame> {
             out.push(ChainFrame {
                 call_site: f.call_site(),
                 await_site: f.await_site(),
-                return_address: f.return_address(),
+                // Set from the parent's `.await` at the next step.
+                return_address: 0,
             });
             cur = f.parent.load(crate::sync::Ordering::Relaxed);
         }

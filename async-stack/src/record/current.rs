@@ -1,58 +1,72 @@
-//! The thread's active async stack: which frame is being polled right now,
-//! and which task it belongs to.
+//! The thread's **current frame**: which frame is being polled right now,
+//! and in which task. This is the only thread-local state of the crate.
 //!
-//! This is the only place that holds the thread-local state. Invariants:
+//! # The current-frame word
 //!
-//! - `cur` is non-null exactly while a task root's `poll` is on this
-//!   thread's native stack. It points to the word that holds the thread's
-//!   **current frame** during that poll: the `polled` word of the task's
-//!   published stack (see [`crate::task::published`]), so that readers of
-//!   the task see which frame runs without any store of its own, or `own`
-//!   for a root that the registry could not take.
-//! - While `cur` is non-null, the current frame is non-null, and its `poll`
-//!   is on this thread's native stack. [`Traced`](crate::Traced) sets it on
-//!   entry and restores the previous value on every exit path, unwinding
-//!   included (a drop guard). So every frame reachable from the current
-//!   frame through `parent` links is alive: each one is an ancestor whose
-//!   `poll` has not returned.
-//! - `task` is non-null while a tracked task root's poll is on the stack,
-//!   and every frame whose poll is on the stack below it is linked into
-//!   that task.
+//! While a task root's poll runs on this thread, [`Active::word`] points to
+//! the word that holds the thread's current frame: the `current` word of
+//! the task's record (see [`crate::task::record`]), so that readers of the
+//! task see which frame runs without any store of its own, or
+//! [`Active::untracked`] for a root the registry could not take. A frame
+//! stores itself there on entry to its poll and restores its parent on
+//! every exit path, unwinding included.
+//!
+//! On x86-64 the word also carries the frame's slot in its task's
+//! published stack, in bits 58 to 63 (user-space addresses have those bits
+//! clear, with 4- and 5-level paging alike): readers learn which slot runs
+//! from one load, and a child learns its parent's slot without reading the
+//! parent. Elsewhere the word is a plain pointer, and readers do not mark
+//! the running frame (see the crate's "Stack accuracy").
+//!
+//! # Invariants
+//!
+//! - `word` is non-null exactly while a task root's `poll` is on this
+//!   thread's native stack.
+//! - While `word` is non-null, the frame it holds (untagged) is non-null,
+//!   and its `poll` is on this thread's native stack. So every frame
+//!   reachable from it through `parent` links is alive: each one is an
+//!   ancestor whose `poll` has not returned.
+//! - `record` is non-null while a tracked task root's poll is on the
+//!   stack, and is then that task's record (records are never freed), and
+//!   `key` is that task's place key (see [`crate::task::place`]); for an
+//!   untracked root they are null and the untracked key.
 //! - Every field is a plain `Cell` or an atomic word; a signal handler on
 //!   this thread only ever reads them.
 
 use std::cell::Cell;
 
-use crate::record::frame::{AsyncStackFrame, link};
-use crate::record::site::AwaitSite;
+use crate::record::frame::AsyncStackFrame;
 use crate::sync::{AtomicPtr, Ordering};
-use crate::task::TaskSlot;
-use crate::task::spawn::SpawnInfo;
+use crate::task::place::NO_SLOT;
+use crate::task::record::TaskRecord;
 
-/// Per-thread active state. `#[repr(C)]` for debugger scripts.
+/// Per-thread state. `#[repr(C)]` for debugger scripts.
 #[repr(C)]
 pub(crate) struct Active {
-    /// The word holding the current frame (see the module docs); null
-    /// outside task roots' polls.
-    pub(crate) cur: Cell<*const AtomicPtr<AsyncStackFrame>>,
-    /// The current-frame word of a task root that the registry could not
-    /// take (it was full).
-    pub(crate) own: AtomicPtr<AsyncStackFrame>,
-    pub(crate) task: Cell<*const TaskSlot>,
+    /// The current-frame word (see the module docs); null outside task
+    /// roots' polls.
+    word: Cell<*const AtomicPtr<AsyncStackFrame>>,
+    /// The place key of the task being polled (`0`: none).
+    key: Cell<u64>,
+    /// The record of the task being polled (null: none, or untracked).
+    record: Cell<*const TaskRecord>,
+    /// The current-frame word of an untracked root.
+    untracked: AtomicPtr<AsyncStackFrame>,
     /// How many times the task being polled woke itself during this poll.
     pub(crate) self_wakes: Cell<u32>,
-    /// Spawn metadata handed from a spawn helper to the task root it polls.
-    pub(crate) pending_spawn: Cell<*const SpawnInfo>,
+    /// This thread's OS id, once read (`0`: not yet).
+    thread: Cell<u32>,
 }
 
 macro_rules! new_active {
     () => {
         Active {
-            cur: Cell::new(std::ptr::null()),
-            own: AtomicPtr::new(std::ptr::null_mut()),
-            task: Cell::new(std::ptr::null()),
+            word: Cell::new(std::ptr::null()),
+            key: Cell::new(0),
+            record: Cell::new(std::ptr::null()),
+            untracked: AtomicPtr::new(std::ptr::null_mut()),
             self_wakes: Cell::new(0),
-            pending_spawn: Cell::new(std::ptr::null()),
+            thread: Cell::new(0),
         }
     };
 }
@@ -62,51 +76,118 @@ thread_local! {
     static ACTIVE: Active = const { new_active!() };
 }
 
-// loom's atomics have no `const` constructor. The loom models never poll a
-// traced future, so this initialiser never runs.
+// loom's atomics have no `const` constructor.
 #[cfg(async_stack_loom)]
-thread_local! {
+loom::thread_local! {
     static ACTIVE: Active = new_active!();
 }
 
 impl Active {
-    /// The id of the task being polled on this thread; `0` if none. (A
-    /// task slot holds its task's id for as long as the task is
-    /// registered, which covers every one of its polls.)
-    #[inline(always)]
-    pub(crate) fn task_id(&self) -> u64 {
-        // SAFETY: `task` is null or a `&'static TaskSlot` (module invariant).
-        unsafe { self.task.get().as_ref() }.map_or(0, |t| t.id.load(Ordering::Relaxed))
+    /// A thread state for the loom models, which drive the poll protocol
+    /// with one per model thread.
+    #[cfg(all(test, async_stack_loom))]
+    pub(crate) fn new() -> Self {
+        new_active!()
     }
 
-    /// The word holding the current frame, while a task root's poll runs.
+    /// The current-frame word, while a task root's poll runs.
     #[inline(always)]
-    pub(crate) fn cur_word(&self) -> Option<&AtomicPtr<AsyncStackFrame>> {
-        // SAFETY: `cur` is null, or points to `own` (which lives as long as
-        // `self`) or to the `polled` word of a `&'static TaskSlot` (module
-        // invariant).
-        unsafe { self.cur.get().as_ref() }
+    pub(crate) fn word(&self) -> Option<&AtomicPtr<AsyncStackFrame>> {
+        // SAFETY: `word` is null, or points to `untracked` (which lives as
+        // long as `self`) or to the `current` word of a record, which is
+        // never freed (module invariant).
+        unsafe { self.word.get().as_ref() }
+    }
+
+    /// The place key of the task being polled (`0`: none).
+    #[inline(always)]
+    pub(crate) fn key(&self) -> u64 {
+        self.key.get()
+    }
+
+    /// The record of the task being polled (null: none, or untracked).
+    #[inline(always)]
+    pub(crate) fn record(&self) -> *const TaskRecord {
+        self.record.get()
     }
 
     /// The frame being polled on this thread; null if none.
     #[inline(always)]
-    pub(crate) fn frame(&self) -> *const AsyncStackFrame {
-        match self.cur_word() {
-            Some(word) => word.load(Ordering::Relaxed),
-            None => std::ptr::null(),
+    pub(crate) fn frame(&self) -> *mut AsyncStackFrame {
+        match self.word() {
+            Some(word) => untag(word.load(Ordering::Relaxed)),
+            None => std::ptr::null_mut(),
         }
+    }
+
+    /// A tracked task's poll starts on this thread: `record`'s `current`
+    /// word becomes the thread's, `root` its current frame (in slot 0).
+    #[inline(always)]
+    pub(crate) fn enter_task(&self, record: &TaskRecord, key: u64, root: &AsyncStackFrame) {
+        self.record.set(record);
+        self.key.set(key);
+        record.current.store(tag(root, 0), Ordering::Relaxed);
+        // Last: the guard that clears the state exists only once the root
+        // entry returns, so nothing above may leave `word` set.
+        self.word.set(&record.current);
+    }
+
+    /// An untracked root's poll starts on this thread.
+    pub(crate) fn enter_untracked(&self, root: &AsyncStackFrame, key: u64) {
+        self.record.set(std::ptr::null());
+        self.key.set(key);
+        self.untracked.store(tag(root, NO_SLOT), Ordering::Relaxed);
+        self.word.set(&self.untracked);
+    }
+
+    /// A task root's poll ends on this thread, by return or unwinding: no
+    /// frame runs any more. Returns the self-wakes of the poll.
+    #[inline(always)]
+    pub(crate) fn leave_task(&self) -> u32 {
+        if let Some(word) = self.word() {
+            word.store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
+        self.word.set(std::ptr::null());
+        self.key.set(0);
+        self.record.set(std::ptr::null());
+        self.self_wakes.replace(0)
+    }
+
+    /// This thread's OS id (Linux `gettid`; `0` elsewhere), read once.
+    #[inline(always)]
+    pub(crate) fn thread_id(&self) -> u32 {
+        let id = self.thread.get();
+        if id != 0 {
+            return id;
+        }
+        let id = os_thread_id();
+        self.thread.set(id);
+        id
     }
 }
 
-/// Runs `f` with this thread's active state.
-///
-/// Returns `None` only during thread teardown, when thread-locals are gone.
+#[cold]
+fn os_thread_id() -> u32 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `gettid` takes no argument and cannot fail.
+        let id = unsafe { libc::gettid() };
+        u32::try_from(id).unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+/// Runs `f` with this thread's state; `None` during thread teardown, when
+/// thread-locals are gone.
 #[inline(always)]
 pub(crate) fn with<R>(f: impl FnOnce(&Active) -> R) -> Option<R> {
     ACTIVE.try_with(f).ok()
 }
 
-/// This thread's active state, during thread teardown too.
+/// This thread's state, during thread teardown too.
 ///
 /// `Active` has no destructor and a `const` initialiser, so on every target
 /// with native thread-locals (`#[thread_local]`: Linux, macOS, Windows, the
@@ -119,6 +200,7 @@ pub(crate) fn with<R>(f: impl FnOnce(&Active) -> R) -> Option<R> {
 /// Returned as a reference rather than through a closure so that the poll
 /// path stays one straight-line function that the compiler inlines into the
 /// parent's poll.
+#[cfg(not(async_stack_loom))]
 #[inline(always)]
 pub(crate) fn current() -> &'static Active {
     const _: () = assert!(!std::mem::needs_drop::<Active>());
@@ -129,103 +211,86 @@ pub(crate) fn current() -> &'static Active {
     ACTIVE.with(|a| unsafe { &*(a as *const Active) })
 }
 
-/// Records that the frame being polled on this thread is now suspended on
-/// (or about to poll) the `.await` described by `site`.
-///
-/// Called by the `#[traced_async]` expansion immediately before each
-/// `.await` (once per `.await` reached, not once per poll: a resumed body
-/// continues inside the `.await`). Outside an instrumented poll it does
-/// nothing.
-#[inline(always)]
-pub fn set_await_site(site: &'static AwaitSite) {
-    // No closure (`LocalKey::with`): in an unoptimised build the cold path
-    // below must be called from this function itself, directly under the
-    // body, for the address it resolves to land in the body.
-    let a = current();
-    // SAFETY: per the module invariant, a non-null `frame` points to a frame
-    // whose poll is on this thread's stack, hence alive.
-    if let Some(frame) = unsafe { a.frame().as_ref() } {
-        frame.await_site.store(
-            site as *const AwaitSite as *mut AwaitSite,
-            Ordering::Relaxed,
-        );
-        if site.return_address.load(Ordering::Relaxed) == 0 {
-            resolve_return_address(site);
-        }
-        publish_await(a, frame, site.id());
-    }
-}
-
-/// Records the frame's new await site in its key and publishes it in its
-/// slot of its task's stack, so readers see where a running frame is now
-/// without any per-poll work.
-#[inline(always)]
-fn publish_await(a: &Active, frame: &AsyncStackFrame, await_id: u32) {
-    frame.set_key_await(await_id);
-    // SAFETY: `task` is null or the `&'static TaskSlot` of the task whose
-    // poll is on this thread's stack (module invariant). The active frame
-    // was linked into that task on entry to its poll.
-    if let Some(task) = unsafe { a.task.get().as_ref() }
-        && let Some(slot) = link::slot(frame.link.load(Ordering::Relaxed))
-    {
-        task.stack.set_await(slot, await_id);
-    }
-}
-
-/// Records that the frame being polled on this thread finished the
-/// `.await` it was suspended on and runs code between two `.await`s.
-///
-/// Called by the `#[traced_async]` expansion right after each `.await`.
-/// Only the frame itself changes: its published entry keeps the `.await`
-/// it last reached (a dump shows the innermost running frame without one),
-/// so that a loop around one `.await` writes nothing for readers.
-#[inline(always)]
-pub fn clear_await_site() {
-    // SAFETY: as in `set_await_site`.
-    if let Some(frame) = unsafe { current().frame().as_ref() } {
-        frame
-            .await_site
-            .store(std::ptr::null_mut(), Ordering::Relaxed);
-        frame.set_key_await(0);
-    }
-}
-
-/// Resolves, once per `.await` site, an address in the awaiting function's
-/// code that symbolises to the line of that `.await`, and caches it in the
-/// site (see [`crate::record::frame`], "The return address").
-///
-/// [`set_await_site`] is always inlined into the body, at the `.await`, so
-/// the address this cold function returns to lies in the body's code, inside
-/// the inlined `set_await_site` whose call is spanned at the `.await`: its
-/// symbols (innermost inlined first) include the body at the `.await`'s
-/// line, which is what `__builtin_return_address(0)` in a never-inlined
-/// child poll would give. The native stack is unwound once per site, never
-/// in the steady state.
-#[cold]
-#[inline(never)]
-fn resolve_return_address(site: &'static AwaitSite) {
-    let me = resolve_return_address as *const () as usize;
-    let setter = set_await_site as *const () as usize;
-    let mut seen_me = false;
-    let mut ra = 0usize;
-    backtrace::trace(|f| {
-        let start = f.symbol_address() as usize;
-        if !seen_me {
-            seen_me = start == me;
-            return true;
-        }
-        // `set_await_site` itself, if it was not inlined after all.
-        if start == setter {
-            return true;
-        }
-        ra = f.ip() as usize;
-        false
-    });
-    // `1` marks a site whose resolution failed, so it is not retried.
-    site.return_address.store(ra.max(1), Ordering::Relaxed);
+/// Under loom, the models pass their own `Active` to the protocol's
+/// functions; nothing takes this path.
+#[cfg(async_stack_loom)]
+pub(crate) fn current() -> &'static Active {
+    unreachable!("the loom models pass their thread state explicitly")
 }
 
 /// The id of the task whose poll is running on this thread, if any.
 pub fn current_task_id() -> Option<u64> {
-    with(Active::task_id).filter(|&id| id != 0)
+    with(|a| {
+        // SAFETY: null or a record of the registry (never freed).
+        unsafe { a.record().as_ref() }.map(|r| r.id.load(Ordering::Relaxed))
+    })
+    .flatten()
+    .filter(|&id| id != 0)
+}
+
+/// Where a frame's slot goes in the current-frame word.
+#[cfg(target_arch = "x86_64")]
+const SLOT_SHIFT: u32 = 58;
+
+/// The current-frame word for `frame`, in slot `slot` of its task.
+#[inline(always)]
+pub(crate) fn tag(frame: &AsyncStackFrame, slot: u32) -> *mut AsyncStackFrame {
+    let p = std::ptr::from_ref(frame).cast_mut();
+    #[cfg(target_arch = "x86_64")]
+    {
+        debug_assert_eq!(p.addr() >> SLOT_SHIFT, 0, "a user-space address");
+        p.map_addr(|a| a | (slot as usize) << SLOT_SHIFT)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = slot;
+        p
+    }
+}
+
+/// The frame of a current-frame word.
+#[inline(always)]
+pub(crate) fn untag(word: *mut AsyncStackFrame) -> *mut AsyncStackFrame {
+    #[cfg(target_arch = "x86_64")]
+    {
+        word.map_addr(|a| a & ((1 << SLOT_SHIFT) - 1))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        word
+    }
+}
+
+/// The slot of the frame in a current-frame word: from the tag on x86-64,
+/// else from the frame's place (`frame` is `untag(word)`, non-null and
+/// alive).
+#[inline(always)]
+pub(crate) fn slot_of(word: *mut AsyncStackFrame, frame: &AsyncStackFrame) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let _ = frame;
+        (word.addr() >> SLOT_SHIFT) as u32
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = word;
+        crate::task::place::own(frame.place.load(Ordering::Relaxed))
+    }
+}
+
+/// The slot a reader finds running in a current-frame word (`NO_SLOT`
+/// where the word carries none).
+#[inline]
+pub(crate) fn running_slot(word: *mut AsyncStackFrame) -> u32 {
+    if word.is_null() {
+        return NO_SLOT;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        (word.addr() >> SLOT_SHIFT) as u32
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        NO_SLOT
+    }
 }

@@ -2,59 +2,45 @@
 //!
 //! # Layout and who touches what
 //!
-//! The frame is `#[repr(C)]` so that debugger scripts can read it at fixed
-//! offsets. Every field is an atomic word written with `Relaxed` stores
-//! (plain moves on x86-64 and AArch64), so a signal handler interrupting
-//! the polling thread reads whole words.
+//! The frame is three words, `#[repr(C)]` so that debugger scripts can read
+//! it at fixed offsets. Every field is an atomic word written with
+//! `Relaxed` stores (plain moves on x86-64 and AArch64), so a signal
+//! handler interrupting the polling thread reads whole words.
 //!
-//! | field | written by | when | meaningful |
-//! |---|---|---|---|
-//! | `parent` | the polling thread | on **every** poll, from the thread's active frame | while the frame is being polled |
-//! | `return_address` | the polling thread | when linked, from its parent's await-site cache | while linked |
-//! | `call_site` | the constructor | once | always |
-//! | `await_site` | the body, just before each `.await` | at each `.await` | always; null before the first `.await` |
-//! | `key` | the constructor, then the body at each `.await` | at each `.await` | always: the frame's published word without its parent |
-//! | `link`, `parent_link`, `task` | the polling thread | when the frame is linked (see below) | while the frame holds a place in a task |
+//! | offset | field | written by | when |
+//! |---:|---|---|---|
+//! | 0 | `parent`: the frame that polls this one | the polling thread | on **every** poll, from the thread's current frame (null for a task root) |
+//! | 8 | `site`: the function and the `.await` it is at (see below) | the constructor, then the body at each `.await` | always valid |
+//! | 16 | `place`: where the frame is in its task's published stack ([`crate::task::place`]) | the polling or dropping thread | when the frame takes or gives back a place |
 //!
 //! The parent pointer is stored on every poll, never only on the first: a
 //! future can be moved before it is pinned, polled by different parents
 //! (`futures::future::Shared`, caches), and dropped on any thread.
 //!
-//! # Links
+//! # The site word
 //!
-//! A frame's place in its task's published stack (see
-//! [`crate::task::published`]) lasts from its first poll under a parent
-//! until it completes or is dropped. `link` is the frame's identity there:
-//! the low 24 bits of its task's id, its birth (a number unique within the
-//! task slot) and its slot in the published stack (`0xff`: none, the stack
-//! was full); `0` while it holds no place. `parent_link` is its parent's
-//! `link` when it was linked. Every poll compares the two words: equal, the
-//! frame is where it was (the steady state, no write); different, the
-//! parent, the parent's place or the task changed, and the frame takes a
-//! new place (a cold call). `task` is the task slot the place is in, for
-//! giving it back from a drop on any thread.
+//! `site` points to a `'static` [`CallSite`] (bit 0 clear) while the frame
+//! is not at an instrumented `.await`, and to a `'static` [`AwaitSite`]
+//! (bit 0 set) while it is: an await site names the call site of the
+//! function it is in, so one word says which function and which `.await`.
 //!
 //! # The return address
 //!
 //! folly fills `returnAddress` with `__builtin_return_address(0)` in a
 //! never-inlined `await_suspend`. Stable Rust has no such intrinsic, so
 //! async-stack resolves it **once per `.await` site**: the first time a
-//! body reaches a given `.await`, the site record it publishes (always
-//! inlined at the `.await`) takes a cold path that unwinds one frame and
-//! keeps the address it returns to, an address in the body's code inside
-//! that `.await`. It is cached in the static [`AwaitSite`]; a child copies
-//! its parent's when it is linked (its first poll under that parent), and
-//! the walker reads the parent's current one, so that a child polled from
-//! two `.await`s of one parent is placed at the right one. It symbolises
-//! (addr2line) to the line of the parent's `.await`. Polls themselves are
-//! inlined into the parent's code in optimised builds, so there is no
-//! physical call to return to; the walker reads the same line off the
-//! inlined frames of the stack it captures.
+//! body reaches a given `.await`, the site record takes a cold path that
+//! unwinds one frame and keeps the address it returns to, an address in the
+//! body's code inside that `.await`. It is cached in the static
+//! [`AwaitSite`], so the return address of a frame into its parent is
+//! `parent.site`'s (the `.await` that polls it), read through the chain
+//! rather than copied into every frame: a child polled from two `.await`s
+//! of one parent is placed at the right one, and the frame stays three
+//! words. It symbolises (addr2line) to the line of the parent's `.await`.
 
 use crate::record::site::{AwaitSite, CallSite};
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
-use crate::task::TaskSlot;
-use crate::task::published::Entry;
+use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use crate::task::stack::word;
 
 /// One async stack frame: the record an instrumented future keeps while it
 /// runs, linked to the frame of the future that polls it.
@@ -67,132 +53,113 @@ use crate::task::published::Entry;
 pub struct AsyncStackFrame {
     /// The frame that polled this one (valid only during this frame's poll).
     pub(crate) parent: AtomicPtr<AsyncStackFrame>,
-    /// An address inside the parent's code that symbolises to the `.await`
-    /// that polls this frame; `0` when unknown.
-    pub(crate) return_address: AtomicUsize,
-    /// The static call-site record (immutable, so a plain reference).
-    pub(crate) call_site: &'static CallSite,
-    /// The `.await` this frame is suspended on (or was last suspended on).
-    pub(crate) await_site: AtomicPtr<AwaitSite>,
-    /// The frame's word in its task's published stack, parent aside: the
-    /// interned ids of its call site and current await site, encoded as
-    /// `task::published::Entry` does. Kept here so that a frame never looks
-    /// its ids up on the poll path.
-    pub(crate) key: AtomicU64,
-    /// The frame's place in its task (see "Links"); `0`: none.
-    pub(crate) link: AtomicU64,
-    /// The parent's `link` when this frame was linked.
-    pub(crate) parent_link: AtomicU64,
-    /// The task slot whose published stack holds this frame's place.
-    pub(crate) task: AtomicPtr<TaskSlot>,
+    /// A `&'static CallSite`, or a `&'static AwaitSite` with bit 0 set.
+    site: AtomicPtr<u8>,
+    /// The frame's place in its task (see [`crate::task::place`]); `0`:
+    /// none.
+    pub(crate) place: AtomicU64,
 }
+
+/// Bit 0 of `site`: it points to an [`AwaitSite`].
+const AT_AWAIT: usize = 1;
+
+const _: () =
+    assert!(std::mem::align_of::<CallSite>() > 1 && std::mem::align_of::<AwaitSite>() > 1);
 
 impl AsyncStackFrame {
     pub(crate) fn new(call_site: &'static CallSite) -> Self {
         AsyncStackFrame {
             parent: AtomicPtr::new(std::ptr::null_mut()),
-            return_address: AtomicUsize::new(0),
-            call_site,
-            await_site: AtomicPtr::new(std::ptr::null_mut()),
-            key: AtomicU64::new(Entry::encode(0, call_site.id(), 0)),
-            link: AtomicU64::new(0),
-            parent_link: AtomicU64::new(0),
-            task: AtomicPtr::new(std::ptr::null_mut()),
+            site: AtomicPtr::new(std::ptr::from_ref(call_site).cast::<u8>().cast_mut()),
+            place: AtomicU64::new(0),
         }
     }
 
     /// The call site of this frame.
     #[inline]
     pub fn call_site(&self) -> &'static CallSite {
-        self.call_site
+        match self.await_site() {
+            Some(a) => a.call_site(),
+            None => {
+                let p = self.site.load(Ordering::Relaxed);
+                // SAFETY: with bit 0 clear, `site` holds a pointer derived
+                // from a `&'static CallSite` (`new`, `clear_await`).
+                unsafe { &*p.cast::<CallSite>() }
+            }
+        }
     }
 
-    /// The `.await` this frame is suspended on, or last suspended on.
+    /// The `.await` this frame is suspended on (or polling now), if it is at
+    /// an instrumented one.
     #[inline]
     pub fn await_site(&self) -> Option<&'static AwaitSite> {
-        let p = self.await_site.load(Ordering::Relaxed);
-        // SAFETY: `await_site` only ever holds null or a pointer derived from
-        // a `&'static AwaitSite` (see `active::set_await_site`).
-        unsafe { p.cast_const().as_ref() }
+        let p = self.site.load(Ordering::Relaxed);
+        if p.addr() & AT_AWAIT == 0 {
+            return None;
+        }
+        // SAFETY: with bit 0 set, `site` holds a pointer derived from a
+        // `&'static AwaitSite` with that bit added (`set_await`).
+        Some(unsafe { &*p.map_addr(|a| a & !AT_AWAIT).cast::<AwaitSite>() })
     }
 
-    /// Records `await_id` (`0`: none) as the await site in this frame's key.
+    /// The frame is now at the `.await` of `site` (an `.await` of its own
+    /// function).
     #[inline(always)]
-    pub(crate) fn set_key_await(&self, await_id: u32) {
-        let key = self.key.load(Ordering::Relaxed);
-        self.key
-            .store(Entry::with_await(key, await_id), Ordering::Relaxed);
+    pub(crate) fn set_await(&self, site: &'static AwaitSite) {
+        let p = std::ptr::from_ref(site).cast::<u8>().cast_mut();
+        self.site
+            .store(p.map_addr(|a| a | AT_AWAIT), Ordering::Relaxed);
     }
 
-    /// The return address cached in this frame's current await site: where
-    /// a child it polls now returns to (`0` if unknown).
+    /// The frame left its `.await` and runs code between two.
+    #[inline(always)]
+    pub(crate) fn clear_await(&self) {
+        if let Some(a) = self.await_site() {
+            let p = std::ptr::from_ref(a.call_site()).cast::<u8>().cast_mut();
+            self.site.store(p, Ordering::Relaxed);
+        }
+    }
+
+    /// The site field of this frame's published word (see
+    /// [`crate::task::stack::word`]): its await site's id, or its call
+    /// site's.
+    pub(crate) fn site_id(&self) -> u32 {
+        match self.await_site() {
+            Some(a) => a.id() | word::AWAIT,
+            None => self.call_site().id(),
+        }
+    }
+
+    /// The return address cached at this frame's current `.await`: where a
+    /// child it polls now returns to, an address in this frame's code that
+    /// symbolises to that `.await` (`0` if unknown).
     #[inline]
-    pub(crate) fn await_return_address(&self) -> usize {
+    pub fn child_return_address(&self) -> usize {
         self.await_site()
             .map_or(0, AwaitSite::cached_return_address)
     }
-
-    /// The return address into the parent's code, copied from the parent's
-    /// await site when this frame was linked (`0` if unknown).
-    #[inline]
-    pub fn return_address(&self) -> usize {
-        self.return_address.load(Ordering::Relaxed)
-    }
 }
 
-/// The packed `link` word of a frame (see "Links").
-///
-/// | bits | field |
-/// |---|---|
-/// | 0..8 | slot in the published stack (`0xff`: none) |
-/// | 8..40 | birth |
-/// | 40..64 | low 24 bits of the task id |
-pub(crate) mod link {
-    const NO_SLOT: u64 = 0xff;
-    const TASK_SHIFT: u32 = 40;
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests {
+    use super::*;
 
-    /// The link of a frame born `birth` in task `task_id`, in `slot`.
-    #[inline(always)]
-    pub(crate) fn new(task_id: u64, birth: u32, slot: Option<u32>) -> u64 {
-        (task_id << TASK_SHIFT)
-            | (u64::from(birth) << 8)
-            | slot.map_or(NO_SLOT, |s| u64::from(s) & NO_SLOT)
-    }
+    static CALL: CallSite = CallSite::new("f", "m", "src/m.rs", 3, 1, false);
+    static AWAIT: AwaitSite = AwaitSite::new(&CALL, "src/m.rs", 4, 9);
 
-    /// The frame's slot, if it holds one.
-    #[inline(always)]
-    pub(crate) fn slot(link: u64) -> Option<u32> {
-        let s = link & NO_SLOT;
-        (s != NO_SLOT).then_some(s as u32)
-    }
-
-    /// The frame's birth.
-    #[inline(always)]
-    pub(crate) fn birth(link: u64) -> u32 {
-        (link >> 8) as u32
-    }
-
-    /// Whether `link` was made in the task with id `task_id`.
-    #[inline(always)]
-    pub(crate) fn in_task(link: u64, task_id: u64) -> bool {
-        link >> TASK_SHIFT == task_id & ((1 << (64 - TASK_SHIFT)) - 1)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-
-        #[test]
-        fn fields_round_trip() {
-            let l = new(0x1234_5678_9abc, 77, Some(5));
-            assert_eq!(slot(l), Some(5));
-            assert_eq!(birth(l), 77);
-            assert!(in_task(l, 0x1234_5678_9abc));
-            assert!(!in_task(l, 0x1234_5678_9abd));
-            let none = new(3, u32::MAX, None);
-            assert_eq!(slot(none), None);
-            assert_eq!(birth(none), u32::MAX);
-            assert_ne!(new(1 << 24, 1, Some(0)), 0, "a link is never 0");
-        }
+    #[test]
+    fn the_site_word_says_which_function_and_which_await() {
+        let f = AsyncStackFrame::new(&CALL);
+        assert_eq!(std::mem::size_of::<AsyncStackFrame>(), 24);
+        assert!(std::ptr::eq(f.call_site(), &CALL));
+        assert!(f.await_site().is_none());
+        f.set_await(&AWAIT);
+        assert!(std::ptr::eq(f.await_site().unwrap(), &AWAIT));
+        assert!(std::ptr::eq(f.call_site(), &CALL));
+        assert_eq!(f.site_id(), AWAIT.id() | word::AWAIT);
+        f.clear_await();
+        assert!(f.await_site().is_none());
+        assert!(std::ptr::eq(f.call_site(), &CALL));
+        assert_eq!(f.site_id(), CALL.id());
     }
 }

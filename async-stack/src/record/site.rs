@@ -6,13 +6,18 @@
 //! leaks one record per distinct caller location (bounded by the number of
 //! call sites in the program).
 //!
+//! Every await site names the call site of the function it is in, so a
+//! frame keeps a single word for both (see [`crate::record::frame`]).
+//!
 //! Other threads never see pointers to these records. They see **ids**:
-//! small integers handed out once per record, on its first use, by a
-//! registration state machine in the style of `tracing-core`'s callsites
-//! (`UNREGISTERED -> REGISTERING -> REGISTERED`, driven by
-//! `compare_exchange`). The id is `0` until registration completes; the
-//! table that maps ids back to records is append-only, so an id, once
-//! published, resolves forever.
+//! small integers handed out once per record, on its first use, under the
+//! table's lock (re-checked inside it, in the style of `tracing-core`'s
+//! callsites). The id is `0` until registration completes; the table that
+//! maps ids back to records is append-only, so an id, once published,
+//! resolves forever. Ids fit in [`SITE_ID_BITS`] bits (a published stack
+//! word holds one); a program with more distinct sites than that (over 16
+//! million) gets [`UNKNOWN_SITE`] for the rest, which dumps show as
+//! `<unknown>`.
 
 use std::sync::OnceLock;
 use std::sync::RwLock;
@@ -173,6 +178,13 @@ impl CallSite {
     }
 }
 
+/// Bits of an interned site id.
+pub(crate) const SITE_ID_BITS: u32 = 24;
+
+/// The id of every site registered after the table was full: it resolves
+/// to no record.
+pub(crate) const UNKNOWN_SITE: u32 = (1 << SITE_ID_BITS) - 1;
+
 /// Static description of one `.await` expression inside an instrumented
 /// function.
 #[repr(C)]
@@ -180,6 +192,8 @@ impl CallSite {
 pub struct AwaitSite {
     /// Interned id, `0` until registered.
     id: AtomicU32,
+    /// The function this `.await` is in.
+    call_site: &'static CallSite,
     file: &'static str,
     line: u32,
     column: u32,
@@ -189,11 +203,18 @@ pub struct AwaitSite {
 }
 
 impl AwaitSite {
-    /// Creates an await-site record. Used by the `#[traced_async]` expansion.
+    /// Creates an await-site record for an `.await` in the function of
+    /// `call_site`. Used by the `#[traced_async]` expansion.
     #[doc(hidden)]
-    pub const fn new(file: &'static str, line: u32, column: u32) -> Self {
+    pub const fn new(
+        call_site: &'static CallSite,
+        file: &'static str,
+        line: u32,
+        column: u32,
+    ) -> Self {
         AwaitSite {
             id: AtomicU32::new(0),
+            call_site,
             file,
             line,
             column,
@@ -209,6 +230,11 @@ impl AwaitSite {
             1 => 0,
             ra => ra,
         }
+    }
+
+    /// The function this `.await` is in.
+    pub fn call_site(&self) -> &'static CallSite {
+        self.call_site
     }
 
     /// Source file of the `.await`.
@@ -262,8 +288,12 @@ fn register_call_site(site: &'static CallSite) -> u32 {
     if id != 0 {
         return id;
     }
-    calls.push(site);
-    let id = u32::try_from(calls.len()).unwrap_or(u32::MAX);
+    let id = if calls.len() + 1 < UNKNOWN_SITE as usize {
+        calls.push(site);
+        calls.len() as u32
+    } else {
+        UNKNOWN_SITE
+    };
     site.id.store(id, Ordering::Release);
     id
 }
@@ -276,8 +306,12 @@ fn register_await_site(site: &'static AwaitSite) -> u32 {
     if id != 0 {
         return id;
     }
-    awaits.push(site);
-    let id = u32::try_from(awaits.len()).unwrap_or(u32::MAX);
+    let id = if awaits.len() + 1 < UNKNOWN_SITE as usize {
+        awaits.push(site);
+        awaits.len() as u32
+    } else {
+        UNKNOWN_SITE
+    };
     site.id.store(id, Ordering::Release);
     id
 }

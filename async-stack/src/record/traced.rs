@@ -1,74 +1,80 @@
 //! [`Traced`], the future wrapper that records an [`AsyncStackFrame`] on
-//! every poll, and [`TracedExt`], which wraps any future in one.
+//! every poll, [`TracedExt`], which wraps any future in one, and the
+//! `.await` recording that `#[traced_async]` bodies call.
 //!
 //! # Poll protocol
 //!
 //! `Traced::poll` is always inlined, and calls the inner future's `poll`
 //! from exactly one place, so that exactly one `Traced::poll` (inlined or
 //! not) stands on the native stack per level: the walker's anchor. On every
-//! poll it:
+//! poll it reads the thread's current-frame word (see
+//! [`crate::record::current`]), then:
 //!
-//! 1. reads the thread's current frame (see [`crate::record::current`]); if there is
-//!    none, this future is a **task root**: around the inner poll it marks
-//!    the task running, then idle or scheduled, and hands down the task's
-//!    own waker (see [`crate::task`]). Registration on the first poll, an
-//!    untracked root, a new executor waker and completion are cold calls;
-//! 2. otherwise stores `parent`, and compares the parent's `link` with the
-//!    one it saw when it was linked (see [`crate::record::frame`], "Links"). If they
-//!    differ (its first poll, a new parent, another task), a cold call gives
-//!    it a slot in the task's published stack and copies the return address
-//!    cached in the parent's current await site;
-//! 3. makes itself the current frame, polls the inner future, and makes the
-//!    parent current again; a guard does the same if the inner poll
-//!    unwinds. During a task's poll the current frame is a word of the
-//!    task's published stack, so readers of the task see which frame runs
-//!    at no further cost. A frame that completes gives its slot back
-//!    (cold).
+//! - **no current frame**: this future is a **task root**; around the inner
+//!   poll it enters and leaves its task (see [`crate::task::root`]: the
+//!   first poll registers it, every poll marks it running and lends the
+//!   task's waker);
+//! - **otherwise** it is a child: it stores its parent (the current frame),
+//!   and checks with one compare that its place (see
+//!   [`crate::task::place`]) still holds: same task, parent in the same
+//!   slot. If not (its first poll, a new parent slot, another task), a cold
+//!   call moves it.
 //!
-//! Steady-state cost of a level: four loads and three plain stores (two
-//! of them the current frame's), one compare. No lock, no allocation, no
+//! Then it makes itself the current frame (its slot in the word's tag),
+//! polls the inner future, and makes the parent current again; a guard does
+//! the same if the inner poll unwinds. During a task's poll the current
+//! frame is the record's `current` word, so readers of the task see which
+//! frame runs at no further cost. A child that completes gives its place
+//! back (cold).
+//!
+//! Steady-state cost of a level: four loads, three plain stores (two of
+//! them the current frame's), one compare. No lock, no allocation, no
 //! atomic read-modify-write, no call. A task root adds, once per task poll,
-//! a few plain stores to its task slot (state and time, poll count, the
-//! wake count it has seen) and two reads of the ticking clock
-//! ([`crate::record::clock`]); a wake from another thread through the root's waker
-//! adds a compare-and-swap on the task's wake counter, and a wake from
-//! inside the task's own poll only a thread-local count.
+//! a few plain stores to its record (state and time, poll count, thread)
+//! and two reads of the ticking clock ([`crate::record::clock`]); a wake
+//! from another thread through the task's waker adds a compare-and-swap on
+//! the record's wake count, and a wake from inside the task's own poll
+//! only a thread-local count.
+//!
+//! # `.await` recording
+//!
+//! The `#[traced_async]` expansion calls [`set_await_site`] just before
+//! each `.await` of the body (once per `.await` reached, not per poll: a
+//! resumed body continues inside it) and [`clear_await_site`] just after.
+//! The frame's site word then says which `.await` it is at, and its slot
+//! in the published stack is updated only when that changes.
 
 use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::record::current::{self, Active};
-use crate::record::frame::{AsyncStackFrame, link};
-use crate::record::site::{self, CallSite};
+use crate::record::frame::AsyncStackFrame;
+use crate::record::site::{self, AwaitSite, CallSite};
 use crate::sync::{AtomicPtr, Ordering};
-use crate::task::published::Entry;
-use crate::task::registry::NewTask;
-use crate::task::waker::RootShared;
-use crate::task::{TaskSlot, registry};
+use crate::task::place::{self, NO_SLOT};
+use crate::task::record::TaskRecord;
+use crate::task::root::{self, Entered};
 
 /// A future wrapped so that each of its polls records an async stack frame.
 ///
 /// Built by `#[traced_async]`, by [`TracedExt::traced`] and by
 /// [`TracedExt::traced_named`]. It is `Send`/`Sync` exactly when the inner
-/// future is.
+/// future is, and it is 24 bytes larger than the inner future.
 #[pin_project::pin_project(PinnedDrop)]
 #[must_use = "futures do nothing unless polled"]
 pub struct Traced<F> {
     #[pin]
     inner: F,
     frame: AsyncStackFrame,
-    /// Set while this future is a registered task root.
-    root: Option<Arc<RootShared>>,
 }
 
 impl<F> std::fmt::Debug for Traced<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Traced")
             .field("call_site", &self.frame.call_site())
-            .field("task_id", &self.root.as_ref().map(|r| r.reg.id))
+            .field("task_id", &self.task_id())
             .finish_non_exhaustive()
     }
 }
@@ -81,7 +87,6 @@ impl<F> Traced<F> {
         Traced {
             inner,
             frame: AsyncStackFrame::new(call_site),
-            root: None,
         }
     }
 
@@ -90,11 +95,7 @@ impl<F> Traced<F> {
         location: &'static Location<'static>,
         name: Option<&'static str>,
     ) -> Self {
-        Traced {
-            inner,
-            frame: AsyncStackFrame::new(site::call_site_for_caller(location, name)),
-            root: None,
-        }
+        Self::new(inner, site::call_site_for_caller(location, name))
     }
 
     /// The frame this future records.
@@ -102,9 +103,15 @@ impl<F> Traced<F> {
         &self.frame
     }
 
-    /// The task id, if this future is a registered task root.
+    /// The task id, if this future is a registered task root whose task is
+    /// live.
     pub fn task_id(&self) -> Option<u64> {
-        self.root.as_ref().map(|r| r.reg.id)
+        let p = self.frame.place.load(Ordering::Relaxed);
+        if !place::is_root(p) || place::key_of(p) == place::UNTRACKED {
+            return None;
+        }
+        let r = crate::task::registry::record(place::record(p))?;
+        Some(r.id.load(Ordering::Acquire)).filter(|&id| id != 0)
     }
 }
 
@@ -133,24 +140,28 @@ pub trait TracedExt: Future + Sized {
 
 impl<F: Future> TracedExt for F {}
 
-/// Restores the thread's active state if a poll unwinds.
+/// Leaves the poll if it unwinds.
 ///
 /// The normal exit is written out in `Traced::poll`, which forgets this
 /// guard, so the landing pad stays a few stores long and does not weigh on
 /// whether the poll is inlined. A child keeps its place in the task until
-/// it is dropped.
+/// it is dropped; a root's task is left idle, not running.
 struct Unwind<'a> {
     active: &'a Active,
-    /// For a child: the current-frame word and the parent to restore in it.
-    child: Option<(&'a AtomicPtr<AsyncStackFrame>, *const AsyncStackFrame)>,
+    frame: &'a AsyncStackFrame,
+    /// For a child: the current-frame word and the value to restore in it.
+    child: Option<(&'a AtomicPtr<AsyncStackFrame>, *mut AsyncStackFrame)>,
+    /// For a tracked root: its record and the wake count its poll started
+    /// from.
+    task: Option<(&'static TaskRecord, u64)>,
 }
 
 impl Drop for Unwind<'_> {
     #[inline(always)]
     fn drop(&mut self) {
         match self.child {
-            None => unwind_root(self.active),
-            Some((cur, parent)) => cur.store(parent.cast_mut(), Ordering::Relaxed),
+            None => root::unwind(self.frame, self.active, self.task),
+            Some((word, parent)) => word.store(parent, Ordering::Relaxed),
         }
     }
 }
@@ -172,312 +183,188 @@ impl<F: Future> Future for Traced<F> {
         let this = self.project();
         let frame: &AsyncStackFrame = this.frame;
         let inner = this.inner;
-        let root = this.root;
         let a = current::current();
-        // A child passes the caller's `Context` through; a task root polls
-        // with its own waker. One `&mut Context` for both, so that the
-        // inner poll below is the only call to it.
-        let root_waker;
+        // A child passes the caller's `Context` through; a tracked root
+        // polls with its task's waker. One `&mut Context` for both, so that
+        // the inner poll below is the only call to it.
+        let waker;
         let mut root_cx;
-        let (cx, child): (&mut Context<'_>, _) = match a.cur_word() {
-            Some(cur) => {
-                let parent = cur.load(Ordering::Relaxed);
-                enter_child(frame, parent, a);
-                cur.store(std::ptr::from_ref(frame).cast_mut(), Ordering::Relaxed);
-                (cx, Some((cur, parent.cast_const())))
+        let mut task = None;
+        let (cx, child): (&mut Context<'_>, _) = match a.word() {
+            Some(word) => {
+                let parent = word.load(Ordering::Relaxed);
+                enter_child(frame, word, parent, a);
+                (cx, Some((word, parent)))
             }
-            None => {
-                enter_root(frame, root, a, cx);
-                match root.as_ref() {
-                    Some(r) => {
-                        root_waker = r.waker_ref();
-                        root_cx = Context::from_waker(&root_waker);
-                        // SAFETY: only the lifetime parameter changes, to the
-                        // caller's (`Context` is invariant in it). The result is
-                        // used for the single `inner.poll` call below, while
-                        // `root_waker` is alive. `Future::poll` is generic over
-                        // its `Context`'s lifetime, so the callee cannot keep
-                        // the borrowed waker past the call (it can only clone
-                        // it), whatever lifetimes its own type carries.
-                        let root_cx = unsafe { &mut *(&raw mut root_cx).cast::<Context<'_>>() };
-                        (root_cx, None)
-                    }
-                    None => (cx, None),
+            None => match root::enter(frame, a, cx) {
+                Entered::Task {
+                    waker: lent,
+                    record,
+                    seen,
+                } => {
+                    task = Some((record, seen));
+                    waker = lent;
+                    root_cx = Context::from_waker(&waker);
+                    // SAFETY: only the lifetime parameter changes, to the
+                    // caller's (`Context` is invariant in it). The result is
+                    // used for the single `inner.poll` call below, while
+                    // `waker` is alive. `Future::poll` is generic over its
+                    // `Context`'s lifetime, so the callee cannot keep the
+                    // borrowed waker past the call (it can only clone it),
+                    // whatever lifetimes its own type carries.
+                    let root_cx = unsafe { &mut *(&raw mut root_cx).cast::<Context<'_>>() };
+                    (root_cx, None)
                 }
-            }
+                Entered::Untracked => (cx, None),
+            },
         };
-        let unwind = Unwind { active: a, child };
+        let unwind = Unwind {
+            active: a,
+            frame,
+            child,
+            task,
+        };
         let out = inner.poll(cx);
         std::mem::forget(unwind);
         match child {
-            Some((cur, parent)) => {
-                cur.store(parent.cast_mut(), Ordering::Relaxed);
+            Some((word, parent)) => {
+                word.store(parent, Ordering::Relaxed);
                 if out.is_ready() {
-                    unlink(frame, Some(a));
+                    let p = frame.place.swap(0, Ordering::Relaxed);
+                    place::unlink(p, Some(a));
                 }
             }
-            None => exit_root(frame, root, a, out.is_pending()),
+            None => root::exit(frame, a, task, out.is_pending()),
         }
         out
     }
 }
 
-/// A child's poll entry: stores the parent, and takes a new place in the
-/// task if the parent's changed (cold). The caller then makes the frame
-/// the current one.
+/// A child's poll entry: stores the parent, moves the frame if its place no
+/// longer holds (cold), and makes it the current frame.
 #[inline(always)]
-fn enter_child(frame: &AsyncStackFrame, parent: *mut AsyncStackFrame, a: &Active) {
+fn enter_child(
+    frame: &AsyncStackFrame,
+    word: &AtomicPtr<AsyncStackFrame>,
+    current: *mut AsyncStackFrame,
+    a: &Active,
+) {
+    let parent = current::untag(current);
+    frame.parent.store(parent, Ordering::Relaxed);
     // SAFETY: `parent` is the thread's current frame, non-null while a task
     // root's poll runs, and its poll is on this thread's stack below us
-    // (invariant of `active`), so it is alive.
-    let p = unsafe { &*parent };
-    frame.parent.store(parent, Ordering::Relaxed);
-    let parent_link = p.link.load(Ordering::Relaxed);
-    if frame.parent_link.load(Ordering::Relaxed) != parent_link {
-        relink(frame, p, parent_link, a);
+    // (invariant of `current`), so it is alive.
+    let parent_slot = current::slot_of(current, unsafe { &*parent });
+    let mut p = frame.place.load(Ordering::Relaxed);
+    if !place::holds(p, a.key(), parent_slot) {
+        p = place::relink(frame, p, parent_slot, a);
     }
-}
-
-/// Gives `frame` a place under the parent whose link is `parent_link`, in
-/// the task polled on this thread (none if that task is untracked).
-///
-/// Within the same task the frame keeps its slot and only its parent
-/// changes; otherwise it gives back its old place and takes a new one. A
-/// frame under a parent that holds no slot (its task's stack was full)
-/// holds none either, so that trees are cut below, never in the middle.
-#[cold]
-#[inline(never)]
-fn relink(frame: &AsyncStackFrame, parent: &AsyncStackFrame, parent_link: u64, a: &Active) {
-    frame
-        .return_address
-        .store(parent.await_return_address(), Ordering::Relaxed);
-    // SAFETY: as in `enter_child`.
-    match unsafe { a.task.get().as_ref() } {
-        None => unlink(frame, Some(a)),
-        Some(t) => {
-            let task_id = t.id.load(Ordering::Relaxed);
-            let old = frame.link.load(Ordering::Relaxed);
-            let parent_slot = link::slot(parent_link);
-            if old != 0
-                && link::in_task(old, task_id)
-                && std::ptr::eq(frame.task.load(Ordering::Relaxed), t)
-            {
-                if let Some(slot) = link::slot(old) {
-                    let key = frame.key.load(Ordering::Relaxed);
-                    t.stack.set_word(slot, Entry::published(key, parent_slot));
-                }
-            } else {
-                unlink(frame, Some(a));
-                take_place(frame, t, task_id, parent_slot, parent_slot.is_none());
-            }
-        }
-    }
-    // Last: `unlink` clears it.
-    frame.parent_link.store(parent_link, Ordering::Relaxed);
-}
-
-/// Gives `frame` a new place in task `t` (id `task_id`) with a new birth:
-/// a slot under the frame in slot `parent` (`None`: at the top, as the
-/// root), or, when `hidden`, no slot, only a count in the task's overflow.
-fn take_place(
-    frame: &AsyncStackFrame,
-    t: &'static TaskSlot,
-    task_id: u64,
-    parent: Option<u32>,
-    hidden: bool,
-) {
-    let birth = t.next_birth();
-    let slot = if hidden {
-        t.stack.hide();
-        None
-    } else {
-        let key = frame.key.load(Ordering::Relaxed);
-        t.stack.take(
-            Entry::published(key, parent),
-            birth,
-            std::ptr::from_ref(frame) as usize,
-        )
-    };
-    frame
-        .task
-        .store(t as *const TaskSlot as *mut TaskSlot, Ordering::Relaxed);
-    frame
-        .link
-        .store(link::new(task_id, birth, slot), Ordering::Relaxed);
-}
-
-/// Gives back `frame`'s place in its task, if it holds one: directly when
-/// this thread is polling that task (`a`), otherwise by retiring it for
-/// the task's next poll (a drop on another thread, or outside the task).
-#[cold]
-#[inline(never)]
-fn unlink(frame: &AsyncStackFrame, a: Option<&Active>) {
-    let old = frame.link.load(Ordering::Relaxed);
-    if old == 0 {
-        return;
-    }
-    frame.link.store(0, Ordering::Relaxed);
-    frame.parent_link.store(0, Ordering::Relaxed);
-    // SAFETY: `task` is null or a `&'static TaskSlot` (slots are never
-    // freed), stored by `relink` or `register_root`.
-    let Some(t) = (unsafe { frame.task.load(Ordering::Relaxed).cast_const().as_ref() }) else {
-        return;
-    };
-    // The slot now holds another task: the place went with the old one.
-    if !link::in_task(old, t.id.load(Ordering::Relaxed)) {
-        return;
-    }
-    if a.is_some_and(|a| std::ptr::eq(a.task.get(), t)) {
-        t.stack.give_back(link::slot(old));
-    } else if let Some(slot) = link::slot(old) {
-        t.stack.retire(slot, link::birth(old));
-    }
-}
-
-/// A task root's poll entry: registers it on its first poll, marks it
-/// running and makes it the current frame, in its task's `polled` word.
-#[inline(always)]
-fn enter_root(
-    frame: &AsyncStackFrame,
-    root: &mut Option<Arc<RootShared>>,
-    a: &Active,
-    cx: &Context<'_>,
-) {
-    frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
-    frame.return_address.store(0, Ordering::Relaxed);
-    match root.as_deref() {
-        Some(r) if r.wakes_like(cx.waker()) => begin_task_poll(frame, r, a),
-        _ => enter_root_slow(frame, root, a, cx),
-    }
-}
-
-/// [`enter_root`] on a first poll, with an untracked root, or with a new
-/// executor waker.
-#[cold]
-#[inline(never)]
-fn enter_root_slow(
-    frame: &AsyncStackFrame,
-    root: &mut Option<Arc<RootShared>>,
-    a: &Active,
-    cx: &Context<'_>,
-) {
-    if root.is_none() {
-        *root = register_root(frame, a, cx);
-    }
-    // Registry full: an untracked root, still linking its children.
-    let Some(r) = root.as_mut() else {
-        a.own
-            .store(std::ptr::from_ref(frame).cast_mut(), Ordering::Relaxed);
-        a.cur.set(&a.own);
-        return;
-    };
-    if !r.wakes_like(cx.waker()) {
-        *r = RootShared::new(r.reg, cx.waker());
-    }
-    begin_task_poll(frame, r, a);
-}
-
-/// The task of root `r` starts a poll on this thread, with `frame` current.
-#[inline(always)]
-fn begin_task_poll(frame: &AsyncStackFrame, r: &RootShared, a: &Active) {
-    let reg = &r.reg;
-    let slot = reg.slot;
-    slot.stack.collect_retired();
-    slot.start_poll(reg.generation, crate::record::clock::now_ms());
-    a.task.set(slot);
-    slot.stack
-        .polled
-        .store(std::ptr::from_ref(frame).cast_mut(), Ordering::Relaxed);
-    // Last: the unwinding guard that would reset it exists only once this
-    // returns, so nothing above may leave it set.
-    a.cur.set(&slot.stack.polled);
-}
-
-/// A task root's poll exit: marks the task idle, or deregisters it if it
-/// completed.
-#[inline(always)]
-fn exit_root(
-    frame: &AsyncStackFrame,
-    root: &mut Option<Arc<RootShared>>,
-    a: &Active,
-    pending: bool,
-) {
-    let self_wakes = a.self_wakes.get();
-    leave_root(a);
-    match root.as_ref() {
-        Some(r) if pending => {
-            let reg = &r.reg;
-            reg.slot
-                .end_poll(reg.generation, crate::record::clock::now_ms(), self_wakes);
-        }
-        _ => end_task(frame, root),
-    }
-}
-
-/// Ends the task this future is the root of, if it is one: the task leaves
-/// the registry, and the frame forgets its place there.
-#[cold]
-#[inline(never)]
-fn end_task(frame: &AsyncStackFrame, root: &mut Option<Arc<RootShared>>) {
-    if let Some(r) = root.take() {
-        registry().deregister(&r.reg);
-        frame.link.store(0, Ordering::Relaxed);
-    }
-}
-
-/// Leaves a task root's poll that unwound (see [`leave_root`]).
-#[cold]
-#[inline(never)]
-fn unwind_root(a: &Active) {
-    leave_root(a);
-}
-
-/// Leaves a task root's poll, by return or by unwinding: no frame of the
-/// task is polled any more, and the thread's state is cleared.
-#[inline(always)]
-fn leave_root(a: &Active) {
-    if let Some(cur) = a.cur_word() {
-        cur.store(std::ptr::null_mut(), Ordering::Relaxed);
-    }
-    a.cur.set(std::ptr::null());
-    a.task.set(std::ptr::null());
-    a.self_wakes.set(0);
-}
-
-/// Registers a task root on its first poll, and gives its frame the first
-/// slot of the task's published stack.
-#[cold]
-#[inline(never)]
-fn register_root(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Option<Arc<RootShared>> {
-    // A frame polled as a child before keeps no place there.
-    unlink(frame, Some(a));
-    // SAFETY: `pending_spawn` is null or points into a `Spawned` future whose
-    // poll is on this thread's stack (it restores the pointer on exit).
-    let spawn = unsafe { a.pending_spawn.get().as_ref() };
-    let reg = registry().register(NewTask {
-        parent: spawn.map_or(0, |s| s.parent),
-        location: spawn.map(|s| s.location),
-        root_call_site: frame.call_site().id(),
-        name: spawn.and_then(|s| s.name.as_ref()),
-        now_ms: crate::record::clock::now_ms(),
-    })?;
-    // The spawn metadata belongs to this root only.
-    a.pending_spawn.set(std::ptr::null());
-    take_place(frame, reg.slot, reg.id, None, false);
-    Some(RootShared::new(reg, cx.waker()))
+    word.store(current::tag(frame, place::own(p)), Ordering::Relaxed);
 }
 
 #[pin_project::pinned_drop]
 impl<F> PinnedDrop for Traced<F> {
     fn drop(self: Pin<&mut Self>) {
-        let this = self.project();
-        let frame: &AsyncStackFrame = this.frame;
-        if this.root.is_some() {
-            end_task(frame, this.root);
-        } else if frame.link.load(Ordering::Relaxed) != 0
-            && current::with(|a| unlink(frame, Some(a))).is_none()
-        {
-            unlink(frame, None);
+        let frame: &AsyncStackFrame = self.project().frame;
+        let p = frame.place.swap(0, Ordering::Relaxed);
+        if p == 0 {
+            return;
+        }
+        if place::is_root(p) {
+            root::end_task(p);
+        } else if current::with(|a| place::unlink(p, Some(a))).is_none() {
+            place::unlink(p, None);
         }
     }
+}
+
+/// Records that the frame being polled on this thread is now suspended on
+/// (or about to poll) the `.await` described by `site`.
+///
+/// Called by the `#[traced_async]` expansion immediately before each
+/// `.await` (once per `.await` reached, not once per poll: a resumed body
+/// continues inside the `.await`). Outside an instrumented poll it does
+/// nothing.
+#[inline(always)]
+pub fn set_await_site(site: &'static AwaitSite) {
+    // No closure (`LocalKey::with`): in an unoptimised build the cold path
+    // below must be called from this function itself, directly under the
+    // body, for the address it resolves to land in the body.
+    let a = current::current();
+    // SAFETY: per the invariant of `current`, a non-null frame is one whose
+    // poll is on this thread's stack, hence alive.
+    if let Some(frame) = unsafe { a.frame().as_ref() } {
+        frame.set_await(site);
+        if site.return_address.load(Ordering::Relaxed) == 0 {
+            resolve_return_address(site);
+        }
+        publish_await(a, frame);
+    }
+}
+
+/// Shows the frame's new `.await` in its slot of the task's published
+/// stack, so readers see where a running frame is now without any per-poll
+/// work (no section when it did not change).
+#[inline(always)]
+fn publish_await(a: &Active, frame: &AsyncStackFrame) {
+    let own = place::own(frame.place.load(Ordering::Relaxed));
+    if own == NO_SLOT {
+        return;
+    }
+    // SAFETY: null or the record of the task whose poll is on this
+    // thread's stack (invariant of `current`); the current frame was placed
+    // in that task on entry to its poll.
+    if let Some(r) = unsafe { a.record().as_ref() } {
+        r.set_site(own, frame.site_id());
+    }
+}
+
+/// Records that the frame being polled on this thread finished the
+/// `.await` it was suspended on and runs code between two `.await`s.
+///
+/// Called by the `#[traced_async]` expansion right after each `.await`.
+/// Only the frame itself changes: its published slot keeps the `.await` it
+/// last reached (a dump shows the innermost running frame without one), so
+/// that a loop around one `.await` writes nothing for readers.
+#[inline(always)]
+pub fn clear_await_site() {
+    // SAFETY: as in `set_await_site`.
+    if let Some(frame) = unsafe { current::current().frame().as_ref() } {
+        frame.clear_await();
+    }
+}
+
+/// Resolves, once per `.await` site, an address in the awaiting function's
+/// code that symbolises to the line of that `.await`, and caches it in the
+/// site (see [`crate::record::frame`], "The return address").
+///
+/// [`set_await_site`] is always inlined into the body, at the `.await`, so
+/// the address this cold function returns to lies in the body's code, inside
+/// the inlined `set_await_site` whose call is spanned at the `.await`: its
+/// symbols (innermost inlined first) include the body at the `.await`'s
+/// line, which is what `__builtin_return_address(0)` in a never-inlined
+/// child poll would give. The native stack is unwound once per site, never
+/// in the steady state.
+#[cold]
+#[inline(never)]
+fn resolve_return_address(site: &'static AwaitSite) {
+    let me = resolve_return_address as *const () as usize;
+    let setter = set_await_site as *const () as usize;
+    let mut seen_me = false;
+    let mut ra = 0usize;
+    backtrace::trace(|f| {
+        let start = f.symbol_address() as usize;
+        if !seen_me {
+            seen_me = start == me;
+            return true;
+        }
+        // `set_await_site` itself, if it was not inlined after all.
+        if start == setter {
+            return true;
+        }
+        ra = f.ip() as usize;
+        false
+    });
+    // `1` marks a site whose resolution failed, so it is not retried.
+    site.return_address.store(ra.max(1), Ordering::Relaxed);
 }

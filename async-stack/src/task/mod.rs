@@ -1,43 +1,39 @@
-//! The task registry: every live task root, readable from any thread.
+//! Tasks: every live task root, readable from any thread without blocking
+//! it.
 //!
 //! A traced future polled while no traced frame is active on its thread is
-//! a **task root** (see `DESIGN.md`). On its first poll it takes a
-//! `TaskSlot` from the `Registry`; when it completes or is dropped it
-//! gives the slot back. No spawn wrapper is needed; spawn helpers
-//! ([`spawn`]) only add a name and the spawning task.
+//! a **task root** (see `DESIGN.md`). It keeps a **task record**
+//! ([`record`](self#files)) from its first poll until it completes or is
+//! dropped: 128 bytes, never freed, holding its state, counts, waker and
+//! the published stack of its frames, which other threads copy. No spawn
+//! wrapper is needed; spawn helpers ([`spawn`]) only add a name and the
+//! spawning task.
 //!
-//! # Slots are never freed
+//! # Files
 //!
-//! Slots live in pages that are allocated once and never deallocated, so a
-//! reader on another thread may dereference any slot at any time. A slot is
-//! reused by later tasks; the task id (`u64`, never reused) tells them
-//! apart. Readers validate every copy the way a seqlock does: load `id`
-//! (acquire), copy the fields, fence, load `id` again; if it changed, the
-//! task ended while being read and the copy is discarded.
-//!
-//! # Who writes what
-//!
-//! | field | writer |
-//! |---|---|
-//! | `id`, `parent`, `spawn_location`, `root_call_site`, `name` | the registering thread (first poll), then cleared by whoever completes or drops the root |
-//! | `state` | the polling thread only (running, idle, or scheduled when it woke itself), with the time of the change |
-//! | `polls`, `seen_wakes`, `self_wakes` | the polling thread only (load + store, no read-modify-write) |
-//! | `wakes` | wakers outside the task's poll, by compare-and-swap on a word that carries the slot generation, so a stale waker of an earlier task cannot count |
-//! | `woken_ms` | the first such waker after a poll started |
-//! | `stack` | the polling thread only (`published`); other threads only retire slots there |
-//!
-//! A task is *scheduled* when its state word says so or when `wakes` has
-//! moved past `seen_wakes` (woken since its last poll started); readers
-//! combine the two.
+//! - `record.rs`: the record's layout, who writes each field, and how a
+//!   reader copies one consistent instant of it;
+//! - `stack.rs`: the published stack in the record (slots, sections,
+//!   foreign retirements, the reader's tree);
+//! - `place.rs`: a frame's place in its task's stack, and the state machine
+//!   that moves it;
+//! - `root.rs`: the life of a task root (registration, each poll, the end);
+//! - `waker.rs`: the task's waker, kept in its record;
+//! - `registry.rs`: the never-freed arenas of records, chunks and
+//!   extensions, and the free lists;
+//! - `spawn.rs`: spawn metadata.
 
-pub(crate) mod published;
+pub(crate) mod place;
+pub(crate) mod record;
 pub(crate) mod registry;
+pub(crate) mod root;
 pub mod spawn;
+pub(crate) mod stack;
 pub(crate) mod waker;
 
-pub use published::STACK_CAPACITY;
-pub(crate) use registry::{TaskSlot, registry};
+pub use registry::MAX_TASKS;
 pub use spawn::{Spawned, spawned};
+pub use stack::STACK_CAPACITY;
 
 /// The scheduling state of a task, as seen by a dump.
 #[derive(

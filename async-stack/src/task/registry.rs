@@ -1,448 +1,355 @@
-//! Slot storage for task roots: pages that are never freed, a free list,
-//! and the state word protocol. See the [parent module](super) for the
-//! reading protocol.
+//! Storage for task records, stack chunks and task extensions: arenas of
+//! pages that are never freed, free lists, and the process-wide counters.
+//!
+//! # Never freed
+//!
+//! Every record, chunk and extension lives in a page that is allocated once
+//! and never deallocated, so a reader on another thread (or a debugger) may
+//! dereference any of them at any time. They are reused by later tasks; a
+//! reader validates what it copied against the record's task id (see
+//! [`crate::task::record`]).
+//!
+//! # Handles
+//!
+//! Records are named by index (places hold it, see
+//! [`crate::task::place`]); chunks and extensions by index + 1, so that `0`
+//! in a record field means "none".
+//!
+//! # Capacity
+//!
+//! At most [`MAX_TASKS`] records exist, fewer if the environment variable
+//! `ASYNC_STACK_MAX_TASKS` asks for fewer (read once, when the first task
+//! registers). A task root that finds no record runs untracked: it still
+//! links its children (so backtraces work), it is counted once in
+//! [`untracked`], and dumps do not show it.
 
-use std::panic::Location;
-use std::sync::Arc;
+use std::sync::OnceLock;
 
-use super::TaskState;
-use super::published::{PublishedStack, StackCopy};
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::task::record::{TaskExt, TaskRecord};
 
-/// Slots per page.
-const PAGE: usize = if cfg!(async_stack_loom) { 2 } else { 128 };
-/// Maximum number of pages (so at most `PAGE * MAX_PAGES` live tasks are
-/// tracked at once; further roots run untracked and are counted).
-const MAX_PAGES: usize = if cfg!(async_stack_loom) { 2 } else { 8192 };
+/// The most tasks tracked at once: the registry's records (one record
+/// index is reserved for untracked tasks). The environment variable
+/// `ASYNC_STACK_MAX_TASKS` can lower it; a task root that finds no free
+/// record runs untracked (see [`TaskDump::untracked_roots`](crate::TaskDump::untracked_roots)).
+pub const MAX_TASKS: usize = if cfg!(async_stack_loom) {
+    4
+} else {
+    (1 << crate::task::place::RECORD_BITS) - 2
+};
 
-const STATE_BITS: u64 = 2;
-const GEN_SHIFT: u64 = STATE_BITS;
-const GEN_BITS: u64 = 16;
-const TIME_SHIFT: u64 = GEN_SHIFT + GEN_BITS;
+/// The environment variable that lowers the number of task records.
+pub(crate) const MAX_TASKS_VAR: &str = "ASYNC_STACK_MAX_TASKS";
 
-pub(crate) const IDLE: u64 = 0;
-/// Scheduled since the state's time: registered and not polled yet, or
-/// woken from inside its own last poll.
-pub(crate) const SCHEDULED: u64 = 1;
-pub(crate) const RUNNING: u64 = 2;
-
-/// The `wakes` word: `[generation:16][count:48]`.
-const WAKE_COUNT: u64 = (1 << 48) - 1;
-const WAKE_GEN_SHIFT: u32 = 48;
-
-/// The generation bits of the `wakes` word of a task of `generation`.
-#[inline(always)]
-fn wake_tag(generation: u32) -> u64 {
-    u64::from(generation & 0xffff) << WAKE_GEN_SHIFT
-}
-
-/// Packs a state word: `[time_ms:46][gen:16][state:2]`.
-#[inline(always)]
-pub(crate) fn pack_state(state: u64, generation: u32, now_ms: u64) -> u64 {
-    (now_ms << TIME_SHIFT) | (u64::from(generation & 0xffff) << GEN_SHIFT) | (state & 0b11)
-}
-
-/// Unpacks a state word into `(state, generation, since_ms)`.
-#[inline(always)]
-pub(crate) fn unpack_state(word: u64) -> (u64, u32, u64) {
-    (
-        word & 0b11,
-        ((word >> GEN_SHIFT) & 0xffff) as u32,
-        word >> TIME_SHIFT,
-    )
-}
-
-/// One task's record. `#[repr(C)]` for debugger scripts.
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct TaskSlot {
-    /// Task id, `0` while the slot is free.
-    pub(crate) id: AtomicU64,
-    /// Id of the task that spawned this one (`0` if none or unknown).
-    pub(crate) parent: AtomicU64,
-    /// Where the task was spawned (spawn helper) or first polled.
-    pub(crate) spawn_location: AtomicPtr<Location<'static>>,
-    /// Interned call-site id of the root frame.
-    pub(crate) root_call_site: AtomicU32,
-    /// Slot generation, bumped at every registration.
-    pub(crate) generation: AtomicU32,
-    /// Packed state word (see `pack_state`), written by the poller only.
-    pub(crate) state: AtomicU64,
-    pub(crate) polls: AtomicU64,
-    /// Wakes from outside the task's own polls: `[generation:16][count:48]`,
-    /// counted by compare-and-swap so a stale waker of an earlier task in
-    /// the slot cannot count.
-    pub(crate) wakes: AtomicU64,
-    /// The `wakes` count when the last poll started (poller only): a count
-    /// beyond it means the task was woken since, so it is scheduled.
-    pub(crate) seen_wakes: AtomicU64,
-    /// When the first wake after `seen_wakes` happened (ms), by a waker.
-    pub(crate) woken_ms: AtomicU64,
-    /// Wakes from inside the task's own polls (poller only, no atomic
-    /// read-modify-write).
-    pub(crate) self_wakes: AtomicU64,
-    /// Last birth number handed to a frame of this task (poller only).
-    pub(crate) births: AtomicU32,
-    /// Optional task name; readers load it without locking.
-    pub(crate) name: NameCell,
-    pub(crate) stack: PublishedStack,
-}
-
-/// How many slots ahead of the one it visits [`Registry::for_each_slot`]
-/// prefetches.
-const PREFETCH_AHEAD: usize = 4;
-
-impl TaskSlot {
-    /// Asks the processor to bring the lines a dump reads into the cache.
-    #[inline]
-    fn prefetch(&self) {
-        crate::sync::prefetch(std::ptr::from_ref(self).cast());
-        crate::sync::prefetch(std::ptr::from_ref(&self.stack).cast());
-        self.stack.prefetch();
-    }
-
-    fn new() -> Self {
-        TaskSlot {
-            id: AtomicU64::new(0),
-            parent: AtomicU64::new(0),
-            spawn_location: AtomicPtr::new(std::ptr::null_mut()),
-            root_call_site: AtomicU32::new(0),
-            generation: AtomicU32::new(0),
-            state: AtomicU64::new(0),
-            polls: AtomicU64::new(0),
-            wakes: AtomicU64::new(0),
-            seen_wakes: AtomicU64::new(0),
-            woken_ms: AtomicU64::new(0),
-            self_wakes: AtomicU64::new(0),
-            births: AtomicU32::new(0),
-            name: NameCell::default(),
-            stack: PublishedStack::new(),
-        }
-    }
-
-    /// Poller: the task starts a poll. Wakes counted so far are consumed
-    /// by it.
-    #[inline(always)]
-    pub(crate) fn start_poll(&self, generation: u32, now_ms: u64) {
-        self.state
-            .store(pack_state(RUNNING, generation, now_ms), Ordering::Release);
-        let polls = self.polls.load(Ordering::Relaxed);
-        self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
-        let wakes = self.wakes.load(Ordering::Acquire) & WAKE_COUNT;
-        self.seen_wakes.store(wakes, Ordering::Release);
-    }
-
-    /// Poller: the next birth number for a frame first polled in this task
-    /// (load and store: only the polling thread calls it).
-    #[inline]
-    pub(crate) fn next_birth(&self) -> u32 {
-        let b = self.births.load(Ordering::Relaxed).wrapping_add(1).max(1);
-        self.births.store(b, Ordering::Relaxed);
-        b
-    }
-
-    /// Poller: the task's poll returned `Pending` after waking itself
-    /// `self_wakes` times (a yield: it is scheduled again). Plain stores:
-    /// wakes from elsewhere are counted in `wakes`, which readers compare
-    /// with `seen_wakes`.
-    #[inline(always)]
-    pub(crate) fn end_poll(&self, generation: u32, now_ms: u64, self_wakes: u32) {
-        let state = if self_wakes == 0 {
-            IDLE
-        } else {
-            let n = self.self_wakes.load(Ordering::Relaxed);
-            self.self_wakes
-                .store(n.wrapping_add(u64::from(self_wakes)), Ordering::Relaxed);
-            SCHEDULED
-        };
-        self.state
-            .store(pack_state(state, generation, now_ms), Ordering::Release);
-    }
-
-    /// Waker, from outside the task's poll: counts a wake if the slot still
-    /// holds the task of `generation`, and returns whether it did. The
-    /// first wake after a poll started stamps `woken_ms` (reading the clock
-    /// only then).
-    pub(crate) fn wake(&self, generation: u32, now_ms: impl Fn() -> u64) -> bool {
-        let tag = wake_tag(generation);
-        let mut cur = self.wakes.load(Ordering::Acquire);
-        loop {
-            if cur & !WAKE_COUNT != tag {
-                return false;
-            }
-            let next = tag | (cur.wrapping_add(1) & WAKE_COUNT);
-            match self
-                .wakes
-                .compare_exchange_weak(cur, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => break,
-                Err(actual) => cur = actual,
-            }
-        }
-        if cur & WAKE_COUNT == self.seen_wakes.load(Ordering::Acquire) {
-            self.woken_ms.store(now_ms(), Ordering::Release);
-        }
-        true
-    }
-
-    /// Readers: the task's state and since when (ms), from the poller's
-    /// state word and the wakes counted since its last poll started.
-    fn state_since(&self) -> (TaskState, u64) {
-        let (state, generation, since_ms) = unpack_state(self.state.load(Ordering::Acquire));
-        match state {
-            RUNNING => (TaskState::Running, since_ms),
-            SCHEDULED => (TaskState::Scheduled, since_ms),
-            _ => {
-                let wakes = self.wakes.load(Ordering::Acquire);
-                let current = wakes & !WAKE_COUNT == wake_tag(generation);
-                if current && wakes & WAKE_COUNT != self.seen_wakes.load(Ordering::Acquire) {
-                    let woken = self.woken_ms.load(Ordering::Acquire);
-                    (TaskState::Scheduled, woken.max(since_ms))
-                } else {
-                    (TaskState::Idle, since_ms)
-                }
-            }
-        }
-    }
-
-    /// Readers: wakes of every kind.
-    fn wakes_total(&self) -> u64 {
-        (self.wakes.load(Ordering::Relaxed) & WAKE_COUNT)
-            .wrapping_add(self.self_wakes.load(Ordering::Relaxed))
-    }
-}
-
-/// A task name that readers load without taking a lock.
-#[cfg(not(async_stack_loom))]
+/// Eight stack slots, on their own cache line.
+#[repr(C, align(64))]
 #[derive(Debug, Default)]
-pub(crate) struct NameCell {
-    name: arc_swap::ArcSwapOption<String>,
-    /// Whether `name` may be `Some`; only the registering thread writes it,
-    /// so unnamed tasks (most of them) never touch `arc-swap`.
-    maybe_named: std::sync::atomic::AtomicBool,
+pub(crate) struct Chunk {
+    pub(crate) words: [AtomicU64; 8],
 }
 
-#[cfg(not(async_stack_loom))]
-impl NameCell {
-    pub(crate) fn store(&self, name: Option<Arc<String>>) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let named = name.is_some();
-        if named || self.maybe_named.load(Relaxed) {
-            self.name.store(name);
-            self.maybe_named.store(named, Relaxed);
-        }
-    }
-    pub(crate) fn load(&self) -> Option<Arc<String>> {
-        self.name.load_full()
-    }
-}
+/// Items per page of every arena.
+const PAGE: usize = if cfg!(async_stack_loom) { 2 } else { 256 };
 
-/// Under loom, a mutex stands in for `arc-swap` (which loom cannot model).
-#[cfg(async_stack_loom)]
-#[derive(Debug, Default)]
-pub(crate) struct NameCell(Mutex<Option<Arc<String>>>);
-
-#[cfg(async_stack_loom)]
-impl NameCell {
-    pub(crate) fn store(&self, name: Option<Arc<String>>) {
-        *lock(&self.0) = name;
-    }
-    pub(crate) fn load(&self) -> Option<Arc<String>> {
-        lock(&self.0).clone()
-    }
-}
-
-type Page = [TaskSlot; PAGE];
-
-/// Allocates a page of free slots directly on the heap. Kept out of line:
-/// inlined, the page was built on the stack of every `register` call.
-#[cold]
-#[inline(never)]
-fn new_page() -> Box<Page> {
-    let slots: Box<[TaskSlot]> = (0..PAGE).map(|_| TaskSlot::new()).collect();
-    match slots.try_into() {
-        Ok(page) => page,
-        Err(_) => unreachable!("the iterator yields exactly PAGE slots"),
-    }
-}
-
-/// The set of all task slots.
-pub(crate) struct Registry {
-    pages: Box<[AtomicPtr<Page>]>,
-    /// Next never-used slot index.
+/// An arena of `T`s in pages that are never freed, indexed from 0.
+struct Arena<T: 'static> {
+    pages: &'static [AtomicPtr<T>],
+    /// How many items exist: indices `0..fresh` have been handed out.
     fresh: AtomicUsize,
-    /// Indices of freed slots.
+    capacity: usize,
     free: Mutex<Vec<u32>>,
+    make: fn() -> T,
+}
+
+impl<T: 'static> Arena<T> {
+    /// An arena of up to `capacity` items, with a page table of its own.
+    fn new(capacity: usize, make: fn() -> T) -> Self {
+        let pages: Box<[AtomicPtr<T>]> = (0..capacity.div_ceil(PAGE))
+            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+            .collect();
+        Self::with_pages(Box::leak(pages), capacity, make)
+    }
+
+    /// An arena of up to `capacity` items over the page table `pages`.
+    fn with_pages(pages: &'static [AtomicPtr<T>], capacity: usize, make: fn() -> T) -> Self {
+        Arena {
+            pages,
+            fresh: AtomicUsize::new(0),
+            capacity,
+            free: Mutex::new(Vec::new()),
+            make,
+        }
+    }
+
+    /// Item `index`, if it was ever handed out.
+    #[inline]
+    fn get(&self, index: usize) -> Option<&'static T> {
+        let page = self.pages.get(index / PAGE)?.load(Ordering::Acquire);
+        if page.is_null() {
+            return None;
+        }
+        // SAFETY: a non-null page is a leaked `Box<[T]>` of `PAGE` items,
+        // published with release ordering after it was built and never
+        // freed, so it is valid for `'static`; `index % PAGE < PAGE`.
+        Some(unsafe { &*page.add(index % PAGE) })
+    }
+
+    /// A never-used index, with its page allocated; `None` when full.
+    fn fresh(&self) -> Option<usize> {
+        let index = self.fresh.fetch_add(1, Ordering::Relaxed);
+        if index >= self.capacity {
+            self.fresh.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        let cell = &self.pages[index / PAGE];
+        if cell.load(Ordering::Acquire).is_null() {
+            let page: Box<[T]> = (0..PAGE).map(|_| (self.make)()).collect();
+            let page = Box::into_raw(page).cast::<T>();
+            if cell
+                .compare_exchange(
+                    std::ptr::null_mut(),
+                    page,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_err()
+            {
+                // SAFETY: `page` came from `Box::into_raw` of a `[T]` of
+                // `PAGE` items just above and lost the race, so no other
+                // thread ever saw it.
+                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(page, PAGE)) });
+            }
+        }
+        Some(index)
+    }
+
+    /// A free index, from the free list or fresh.
+    fn alloc(&self) -> Option<usize> {
+        if let Some(i) = lock(&self.free).pop() {
+            return Some(i as usize);
+        }
+        self.fresh()
+    }
+
+    fn release(&self, index: usize) {
+        lock(&self.free).push(index as u32);
+    }
+
+    /// Items handed out so far (free or not).
+    fn len(&self) -> usize {
+        self.fresh.load(Ordering::Acquire).min(self.capacity)
+    }
+}
+
+/// The process-wide storage.
+pub(crate) struct Registry {
+    records: Arena<TaskRecord>,
+    chunks: Arena<Chunk>,
+    exts: Arena<TaskExt>,
     next_id: AtomicU64,
-    /// Roots that could not get a slot (registry full).
     untracked: AtomicU64,
 }
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("fresh", &self.fresh.load(Ordering::Relaxed))
+            .field("records", &self.records.len())
             .finish_non_exhaustive()
     }
 }
 
-/// What a registration hands back to the root.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Registration {
-    pub(crate) slot: &'static TaskSlot,
-    pub(crate) index: u32,
-    pub(crate) id: u64,
-    pub(crate) generation: u32,
-}
-
-/// Task metadata recorded at registration.
-pub(crate) struct NewTask<'a> {
-    pub(crate) parent: u64,
-    pub(crate) location: Option<&'static Location<'static>>,
-    pub(crate) root_call_site: u32,
-    pub(crate) name: Option<&'a Arc<String>>,
-    pub(crate) now_ms: u64,
-}
+/// The page table of the records, a `static` so that finding a task's
+/// record on a root's poll is one load (no lazy initialisation to check).
+#[cfg(not(async_stack_loom))]
+static RECORD_PAGES: [AtomicPtr<TaskRecord>; MAX_TASKS.div_ceil(PAGE)] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_TASKS.div_ceil(PAGE)];
 
 impl Registry {
-    pub(crate) fn new() -> Self {
+    fn new(max_tasks: usize) -> Self {
+        #[cfg(not(async_stack_loom))]
+        let records = Arena::with_pages(&RECORD_PAGES, max_tasks, TaskRecord::new);
+        #[cfg(async_stack_loom)]
+        let records = Arena::new(max_tasks, TaskRecord::new);
         Registry {
-            pages: (0..MAX_PAGES)
-                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
-                .collect(),
-            fresh: AtomicUsize::new(0),
-            free: Mutex::new(Vec::new()),
+            records,
+            chunks: Arena::new(max_tasks.saturating_mul(8).min(1 << 24), Chunk::default),
+            exts: Arena::new(max_tasks, TaskExt::default),
             next_id: AtomicU64::new(1),
             untracked: AtomicU64::new(0),
         }
     }
+}
 
-    fn slot(&'static self, index: usize) -> Option<&'static TaskSlot> {
-        let page = self.pages.get(index / PAGE)?.load(Ordering::Acquire);
-        // SAFETY: pages are leaked boxes that are never freed once published
-        // (see `page_for`), so a non-null page pointer is valid forever.
-        let page = unsafe { page.cast_const().as_ref()? };
-        page.get(index % PAGE)
-    }
-
-    fn page_for(&'static self, index: usize) -> Option<&'static TaskSlot> {
-        let cell = self.pages.get(index / PAGE)?;
-        if cell.load(Ordering::Acquire).is_null() {
-            let fresh = Box::into_raw(new_page());
-            if cell
-                .compare_exchange(
-                    std::ptr::null_mut(),
-                    fresh,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_err()
-            {
-                // SAFETY: `fresh` came from `Box::into_raw` above and lost the
-                // race, so it was never published to any other thread.
-                drop(unsafe { Box::from_raw(fresh) });
-            }
-        }
-        self.slot(index)
-    }
-
-    /// Takes a slot and publishes a new task in it.
-    pub(crate) fn register(&'static self, task: NewTask<'_>) -> Option<Registration> {
-        let reused = free_cache::pop(&self.free);
-        let index = match reused {
-            Some(i) => i as usize,
-            None => {
-                let i = self.fresh.fetch_add(1, Ordering::Relaxed);
-                if i >= PAGE * MAX_PAGES {
-                    self.fresh.fetch_sub(1, Ordering::Relaxed);
-                    self.untracked.fetch_add(1, Ordering::Relaxed);
-                    return None;
-                }
-                i
-            }
-        };
-        let slot = self.page_for(index)?;
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let generation = slot.generation.load(Ordering::Relaxed).wrapping_add(1);
-        // Readers that still hold the previous id must see it change if they
-        // observe any of the stores below (seqlock writer fence).
-        fence(Ordering::Release);
-        slot.generation.store(generation, Ordering::Relaxed);
-        slot.parent.store(task.parent, Ordering::Relaxed);
-        slot.spawn_location.store(
-            task.location
-                .map_or(std::ptr::null_mut(), |l| l as *const _ as *mut _),
-            Ordering::Relaxed,
-        );
-        slot.root_call_site
-            .store(task.root_call_site, Ordering::Relaxed);
-        slot.state.store(
-            pack_state(SCHEDULED, generation, task.now_ms),
-            Ordering::Relaxed,
-        );
-        slot.polls.store(0, Ordering::Relaxed);
-        slot.wakes.store(wake_tag(generation), Ordering::Relaxed);
-        slot.seen_wakes.store(0, Ordering::Relaxed);
-        slot.woken_ms.store(0, Ordering::Relaxed);
-        slot.self_wakes.store(0, Ordering::Relaxed);
-        slot.name.store(task.name.cloned());
-        slot.stack.reset();
-        slot.id.store(id, Ordering::Release);
-        Some(Registration {
-            slot,
-            index: index as u32,
-            id,
-            generation,
-        })
-    }
-
-    /// Ends a task: its slot stops being reported and becomes reusable.
-    pub(crate) fn deregister(&'static self, reg: &Registration) {
-        reg.slot.id.store(0, Ordering::Release);
-        free_cache::push(reg.index, &self.free);
-    }
-
-    /// Takes back slots from a thread's cache (when the thread exits).
-    /// Under loom there is no cache.
-    #[cfg(not(async_stack_loom))]
-    fn return_free(&self, indices: &mut Vec<u32>) {
-        lock(&self.free).append(indices);
-    }
-
-    /// Visits every slot that is or was in use.
-    ///
-    /// A dump reads a few cache lines of each slot, slots are far apart and
-    /// mostly out of cache, and each visit is too long for the processor to
-    /// run ahead into the next slots by itself: so the lines of the slot
-    /// [`PREFETCH_AHEAD`] places on are requested before each visit.
-    pub(crate) fn for_each_slot(&'static self, mut f: impl FnMut(&'static TaskSlot)) {
-        let n = self.fresh.load(Ordering::Acquire).min(PAGE * MAX_PAGES);
-        for index in 0..n {
-            if index + PREFETCH_AHEAD < n
-                && let Some(ahead) = self.slot(index + PREFETCH_AHEAD)
-            {
-                ahead.prefetch();
-            }
-            if let Some(slot) = self.slot(index) {
-                f(slot);
-            }
-        }
-    }
-
-    /// Roots that ran untracked because every slot was taken.
-    pub(crate) fn untracked(&self) -> u64 {
-        self.untracked.load(Ordering::Relaxed)
+/// What `ASYNC_STACK_MAX_TASKS` asks for: the number of records, or a
+/// message for a value it cannot use.
+pub(crate) fn max_tasks_wanted(value: Option<&std::ffi::OsStr>) -> Result<usize, String> {
+    let Some(value) = value else {
+        return Ok(MAX_TASKS);
+    };
+    match value.to_str().map(|v| v.trim().parse::<u64>()) {
+        Some(Ok(n)) if n >= 1 && n <= MAX_TASKS as u64 => Ok(n as usize),
+        _ => Err(format!(
+            "async-stack: {MAX_TASKS_VAR}={value:?} is not a number of tasks from 1 to {MAX_TASKS}; using {MAX_TASKS}"
+        )),
     }
 }
 
-/// A per-thread cache of free slot indices, so that a task that starts
-/// and ends on the same thread (the common case) takes and returns its slot
-/// without touching the registry's mutex. The cache trades with the
+/// The process-wide registry.
+#[cfg(not(async_stack_loom))]
+pub(crate) fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let max = max_tasks_wanted(std::env::var_os(MAX_TASKS_VAR).as_deref()).unwrap_or_else(
+            |message| {
+                crate::warn::warn(format_args!("{message}"));
+                MAX_TASKS
+            },
+        );
+        Registry::new(max)
+    })
+}
+
+/// Under loom each model gets its own registry (loom objects cannot outlive
+/// a model), leaked for the `'static` the API needs.
+#[cfg(async_stack_loom)]
+pub(crate) fn registry() -> &'static Registry {
+    loom::lazy_static! {
+        static ref REGISTRY: Registry = Registry::new(MAX_TASKS);
+    }
+    &REGISTRY
+}
+
+/// Record `index`, if it exists.
+#[cfg(not(async_stack_loom))]
+#[inline(always)]
+pub(crate) fn record(index: u32) -> Option<&'static TaskRecord> {
+    let page = RECORD_PAGES
+        .get(index as usize / PAGE)?
+        .load(Ordering::Acquire);
+    if page.is_null() {
+        return None;
+    }
+    // SAFETY: as in `Arena::get`: a non-null page of `RECORD_PAGES` is a
+    // leaked `Box<[TaskRecord]>` of `PAGE` records, published with release
+    // ordering and never freed.
+    Some(unsafe { &*page.add(index as usize % PAGE) })
+}
+
+/// Record `index`, if it exists.
+#[cfg(async_stack_loom)]
+pub(crate) fn record(index: u32) -> Option<&'static TaskRecord> {
+    registry().records.get(index as usize)
+}
+
+/// A free record's index; `None` when every record is taken (counted as an
+/// untracked root).
+pub(crate) fn alloc_record() -> Option<u32> {
+    let r = registry();
+    let index = free_cache::pop(&r.records.free)
+        .map(|i| i as usize)
+        .or_else(|| r.records.fresh());
+    match index {
+        Some(i) => Some(i as u32),
+        None => {
+            r.untracked.fetch_add(1, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+/// Gives a record back for later tasks (its task ended and no waker refers
+/// to it).
+pub(crate) fn free_record(index: u32) {
+    free_cache::push(index, &registry().records.free);
+}
+
+/// A fresh task id. Ids are never reused.
+pub(crate) fn next_id() -> u64 {
+    registry().next_id.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Chunk `handle` (index + 1), if any.
+#[inline]
+pub(crate) fn chunk(handle: u32) -> Option<&'static Chunk> {
+    let index = handle.checked_sub(1)?;
+    registry().chunks.get(index as usize)
+}
+
+/// A zeroed chunk's handle; `None` when the pool is exhausted.
+pub(crate) fn alloc_chunk() -> Option<u32> {
+    let r = registry();
+    let index = r.chunks.alloc()?;
+    let chunk = r.chunks.get(index)?;
+    for w in &chunk.words {
+        w.store(0, Ordering::Relaxed);
+    }
+    Some(index as u32 + 1)
+}
+
+pub(crate) fn free_chunk(handle: u32) {
+    if let Some(index) = handle.checked_sub(1) {
+        registry().chunks.release(index as usize);
+    }
+}
+
+/// Extension `handle` (index + 1), if any.
+#[inline]
+pub(crate) fn ext(handle: u32) -> Option<&'static TaskExt> {
+    let index = handle.checked_sub(1)?;
+    registry().exts.get(index as usize)
+}
+
+/// A cleared extension's handle; `None` when the pool is exhausted.
+pub(crate) fn alloc_ext() -> Option<u32> {
+    let r = registry();
+    let index = r.exts.alloc()?;
+    Some(index as u32 + 1)
+}
+
+pub(crate) fn free_ext(handle: u32) {
+    if let Some(index) = handle.checked_sub(1) {
+        registry().exts.release(index as usize);
+    }
+}
+
+/// Roots that ran untracked because every record was taken.
+pub(crate) fn untracked() -> u64 {
+    registry().untracked.load(Ordering::Relaxed)
+}
+
+/// Visits every record that was ever handed out, requesting the lines of
+/// the record [`PREFETCH_AHEAD`] places on before each visit: a dump reads
+/// two lines of each of many records that are mostly out of cache, and
+/// each visit is too long for the processor to run ahead by itself.
+pub(crate) fn for_each_record(mut f: impl FnMut(&'static TaskRecord)) {
+    let records = &registry().records;
+    let n = records.len();
+    for index in 0..n {
+        if let Some(ahead) = records.get(index + PREFETCH_AHEAD) {
+            ahead.prefetch();
+        }
+        if let Some(r) = records.get(index) {
+            f(r);
+        }
+    }
+}
+
+/// How many records ahead [`for_each_record`] prefetches.
+const PREFETCH_AHEAD: usize = 4;
+
+/// Records handed out so far, free or not: the most tasks a dump can see.
+pub(crate) fn record_count() -> usize {
+    registry().records.len()
+}
+
+/// A per-thread cache of free record indices, so that a task that starts
+/// and ends on the same thread (the common case) takes and returns its
+/// record without touching the registry's mutex. The cache trades with the
 /// registry's free list in batches: when it is full it gives back its
 /// oldest half, and when it is empty it takes up to half a cache, in one
 /// lock each time. So a thread that registers many tasks before any ends
 /// (a burst of spawns) locks once per batch rather than once per task. A
-/// thread's cached slots go back to the registry when the thread exits.
+/// thread's cached indices go back to the registry when the thread exits.
 #[cfg(not(async_stack_loom))]
 mod free_cache {
     use std::cell::RefCell;
@@ -456,7 +363,7 @@ mod free_cache {
 
     impl Drop for Cache {
         fn drop(&mut self) {
-            super::registry().return_free(&mut self.0);
+            lock(&super::registry().records.free).append(&mut self.0);
         }
     }
 
@@ -464,7 +371,7 @@ mod free_cache {
         static CACHE: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) };
     }
 
-    /// A free slot index: the one this thread freed last, or one of a batch
+    /// A free index: the one this thread freed last, or one of a batch
     /// taken from `global`.
     pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
         CACHE
@@ -508,7 +415,7 @@ mod free_cache {
         /// and emptied before the thread ends so that nothing reaches the
         /// process's registry.
         #[test]
-        fn free_slots_move_in_batches() {
+        fn free_indices_move_in_batches() {
             std::thread::spawn(|| {
                 let global = Mutex::new(Vec::new());
                 for i in 0..=CAPACITY as u32 {
@@ -533,7 +440,7 @@ mod free_cache {
     }
 }
 
-/// Under loom every free slot goes through the registry's mutex, which the
+/// Under loom every free index goes through the registry's mutex, which the
 /// models cover.
 #[cfg(async_stack_loom)]
 mod free_cache {
@@ -547,191 +454,24 @@ mod free_cache {
     }
 }
 
-/// The process-wide registry.
-#[cfg(not(async_stack_loom))]
-pub(crate) fn registry() -> &'static Registry {
-    static REGISTRY: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
-    REGISTRY.get_or_init(Registry::new)
-}
-
-/// Under loom each model gets its own registry (loom objects cannot outlive
-/// a model), leaked for the `'static` the API needs.
-#[cfg(async_stack_loom)]
-pub(crate) fn registry() -> &'static Registry {
-    loom::lazy_static! {
-        static ref REGISTRY: Registry = Registry::new();
-    }
-    &REGISTRY
-}
-
-/// A validated copy of one live task's slot.
-#[derive(Debug, Clone)]
-pub(crate) struct RawTask {
-    pub(crate) id: u64,
-    pub(crate) parent: u64,
-    pub(crate) location: Option<&'static Location<'static>>,
-    pub(crate) root_call_site: u32,
-    pub(crate) state: TaskState,
-    pub(crate) since_ms: u64,
-    pub(crate) polls: u64,
-    pub(crate) wakes: u64,
-    pub(crate) name: Option<Arc<String>>,
-    /// Whether the published stack was copied (into the caller's buffer);
-    /// `false` if every copy attempt was torn.
-    pub(crate) stack_copied: bool,
-    /// Copies of the stack that were torn and retried.
-    pub(crate) torn: u32,
-}
-
-/// How many times a reader retries a torn copy of a published stack before
-/// giving up on that stack (the task is still reported, without frames).
-pub(crate) const COPY_TRIES: u32 = 16;
-
-impl TaskSlot {
-    /// The id, state and state timestamp (ms) of the task in this slot, if
-    /// any: two loads, for deciding whether to [`read`](Self::read) it.
-    /// Not validated: the task may end or change state right after.
-    pub(crate) fn peek(&self) -> Option<(u64, TaskState, u64)> {
-        let id = self.id.load(Ordering::Acquire);
-        if id == 0 {
-            return None;
-        }
-        let (state, since_ms) = self.state_since();
-        Some((id, state, since_ms))
-    }
-
-    /// Copies this slot if it holds a live task, its published stack into
-    /// `copy`. Never blocks: no lock, no waiting for a running poll. Returns
-    /// `None` for a free slot or for a task that ended (or was replaced)
-    /// while being read.
-    pub(crate) fn read(&self, copy: &mut StackCopy) -> Option<RawTask> {
-        let id = self.id.load(Ordering::Acquire);
-        if id == 0 {
-            return None;
-        }
-        let parent = self.parent.load(Ordering::Relaxed);
-        let location = self.spawn_location.load(Ordering::Relaxed);
-        // SAFETY: `spawn_location` holds null or a pointer derived from a
-        // `&'static Location` (see `Registry::register`).
-        let location = unsafe { location.cast_const().as_ref() };
-        let root_call_site = self.root_call_site.load(Ordering::Relaxed);
-        let (state, since_ms) = self.state_since();
-        let polls = self.polls.load(Ordering::Relaxed);
-        let wakes = self.wakes_total();
-        let name = self.name.load();
-        let mut stack_copied = false;
-        let mut torn = 0;
-        while torn < COPY_TRIES {
-            match self.stack.copy_into(copy) {
-                Ok(()) => {
-                    stack_copied = true;
-                    break;
-                }
-                Err(_) => {
-                    torn += 1;
-                    std::hint::spin_loop();
-                }
-            }
-        }
-        // Seqlock validation: if the slot changed hands while we read, every
-        // field above may belong to another task.
-        fence(Ordering::Acquire);
-        if self.id.load(Ordering::Relaxed) != id {
-            return None;
-        }
-        Some(RawTask {
-            id,
-            parent,
-            location,
-            root_call_site,
-            state,
-            since_ms,
-            polls,
-            wakes,
-            name,
-            stack_copied,
-            torn,
-        })
-    }
-}
-
-#[cfg(all(test, async_stack_loom))]
-mod loom_tests {
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests {
     use super::*;
 
-    fn new_task(parent: u64) -> NewTask<'static> {
-        NewTask {
-            parent,
-            location: None,
-            root_call_site: 1,
-            name: None,
-            now_ms: 0,
+    #[test]
+    fn the_task_cap_reads_a_number_in_range_and_reports_the_rest() {
+        use std::ffi::OsStr;
+        assert_eq!(max_tasks_wanted(None), Ok(MAX_TASKS));
+        assert_eq!(max_tasks_wanted(Some(OsStr::new("1000"))), Ok(1000));
+        assert_eq!(max_tasks_wanted(Some(OsStr::new(" 7 "))), Ok(7));
+        assert_eq!(
+            max_tasks_wanted(Some(OsStr::new(&MAX_TASKS.to_string()))),
+            Ok(MAX_TASKS)
+        );
+        for bad in ["0", "-3", "", "ten", "1e3", &(MAX_TASKS + 1).to_string()] {
+            let message = max_tasks_wanted(Some(OsStr::new(bad))).unwrap_err();
+            assert!(message.contains(MAX_TASKS_VAR), "{message}");
+            assert!(message.contains(&format!("{bad:?}")), "{message}");
         }
-    }
-
-    /// A reader racing with a task that ends and a new task that takes the
-    /// same slot never reports a mix of the two: the parent field it reports
-    /// always belongs to the id it reports.
-    #[test]
-    fn slot_reuse_is_never_mixed() {
-        loom::model(|| {
-            let reg = registry();
-            let first = reg.register(new_task(100)).unwrap();
-            let slot = first.slot;
-            let t = loom::thread::spawn(move || {
-                let reg = registry();
-                reg.deregister(&first);
-                reg.register(new_task(200)).unwrap()
-            });
-            if let Some(raw) = slot.read(&mut StackCopy::default()) {
-                let expected = if raw.id == first.id { 100 } else { 200 };
-                assert_eq!(raw.parent, expected);
-            }
-            let second = t.join().unwrap();
-            registry().deregister(&second);
-        });
-    }
-
-    /// A waker of an ended task cannot mark the task that reuses its slot.
-    #[test]
-    fn stale_waker_cannot_touch_new_task() {
-        loom::model(|| {
-            let reg = registry();
-            let first = reg.register(new_task(1)).unwrap();
-            let slot = first.slot;
-            let stale_generation = first.generation;
-            reg.deregister(&first);
-            let second = reg.register(new_task(2)).unwrap();
-            second.slot.start_poll(second.generation, 0);
-            let t = loom::thread::spawn(move || slot.wake(stale_generation, || 0));
-            second.slot.end_poll(second.generation, 0, 0);
-            assert!(!t.join().unwrap());
-            assert_eq!(slot.state_since().0, TaskState::Idle);
-            assert_eq!(slot.wakes_total(), 0);
-            registry().deregister(&second);
-        });
-    }
-
-    /// A wake from another thread during a poll is not lost: the task ends
-    /// the poll scheduled, with the wake counted.
-    #[test]
-    fn wake_during_poll_leaves_task_scheduled() {
-        loom::model(|| {
-            let reg = registry();
-            let r = reg.register(new_task(1)).unwrap();
-            r.slot.start_poll(r.generation, 0);
-            let slot = r.slot;
-            let generation = r.generation;
-            let t = loom::thread::spawn(move || slot.wake(generation, || 0));
-            r.slot.end_poll(r.generation, 0, 0);
-            assert!(t.join().unwrap());
-            assert_eq!(r.slot.state_since().0, TaskState::Scheduled);
-            assert_eq!(r.slot.wakes_total(), 1);
-            // The next poll consumes the wake.
-            r.slot.start_poll(r.generation, 0);
-            r.slot.end_poll(r.generation, 0, 0);
-            assert_eq!(r.slot.state_since().0, TaskState::Idle);
-            registry().deregister(&r);
-        });
     }
 }

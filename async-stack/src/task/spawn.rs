@@ -2,10 +2,13 @@
 //!
 //! Any traced future becomes a task root on its own; wrapping it in
 //! [`Spawned`] (or using `async_stack::tokio::spawn`, feature `tokio`) only
-//! adds metadata. The wrapper hands its `SpawnInfo` to the first task root
-//! polled inside it, through the thread's active state, so the root frame
-//! stays the user's function and no extra frame appears in stacks.
+//! adds metadata. While it polls its inner future, the wrapper leaves its
+//! metadata in this module's thread-local slot, and the first task root
+//! that registers inside that poll takes it (see `task/root.rs`),
+//! so the root frame stays the user's function and no extra frame appears
+//! in stacks. The thread's current-frame state knows nothing of this.
 
+use std::cell::Cell;
 use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
@@ -20,6 +23,24 @@ pub(crate) struct SpawnInfo {
     pub(crate) parent: u64,
 }
 
+thread_local! {
+    /// The metadata of the `Spawned` future being polled on this thread,
+    /// for the task root it contains (null: none).
+    static PENDING: Cell<*const SpawnInfo> = const { Cell::new(std::ptr::null()) };
+}
+
+/// Takes the spawn metadata waiting on this thread, if any: the root that
+/// registers now is the one the spawn helper wraps.
+pub(crate) fn take_pending() -> Option<SpawnInfo> {
+    let p = PENDING
+        .try_with(|p| p.replace(std::ptr::null()))
+        .unwrap_or(std::ptr::null());
+    // SAFETY: `PENDING` is null or points into a `Spawned` future whose
+    // poll is on this thread's stack (it restores the pointer on every exit
+    // path), hence alive.
+    unsafe { p.as_ref() }.cloned()
+}
+
 /// A future carrying spawn metadata for the task root inside it.
 ///
 /// Created by [`spawned`] (any executor) or by the tokio helpers.
@@ -30,6 +51,9 @@ pub struct Spawned<F> {
     #[pin]
     inner: F,
     info: SpawnInfo,
+    /// A task root took the metadata: later roots inside are not this
+    /// spawn's.
+    taken: bool,
 }
 
 /// Wraps `fut` so the task root it contains records this call's location,
@@ -53,8 +77,9 @@ pub fn spawned<F: Future>(fut: F) -> Spawned<F> {
         info: SpawnInfo {
             name: None,
             location: Location::caller(),
-            parent: crate::record::current::current_task_id().unwrap_or(0),
+            parent: crate::current_task_id().unwrap_or(0),
         },
+        taken: false,
     }
 }
 
@@ -72,26 +97,32 @@ impl<F: Future> Future for Spawned<F> {
     #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        let info: &SpawnInfo = this.info;
-        let active = crate::record::current::current();
+        if *this.taken {
+            return this.inner.poll(cx);
+        }
+        let info: *const SpawnInfo = this.info;
         // Restores the previous pointer on every exit path, unwinding
         // included, so the thread never keeps a pointer into this future.
-        let _restore = RestoreSpawn {
-            active,
-            prev: active.pending_spawn.replace(info),
-        };
-        this.inner.poll(cx)
+        let restore = PENDING
+            .try_with(|p| RestoreSpawn {
+                prev: p.replace(info),
+            })
+            .ok();
+        let out = this.inner.poll(cx);
+        if restore.is_some() {
+            *this.taken = PENDING.try_with(|p| p.get() != info).unwrap_or(true);
+        }
+        out
     }
 }
 
 struct RestoreSpawn {
-    active: &'static crate::record::current::Active,
     prev: *const SpawnInfo,
 }
 
 impl Drop for RestoreSpawn {
     #[inline]
     fn drop(&mut self) {
-        self.active.pending_spawn.set(self.prev);
+        let _ = PENDING.try_with(|p| p.set(self.prev));
     }
 }

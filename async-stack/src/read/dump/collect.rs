@@ -9,38 +9,26 @@ use std::borrow::Cow;
 
 use super::{DUMP_FORMAT_VERSION, DumpFrame, SourceLocation, TaskDump, TaskInfo};
 use crate::record::site::{AwaitSite, CallSite, await_site_by_id, call_site_by_id};
-use crate::task::published::{Entry, StackCopy};
-use crate::task::registry::RawTask;
-use crate::task::{TaskState, registry};
+use crate::task::TaskState;
+use crate::task::record::RawTask;
+use crate::task::registry;
+use crate::task::stack::{CopiedFrame, StackCopy, word};
 
 impl TaskInfo {
     fn from_raw(raw: RawTask, copy: &StackCopy, sites: &Sites, now_ms: u64) -> TaskInfo {
-        let (words, len) = if raw.stack_copied {
-            (&copy.words[..], copy.len)
-        } else {
-            (&[][..], 0)
-        };
-        let running = if raw.stack_copied {
-            copy.running_mask()
-        } else {
-            0
-        };
-        let innermost_running = copy.active.filter(|_| raw.stack_copied).map(|a| a as usize);
+        let copied: &[CopiedFrame] = if raw.stack_copied { &copy.frames } else { &[] };
         // The copy is already a tree in source order. One loop with one
-        // closure, collected from a range (exact length, no growth check
-        // per frame), so that each frame is written in place; see
-        // `dump_frame`.
-        let frames = (0..words.len())
-            .map(|i| dump_frame(words, i, sites, innermost_running, running))
-            .collect();
+        // closure, collected from an exact-size iterator, so that each
+        // frame is written in place; see `dump_frame`.
+        let frames = copied.iter().map(|f| dump_frame(f, sites)).collect();
+        let (root_call, _) = sites.resolve(raw.root_site);
         TaskInfo {
             id: raw.id,
             // A spawn helper's name, or else the root's explicit one
             // (`#[traced_async(name = ..)]`, `.traced_named(..)`), which the
-            // registry does not copy per task.
+            // record does not copy per task.
             name: raw.name.map(|n| n.to_string()).or_else(|| {
-                sites
-                    .call(raw.root_call_site)
+                root_call
                     .filter(|c| c.explicit_name() && !c.is_anonymous())
                     .map(|c| c.name().to_owned())
             }),
@@ -52,43 +40,31 @@ impl TaskInfo {
             spawned_at: raw
                 .location
                 .map(|l| location(l.file(), l.line(), l.column())),
-            root: (raw.root_call_site != 0).then(|| function_of(sites.call(raw.root_call_site))),
+            root: (raw.root_site != 0).then(|| function_of(root_call)),
             frames,
-            hidden_frames: len.saturating_sub(words.len() as u32),
+            hidden_frames: if raw.stack_copied { copy.hidden } else { 0 },
             stack_unavailable: !raw.stack_copied,
         }
     }
 }
 
-/// The frame of entry `i` of a copied stack. `running` has bit `i` set for
-/// each entry inside its poll, and `innermost_running` is the one being
-/// polled now (it has no `.await` yet).
+/// The dump frame of a copied one. The innermost running frame shows no
+/// `.await`: it runs code of its own.
 ///
 /// Always inlined into the loop that pushes the frame: returned from a
 /// call, the 96-byte frame goes through the stack, and copying it into the
 /// vector stalls on the narrower stores that wrote it (store forwarding
 /// fails), which made up a third of a dump's time.
 #[inline(always)]
-fn dump_frame(
-    words: &[u64],
-    i: usize,
-    sites: &Sites,
-    innermost_running: Option<usize>,
-    running: u64,
-) -> DumpFrame {
-    let e = Entry::decode(words[i]);
-    let call = sites.call(e.call_site);
-    let awaiting = if Some(i) == innermost_running {
-        None
-    } else {
-        sites.await_site(e.await_site)
-    };
+fn dump_frame(f: &CopiedFrame, sites: &Sites) -> DumpFrame {
+    let (call, at) = sites.resolve(f.site);
+    let awaiting = if f.innermost { None } else { at };
     DumpFrame {
-        depth: e.depth,
+        depth: f.depth,
         function: function_of(call),
         defined_at: call.map(|c| location(c.file(), c.line(), c.column())),
         awaiting_at: awaiting.map(|a| location(a.file(), a.line(), a.column())),
-        running: running & (1 << i) != 0,
+        running: f.running,
     }
 }
 
@@ -114,6 +90,18 @@ impl Sites {
         match snapshot {
             Some(c) => Some(c),
             None => Self::late_call(id),
+        }
+    }
+
+    /// The function and `.await` of a site field of a published word (see
+    /// `crate::task::stack::word`).
+    #[inline]
+    fn resolve(&self, site: u32) -> (Option<&'static CallSite>, Option<&'static AwaitSite>) {
+        if site & word::AWAIT != 0 {
+            let at = self.await_site(site & !word::AWAIT);
+            (at.map(AwaitSite::call_site), at)
+        } else {
+            (self.call(site), None)
         }
     }
 
@@ -167,24 +155,22 @@ fn location(file: &'static str, line: u32, column: u32) -> SourceLocation {
 /// panic hook, which looks for one.
 pub(crate) fn dump_where(keep: impl Fn(u64, TaskState, u64) -> bool) -> TaskDump {
     let now_ms = crate::record::clock::system_ms();
-    // Room for every slot ever used, the most tasks that can be live, so
+    // Room for every record ever used, the most tasks that can be live, so
     // the (large) task list is never regrown and copied. Counting reads no
-    // slot, only the page table; the reservation is a fraction of the
-    // memory the slots themselves hold.
-    let mut slots = 0;
-    registry().for_each_slot(|_| slots += 1);
-    let mut tasks = Vec::with_capacity(slots);
+    // record; the reservation is a fraction of the memory the records
+    // themselves hold.
+    let mut tasks = Vec::with_capacity(registry::record_count());
     let mut torn = 0u64;
     let mut copy = StackCopy::default();
     let sites = Sites::new();
-    registry().for_each_slot(|slot| {
-        let Some((id, state, since_ms)) = slot.peek() else {
+    registry::for_each_record(|record| {
+        let Some((id, state, since_ms)) = record.peek(now_ms) else {
             return;
         };
         if !keep(id, state, now_ms.saturating_sub(since_ms)) {
             return;
         }
-        if let Some(raw) = slot.read(&mut copy) {
+        if let Some(raw) = record.read(&mut copy, now_ms) {
             torn += u64::from(raw.torn);
             tasks.push(TaskInfo::from_raw(raw, &copy, &sites, now_ms));
         }
@@ -199,7 +185,7 @@ pub(crate) fn dump_where(keep: impl Fn(u64, TaskState, u64) -> bool) -> TaskDump
         version: DUMP_FORMAT_VERSION,
         tasks,
         torn_copies: torn,
-        untracked_roots: registry().untracked(),
+        untracked_roots: registry::untracked(),
     }
 }
 

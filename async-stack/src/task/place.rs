@@ -1,0 +1,256 @@
+//! A frame's **place**: where it is in a task's published stack, as one
+//! packed word kept in the frame, and the state machine that moves it.
+//!
+//! # The word
+//!
+//! | bits | field |
+//! |---|---|
+//! | 0..6 | the parent's slot ([`NO_SLOT`]: the parent holds none, or this is a root) |
+//! | 6..12 | the frame's own slot ([`NO_SLOT`]: it holds none and is counted hidden) |
+//! | 12..42 | the incarnation of the record (from 1; see [`crate::task::record`]) |
+//! | 42..63 | the record's index ([`UNTRACKED_RECORD`]: a task the registry could not take) |
+//! | 63 | [`ROOT`]: the frame is its task's root |
+//!
+//! `0` means no place. Bits 12 and up are the task's **key**: the thread
+//! polling a task keeps it (see [`crate::record::current`]), so a child
+//! checks on every poll, with one compare, that it is still where it was:
+//! in the same task, under a frame in the same slot
+//! ([`holds`]). A root never passes that check, nor does an unplaced frame
+//! (keys are never 0, since incarnations start at 1).
+//!
+//! # The state machine
+//!
+//! A frame moves between these states, always on the thread that polls or
+//! drops it:
+//!
+//! - **no place** (`0`): never polled, or given back;
+//! - **in a slot** of task *T* under slot *p*: steady while its parent's
+//!   slot stays *p* (a new parent in the same slot changes nothing in the
+//!   tree, which names slots);
+//! - **hidden** in *T* (no slot: the stack was full, or its parent holds
+//!   none): counted in *T*'s hidden frames;
+//! - **root** of *T*: see [`crate::task::root`].
+//!
+//! [`relink`] runs when the check fails: under another parent slot of the
+//! same task the frame keeps its slot and only its parent changes; in
+//! another task, or from no place, it gives back the old place and takes a
+//! new one; a root polled as a child ends its task first, so that it never
+//! lingers as a ghost task. [`unlink`] gives a place back: directly when
+//! this thread is polling the place's task, and otherwise as a foreign
+//! retirement, which the task's incarnation check makes harmless once that
+//! task has ended.
+
+use crate::record::current::Active;
+use crate::record::frame::AsyncStackFrame;
+use crate::sync::Ordering;
+use crate::task::{registry, root};
+
+/// Bits of a slot number.
+const SLOT_BITS: u32 = 6;
+/// "No slot".
+pub(crate) const NO_SLOT: u32 = (1 << SLOT_BITS) - 1;
+const OWN_SHIFT: u32 = SLOT_BITS;
+const OWN_MASK: u64 = (NO_SLOT as u64) << OWN_SHIFT;
+const INC_SHIFT: u32 = 2 * SLOT_BITS;
+/// Bits of an incarnation number.
+pub(crate) const INC_BITS: u32 = 30;
+const RECORD_SHIFT: u32 = INC_SHIFT + INC_BITS;
+/// Bits of a record index.
+pub(crate) const RECORD_BITS: u32 = 21;
+/// The frame is its task's root.
+pub(crate) const ROOT: u64 = 1 << 63;
+const KEY_MASK: u64 = !ROOT & !((1 << INC_SHIFT) - 1);
+
+/// The record index of untracked tasks (no record).
+pub(crate) const UNTRACKED_RECORD: u32 = (1 << RECORD_BITS) - 1;
+/// The key of every untracked task.
+pub(crate) const UNTRACKED: u64 = key(UNTRACKED_RECORD, 1);
+
+/// The last incarnation a record may reach; a record that reaches it is
+/// retired (see [`crate::task::record`]). Small in the crate's own tests,
+/// so that they reach it.
+pub(crate) const INCARNATION_LIMIT: u32 = if cfg!(test) { 16 } else { (1 << INC_BITS) - 1 };
+
+const _: () = assert!(RECORD_SHIFT + RECORD_BITS == 63);
+
+/// The key of incarnation `inc` of record `record`.
+#[inline(always)]
+pub(crate) const fn key(record: u32, inc: u32) -> u64 {
+    ((record as u64) << RECORD_SHIFT) | ((inc as u64 & ((1 << INC_BITS) - 1)) << INC_SHIFT)
+}
+
+/// A child's place: slot `own` (or [`NO_SLOT`]) under slot `parent`, in
+/// the task of `key`.
+#[inline(always)]
+pub(crate) fn child(key: u64, own: u32, parent: u32) -> u64 {
+    key | (u64::from(own) << OWN_SHIFT) | u64::from(parent)
+}
+
+/// The place of the root of the task of `key`: slot 0.
+#[inline(always)]
+pub(crate) fn root(key: u64) -> u64 {
+    ROOT | key | u64::from(NO_SLOT)
+}
+
+#[inline(always)]
+pub(crate) fn own(place: u64) -> u32 {
+    ((place & OWN_MASK) >> OWN_SHIFT) as u32
+}
+
+#[cfg(test)]
+pub(crate) fn parent(place: u64) -> u32 {
+    (place & u64::from(NO_SLOT)) as u32
+}
+
+#[inline(always)]
+pub(crate) fn key_of(place: u64) -> u64 {
+    place & KEY_MASK
+}
+
+#[inline(always)]
+pub(crate) fn record(place: u64) -> u32 {
+    ((place & !ROOT) >> RECORD_SHIFT) as u32
+}
+
+#[inline(always)]
+pub(crate) fn incarnation(place: u64) -> u32 {
+    ((place >> INC_SHIFT) & ((1 << INC_BITS) - 1)) as u32
+}
+
+#[inline(always)]
+pub(crate) fn is_root(place: u64) -> bool {
+    place & ROOT != 0
+}
+
+/// The record index of a tracked task root's place; `None` for any other
+/// place (a child's, none, or an untracked root's). One compare.
+#[inline(always)]
+pub(crate) fn tracked_root(place: u64) -> Option<u32> {
+    let r = (place >> RECORD_SHIFT) as u32;
+    let index = r.wrapping_sub(1 << RECORD_BITS);
+    (index < UNTRACKED_RECORD).then_some(index)
+}
+
+/// Whether a child at `place` is still where it was, polled in the task of
+/// `key` by the frame in slot `parent_slot`: one compare on the poll path.
+#[inline(always)]
+pub(crate) fn holds(place: u64, key: u64, parent_slot: u32) -> bool {
+    place & !OWN_MASK == key | u64::from(parent_slot)
+}
+
+/// Gives `frame` (at `old`) a place under the frame in slot `parent_slot`
+/// of the task `a` is polling, and returns it (see the module docs).
+#[cold]
+#[inline(never)]
+pub(crate) fn relink(frame: &AsyncStackFrame, old: u64, parent_slot: u32, a: &Active) -> u64 {
+    let mut old = old;
+    if is_root(old) {
+        // A task root now polled as a child: its task ends here, and the
+        // frame becomes a frame of the task polling it.
+        root::end_task(old);
+        old = 0;
+    }
+    let key = a.key();
+    // SAFETY: `record` is null or a record of the registry (never freed)
+    // while a task root's poll runs on this thread (invariant of
+    // `current`), which it does: `frame` is polled as a child.
+    let task = unsafe { a.record().as_ref() };
+    let new = match task {
+        None => {
+            unlink(old, Some(a));
+            child(key, NO_SLOT, parent_slot)
+        }
+        Some(r) if old != 0 && key_of(old) == key => {
+            let own = own(old);
+            if own == NO_SLOT {
+                child(key, NO_SLOT, parent_slot)
+            } else if parent_slot == NO_SLOT {
+                // Trees are cut below a frame without a slot, never in the
+                // middle: it gives its slot back and is counted.
+                r.release(own);
+                r.count_hidden(true);
+                child(key, NO_SLOT, parent_slot)
+            } else {
+                r.set_parent(own, parent_slot);
+                child(key, own, parent_slot)
+            }
+        }
+        Some(r) => {
+            unlink(old, Some(a));
+            let own = if parent_slot == NO_SLOT {
+                None
+            } else {
+                r.take(frame.site_id(), parent_slot)
+            };
+            match own {
+                Some(own) => child(key, own, parent_slot),
+                None => {
+                    r.count_hidden(true);
+                    child(key, NO_SLOT, parent_slot)
+                }
+            }
+        }
+    };
+    frame.place.store(new, Ordering::Relaxed);
+    new
+}
+
+/// Gives back the child place `place` of a frame that completed, was
+/// dropped, or moves elsewhere (the caller clears the frame's place). `a`
+/// is this thread's state, `None` during thread teardown.
+#[cold]
+#[inline(never)]
+pub(crate) fn unlink(place: u64, a: Option<&Active>) {
+    if place == 0 || is_root(place) || key_of(place) == UNTRACKED {
+        return;
+    }
+    // SAFETY: as in `relink`: null or a record of the registry.
+    let polled = a
+        .filter(|a| a.key() == key_of(place))
+        .and_then(|a| unsafe { a.record().as_ref() });
+    match polled {
+        // This thread polls the place's task: the writer itself.
+        Some(r) => match own(place) {
+            NO_SLOT => r.count_hidden(false),
+            own => r.release(own),
+        },
+        None => {
+            if let Some(r) = registry::record(record(place)) {
+                r.retire(incarnation(place), own(place));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fields_round_trip_and_keys_are_never_zero() {
+        let k = key(12_345, 678);
+        let p = child(k, 7, 3);
+        assert_eq!((own(p), parent(p), key_of(p)), (7, 3, k));
+        assert_eq!((record(p), incarnation(p)), (12_345, 678));
+        assert!(!is_root(p));
+        assert!(holds(p, k, 3));
+        assert!(!holds(p, k, 4), "another parent slot");
+        assert!(!holds(p, key(12_345, 679), 3), "another incarnation");
+        assert!(!holds(0, key(0, 1), 0), "no place never holds");
+        let r = root(key(UNTRACKED_RECORD - 1, (1 << INC_BITS) - 1));
+        assert!(is_root(r));
+        assert_eq!(own(r), 0);
+        assert_eq!(record(r), UNTRACKED_RECORD - 1);
+        assert_eq!(incarnation(r), (1 << INC_BITS) - 1);
+        assert!(
+            !holds(r, key_of(r), NO_SLOT),
+            "a root never holds as a child"
+        );
+        assert_eq!(tracked_root(r), Some(UNTRACKED_RECORD - 1));
+        assert_eq!(tracked_root(root(key(0, 1))), Some(0));
+        assert_eq!(tracked_root(root(UNTRACKED)), None);
+        assert_eq!(tracked_root(p), None);
+        assert_eq!(tracked_root(0), None);
+        assert_ne!(key(0, 1), 0);
+    }
+}

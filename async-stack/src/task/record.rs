@@ -1,0 +1,605 @@
+//! The **task record**: everything another thread may read about one task,
+//! in two cache lines that are never freed.
+//!
+//! A record is 128 bytes, aligned to a cache line, so that two tasks polled
+//! on two threads never write the same line. The first line holds what a
+//! task root writes on every poll and what its waker touches; the second
+//! holds the task's published stack (see [`crate::task::stack`]), whose
+//! first three slots live inline, so that the usual short stack costs no
+//! more memory. Deeper stacks take chunks from a pool that is never freed
+//! either ([`crate::task::registry`]).
+//!
+//! # Layout and who writes what
+//!
+//! | offset | field | written by |
+//! |---:|---|---|
+//! | 0 | `id`: the task's id, `0` while no task lives here | the registering thread, then the thread that ends the task |
+//! | 8 | `state`: running / idle / scheduled, since when, and the wake count the last poll started from (see [`state`]) | the polling thread (plain stores) |
+//! | 16 | `polls` | the polling thread |
+//! | 24 | `wakes`: wakes from outside the task's poll, and the time of the first one since the last poll started | wakers, by compare-and-swap |
+//! | 32 | `current`: the frame being polled right now, its slot in the top bits (see [`crate::record::current`]) | the polling thread, on every entry and exit of a frame |
+//! | 40 | `waker`: the executor's waker, forwarded to by the task's own waker | the registering thread, while no waker refers to the record |
+//! | 56 | `thread`: the OS thread id polling the task, `0` between polls | the polling thread |
+//! | 60 | `refs`: one for the live task, one per waker of it | wakers (read-modify-write) |
+//! | 64 | `self_wakes`: wakes from inside the task's own polls | the polling thread |
+//! | 72 | `ext`: index + 1 of the task's [`TaskExt`], `0` for none | the registering thread |
+//! | 76 | `seq`, 80 `foreign`, 88 `meta`, 96 `births`, 100 `chunk`, 104 `slots` | the published stack's (see [`crate::task::stack`]) |
+//!
+//! # Incarnations and recycling
+//!
+//! A record holds one task at a time. Each task it holds is an
+//! *incarnation*, numbered from 1 in the `foreign` word; frames name their
+//! place by record index and incarnation, so a frame that outlives its task
+//! can never touch the next task's stack. A record whose incarnation
+//! counter is exhausted is retired, never handed out again, so numbers are
+//! never reused. A record returns to the free list only when its task has
+//! ended *and* the last waker that refers to it is dropped (`refs` reaches
+//! zero): a waker therefore always refers to the task it was made for.
+//!
+//! # Reading a record
+//!
+//! [`TaskRecord::read`] copies a record as one instant: the id, the state
+//! word, the poll count, the published stack and the running frame, taken
+//! between two loads of the stack's sequence counter, of the `foreign` word,
+//! of `state` and of `polls`, and retried when any of them moved. A task's
+//! poll starts by writing `state` and `polls` and only then `current`, and
+//! ends by clearing `current` before writing `state` (with fences in
+//! between), so a copy never pairs an idle task with a running frame.
+
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::panic::Location;
+use std::sync::Arc;
+use std::task::Waker;
+
+use crate::record::current;
+use crate::record::frame::AsyncStackFrame;
+use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
+use crate::task::TaskState;
+use crate::task::stack::{self, StackCopy, Torn, foreign};
+
+/// The packed `state` word.
+///
+/// | bits | field |
+/// |---|---|
+/// | 0..2 | state: [`IDLE`], [`SCHEDULED`] or [`RUNNING`] |
+/// | 2..24 | the low 22 bits of the wake count when the last poll started |
+/// | 24..64 | the time of the last change, in ms since the clock's origin |
+pub(crate) mod state {
+    /// Suspended and not woken since.
+    pub(crate) const IDLE: u64 = 0;
+    /// Registered and not polled yet, or woken from inside its own last
+    /// poll (a yield).
+    pub(crate) const SCHEDULED: u64 = 1;
+    /// Inside a poll.
+    pub(crate) const RUNNING: u64 = 2;
+
+    pub(crate) const SEEN_BITS: u32 = 22;
+    pub(crate) const SEEN_MASK: u64 = (1 << SEEN_BITS) - 1;
+    const SEEN_SHIFT: u32 = 2;
+    const TIME_SHIFT: u32 = 24;
+
+    /// Packs a state word.
+    #[inline(always)]
+    pub(crate) fn pack(state: u64, seen: u64, since_ms: u64) -> u64 {
+        (since_ms << TIME_SHIFT) | ((seen & SEEN_MASK) << SEEN_SHIFT) | (state & 0b11)
+    }
+
+    /// `(state, seen, since_ms)`.
+    #[inline(always)]
+    pub(crate) fn unpack(word: u64) -> (u64, u64, u64) {
+        (
+            word & 0b11,
+            (word >> SEEN_SHIFT) & SEEN_MASK,
+            word >> TIME_SHIFT,
+        )
+    }
+}
+
+/// The packed `wakes` word: `[woken_ms: 24][count: 40]`, the number of wakes
+/// from outside the task's polls, and the low 24 bits of the time (ms) of
+/// the first one after the last poll started.
+pub(crate) mod wakes {
+    pub(crate) const COUNT_BITS: u32 = 40;
+    pub(crate) const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+    pub(crate) const WOKEN_BITS: u32 = 24;
+    const WOKEN_MASK: u64 = (1 << WOKEN_BITS) - 1;
+
+    #[inline(always)]
+    pub(crate) fn count(word: u64) -> u64 {
+        word & COUNT_MASK
+    }
+
+    #[inline(always)]
+    pub(crate) fn woken_low(word: u64) -> u64 {
+        word >> COUNT_BITS
+    }
+
+    /// `word` with one more wake, stamped `now_ms` if `first`.
+    #[inline(always)]
+    pub(crate) fn add(word: u64, first: bool, now_ms: u64) -> u64 {
+        let count = (count(word) + 1) & COUNT_MASK;
+        let woken = if first {
+            now_ms & WOKEN_MASK
+        } else {
+            woken_low(word)
+        };
+        (woken << COUNT_BITS) | count
+    }
+
+    /// The full time of a wake stamped `low`, the latest one not after
+    /// `now_ms` (exact for wakes less than about 4.6 hours old).
+    #[inline]
+    pub(crate) fn woken_ms(low: u64, now_ms: u64) -> u64 {
+        now_ms - (now_ms.wrapping_sub(low) & WOKEN_MASK).min(now_ms)
+    }
+}
+
+/// The executor's waker of a task, kept in its record.
+///
+/// Written only while no waker refers to the record (at registration, when
+/// `refs` goes from 0 to 1), dropped only when the last reference goes
+/// (`refs` back to 0), and read in between. So no access overlaps a write.
+pub(crate) struct WakerCell(UnsafeCell<MaybeUninit<Waker>>);
+
+// SAFETY: the cell is written and dropped only by the thread that holds
+// the record's only reference (see the type's docs), and `Waker` is `Send`
+// and `Sync`; every other access is a shared read.
+unsafe impl Sync for WakerCell {}
+
+impl WakerCell {
+    const fn new() -> Self {
+        WakerCell(UnsafeCell::new(MaybeUninit::uninit()))
+    }
+
+    /// Stores the executor's waker of a new task.
+    ///
+    /// # Safety
+    ///
+    /// - `refs` is 0: no waker refers to the record, so nobody reads the
+    ///   cell;
+    /// - the cell holds no waker (it was never written, or [`take`] ran
+    ///   since).
+    ///
+    /// [`take`]: Self::take
+    pub(crate) unsafe fn put(&self, waker: Waker) {
+        // SAFETY: exclusive access, per the caller's obligations.
+        unsafe { (*self.0.get()).write(waker) };
+    }
+
+    /// The executor's waker.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds a reference counted in `refs` (the live task's, or
+    /// a waker's), so the cell holds a waker that is not being dropped.
+    #[inline(always)]
+    pub(crate) unsafe fn get(&self) -> &Waker {
+        // SAFETY: initialised and not written while a reference is held.
+        unsafe { (*self.0.get()).assume_init_ref() }
+    }
+
+    /// Takes the executor's waker out, to drop it.
+    ///
+    /// # Safety
+    ///
+    /// `refs` just reached 0 on this thread (with acquire ordering): the
+    /// cell holds a waker and nobody else can read it.
+    pub(crate) unsafe fn take(&self) -> Waker {
+        // SAFETY: exclusive access to an initialised cell, per the
+        // caller's obligations.
+        unsafe { (*self.0.get()).assume_init_read() }
+    }
+}
+
+/// One task's record. 128 bytes, aligned to a cache line; `#[repr(C)]` for
+/// debugger scripts. See the module docs for who writes each field.
+#[repr(C, align(64))]
+pub(crate) struct TaskRecord {
+    pub(crate) id: AtomicU64,
+    pub(crate) state: AtomicU64,
+    pub(crate) polls: AtomicU64,
+    pub(crate) wakes: AtomicU64,
+    /// The current-frame word while the task's poll runs (see
+    /// [`crate::record::current`]).
+    pub(crate) current: AtomicPtr<AsyncStackFrame>,
+    pub(crate) waker: WakerCell,
+    pub(crate) thread: AtomicU32,
+    pub(crate) refs: AtomicU32,
+    // Second line.
+    pub(crate) self_wakes: AtomicU64,
+    pub(crate) ext: AtomicU32,
+    pub(crate) seq: AtomicU32,
+    pub(crate) foreign: AtomicU64,
+    pub(crate) meta: AtomicU64,
+    pub(crate) births: AtomicU32,
+    pub(crate) chunk: AtomicU32,
+    pub(crate) slots: [AtomicU64; crate::task::stack::INLINE_SLOTS],
+}
+
+const _: () = assert!(std::mem::size_of::<TaskRecord>() == 128 || cfg!(async_stack_loom));
+const _: () = assert!(std::mem::align_of::<TaskRecord>() == 64);
+
+impl std::fmt::Debug for TaskRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskRecord")
+            .field("id", &self.id.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl TaskRecord {
+    /// A free record, at incarnation 1.
+    pub(crate) fn new() -> Self {
+        TaskRecord {
+            id: AtomicU64::new(0),
+            state: AtomicU64::new(0),
+            polls: AtomicU64::new(0),
+            wakes: AtomicU64::new(0),
+            current: AtomicPtr::new(std::ptr::null_mut()),
+            waker: WakerCell::new(),
+            thread: AtomicU32::new(0),
+            refs: AtomicU32::new(0),
+            self_wakes: AtomicU64::new(0),
+            ext: AtomicU32::new(0),
+            seq: AtomicU32::new(0),
+            foreign: AtomicU64::new(crate::task::stack::foreign::FIRST),
+            meta: AtomicU64::new(0),
+            births: AtomicU32::new(0),
+            chunk: AtomicU32::new(0),
+            slots: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    /// Asks the processor to bring both lines of the record closer (a
+    /// dump visits records far apart).
+    #[inline]
+    pub(crate) fn prefetch(&self) {
+        let p = std::ptr::from_ref(self).cast::<u8>();
+        crate::sync::prefetch(p);
+        crate::sync::prefetch(p.wrapping_add(64));
+    }
+
+    /// The task's extension, if it has one.
+    pub(crate) fn ext(&self) -> Option<&'static TaskExt> {
+        crate::task::registry::ext(self.ext.load(Ordering::Acquire))
+    }
+
+    // ---- the polling thread ----
+
+    /// A poll starts: the task runs from `now_ms` on thread `thread`.
+    /// Wakes counted so far are consumed by this poll.
+    ///
+    /// `state` and `polls` are written before the caller stores the running
+    /// frame in `current`, with a release fence between, so that a reader
+    /// that sees the frame also sees that a poll started.
+    /// Returns the wake count the poll starts from, for [`end_poll`].
+    ///
+    /// [`end_poll`]: Self::end_poll
+    #[inline(always)]
+    pub(crate) fn start_poll(&self, now_ms: u64, thread: u32) -> u64 {
+        let seen = wakes::count(self.wakes.load(Ordering::Acquire));
+        self.state
+            .store(state::pack(state::RUNNING, seen, now_ms), Ordering::Relaxed);
+        let polls = self.polls.load(Ordering::Relaxed);
+        self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
+        self.thread.store(thread, Ordering::Relaxed);
+        fence(Ordering::Release);
+        seen
+    }
+
+    /// The poll that started from wake count `seen` returned `Pending` (or
+    /// unwound) after waking the task from inside `self_wakes` times: idle,
+    /// or scheduled if it woke itself. The caller has cleared `current`
+    /// already; the release store of `state` orders that before it.
+    #[inline(always)]
+    pub(crate) fn end_poll(&self, now_ms: u64, self_wakes: u32, seen: u64) {
+        let next = if self_wakes == 0 {
+            state::IDLE
+        } else {
+            let n = self.self_wakes.load(Ordering::Relaxed);
+            self.self_wakes
+                .store(n.wrapping_add(u64::from(self_wakes)), Ordering::Relaxed);
+            state::SCHEDULED
+        };
+        self.thread.store(0, Ordering::Relaxed);
+        self.state
+            .store(state::pack(next, seen, now_ms), Ordering::Release);
+    }
+
+    // ---- wakers ----
+
+    /// A wake from outside the task's poll. The first one after a poll
+    /// started stamps the time (reading the clock only then).
+    pub(crate) fn count_wake(&self, now_ms: impl Fn() -> u64) {
+        let (_, seen, _) = state::unpack(self.state.load(Ordering::Acquire));
+        let mut cur = self.wakes.load(Ordering::Relaxed);
+        let mut now = None;
+        loop {
+            let first = wakes::count(cur) & state::SEEN_MASK == seen;
+            let stamp = if first {
+                *now.get_or_insert_with(&now_ms)
+            } else {
+                0
+            };
+            match self.wakes.compare_exchange_weak(
+                cur,
+                wakes::add(cur, first, stamp),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+}
+
+/// A validated copy of one live task's record.
+#[derive(Debug, Clone)]
+pub(crate) struct RawTask {
+    pub(crate) id: u64,
+    pub(crate) parent: u64,
+    pub(crate) location: Option<&'static Location<'static>>,
+    /// The site field of the root's word (see [`crate::task::stack::word`]).
+    pub(crate) root_site: u32,
+    pub(crate) state: TaskState,
+    pub(crate) since_ms: u64,
+    pub(crate) polls: u64,
+    pub(crate) wakes: u64,
+    pub(crate) name: Option<Arc<String>>,
+    /// Whether the published stack was copied (into the caller's buffer);
+    /// `false` if every copy attempt was torn.
+    pub(crate) stack_copied: bool,
+    /// Copies of the stack that were torn and retried.
+    pub(crate) torn: u32,
+}
+
+/// How many times a reader retries a torn copy of a record before giving
+/// up on its stack (the task is still reported, without frames).
+pub(crate) const COPY_TRIES: u32 = 16;
+
+/// The state a reader reports, and since when (ms), from the `state` and
+/// `wakes` words: idle becomes scheduled once woken since the last poll
+/// started.
+fn reported_state(st: u64, w: u64, now_ms: u64) -> (TaskState, u64) {
+    let (kind, seen, since) = state::unpack(st);
+    match kind {
+        state::RUNNING => (TaskState::Running, since),
+        state::SCHEDULED => (TaskState::Scheduled, since),
+        _ if wakes::count(w) & state::SEEN_MASK != seen => {
+            let woken = wakes::woken_ms(wakes::woken_low(w), now_ms);
+            (TaskState::Scheduled, woken.max(since))
+        }
+        _ => (TaskState::Idle, since),
+    }
+}
+
+impl TaskRecord {
+    /// The id, state and state timestamp (ms) of the task in this record,
+    /// if any: a few loads, for deciding whether to [`read`](Self::read)
+    /// it. Not validated: the task may end or change state right after.
+    pub(crate) fn peek(&self, now_ms: u64) -> Option<(u64, TaskState, u64)> {
+        let id = self.id.load(Ordering::Acquire);
+        if id == 0 {
+            return None;
+        }
+        let st = self.state.load(Ordering::Acquire);
+        let w = self.wakes.load(Ordering::Relaxed);
+        let (state, since) = reported_state(st, w, now_ms);
+        Some((id, state, since))
+    }
+
+    /// Copies this record, if it holds a live task, as one instant (see
+    /// the module docs); its stack goes into `copy`. Never blocks: no lock,
+    /// no waiting for a running poll. `None` for a free record or a task
+    /// that ended while being read.
+    pub(crate) fn read(&self, copy: &mut StackCopy, now_ms: u64) -> Option<RawTask> {
+        let id = self.id.load(Ordering::Acquire);
+        if id == 0 {
+            return None;
+        }
+        let mut torn = 0;
+        let mut header = None;
+        while torn < COPY_TRIES {
+            match self.copy_once(copy) {
+                Ok(h) => {
+                    header = Some((h, true));
+                    break;
+                }
+                Err(_) => {
+                    torn += 1;
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        // A stack that kept changing: the header alone, still from one
+        // instant of the poll counters.
+        let (h, stack_copied) = match header {
+            Some(h) => h,
+            None => (self.header_once()?, false),
+        };
+        let ext = self.ext();
+        let (parent, location, name) = match ext {
+            Some(e) => (
+                e.parent.load(Ordering::Relaxed),
+                e.location(),
+                e.name.load(),
+            ),
+            None => (0, None, None),
+        };
+        // If the record changed hands while we read, every field above may
+        // belong to another task.
+        fence(Ordering::Acquire);
+        if self.id.load(Ordering::Relaxed) != id {
+            return None;
+        }
+        let (state, since_ms) = reported_state(h.state, h.wakes, now_ms);
+        Some(RawTask {
+            id,
+            parent,
+            location,
+            root_site: h.root_site,
+            state,
+            since_ms,
+            polls: h.polls,
+            wakes: wakes::count(h.wakes).wrapping_add(h.self_wakes),
+            name,
+            stack_copied,
+            torn,
+        })
+    }
+
+    /// One attempt at copying the record: the header and the stack
+    /// between two loads of every counter that a change would move.
+    fn copy_once(&self, copy: &mut StackCopy) -> Result<Header, Torn> {
+        let s1 = self.seq.load(Ordering::Acquire);
+        let f1 = self.foreign.load(Ordering::Acquire);
+        if s1 & 1 == 1 || foreign::open(f1) != 0 {
+            return Err(Torn);
+        }
+        let st1 = self.state.load(Ordering::Acquire);
+        let p1 = self.polls.load(Ordering::Relaxed);
+        let running = self.current.load(Ordering::Relaxed);
+        let wakes = self.wakes.load(Ordering::Relaxed);
+        let self_wakes = self.self_wakes.load(Ordering::Relaxed);
+        self.copy_raw(copy)?;
+        fence(Ordering::Acquire);
+        let s2 = self.seq.load(Ordering::Relaxed);
+        let f2 = self.foreign.load(Ordering::Relaxed);
+        let st2 = self.state.load(Ordering::Relaxed);
+        let p2 = self.polls.load(Ordering::Relaxed);
+        if s1 != s2 || f1 != f2 || st1 != st2 || p1 != p2 {
+            return Err(Torn);
+        }
+        copy.build(current::running_slot(running), f1);
+        Ok(Header {
+            state: st1,
+            polls: p1,
+            wakes,
+            self_wakes,
+            root_site: copy.raw.first().map_or(0, |&w| stack::word::site(w)),
+        })
+    }
+
+    /// The header alone, from one instant of the poll counters.
+    fn header_once(&self) -> Option<Header> {
+        for _ in 0..COPY_TRIES {
+            let st1 = self.state.load(Ordering::Acquire);
+            let p1 = self.polls.load(Ordering::Relaxed);
+            let wakes = self.wakes.load(Ordering::Relaxed);
+            let self_wakes = self.self_wakes.load(Ordering::Relaxed);
+            let root = self.slots[0].load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if self.state.load(Ordering::Relaxed) == st1 && self.polls.load(Ordering::Relaxed) == p1
+            {
+                return Some(Header {
+                    state: st1,
+                    polls: p1,
+                    wakes,
+                    self_wakes,
+                    root_site: stack::word::site(root),
+                });
+            }
+        }
+        None
+    }
+}
+
+/// The header fields of one copy.
+struct Header {
+    state: u64,
+    polls: u64,
+    wakes: u64,
+    self_wakes: u64,
+    root_site: u32,
+}
+
+/// What a task has beyond its record, for tasks that need it: spawn
+/// metadata from a spawn helper, and a second waker for a root whose
+/// executor changed its waker. Allocated from a pool that is never freed;
+/// readers validate what they read against the record's `id`.
+#[derive(Debug, Default)]
+pub(crate) struct TaskExt {
+    /// The task that spawned this one (`0`: unknown).
+    pub(crate) parent: AtomicU64,
+    /// Where the task was spawned.
+    pub(crate) location: AtomicPtr<Location<'static>>,
+    pub(crate) name: NameCell,
+    /// The waker of a root whose executor's waker changed (see
+    /// [`crate::task::waker`]); owned, released when the task ends.
+    pub(crate) fallback: AtomicPtr<()>,
+}
+
+impl TaskExt {
+    /// The spawn location, if any.
+    pub(crate) fn location(&self) -> Option<&'static Location<'static>> {
+        let p = self.location.load(Ordering::Relaxed);
+        // SAFETY: `location` holds null or a pointer derived from a
+        // `&'static Location` (see `registry::register`).
+        unsafe { p.cast_const().as_ref() }
+    }
+}
+
+/// A task name that readers load without taking a lock.
+#[cfg(not(async_stack_loom))]
+#[derive(Debug, Default)]
+pub(crate) struct NameCell(arc_swap::ArcSwapOption<String>);
+
+#[cfg(not(async_stack_loom))]
+impl NameCell {
+    pub(crate) fn store(&self, name: Option<Arc<String>>) {
+        self.0.store(name);
+    }
+    pub(crate) fn load(&self) -> Option<Arc<String>> {
+        self.0.load_full()
+    }
+}
+
+/// Under loom, a mutex stands in for `arc-swap` (which loom cannot model).
+#[cfg(async_stack_loom)]
+#[derive(Debug, Default)]
+pub(crate) struct NameCell(crate::sync::Mutex<Option<Arc<String>>>);
+
+#[cfg(async_stack_loom)]
+impl NameCell {
+    pub(crate) fn store(&self, name: Option<Arc<String>>) {
+        *crate::sync::lock(&self.0) = name;
+    }
+    pub(crate) fn load(&self) -> Option<Arc<String>> {
+        crate::sync::lock(&self.0).clone()
+    }
+}
+
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_is_two_cache_lines_laid_out_as_documented() {
+        let r = TaskRecord::new();
+        let base = std::ptr::from_ref(&r) as usize;
+        let at = |p: *const u8| p as usize - base;
+        assert_eq!(std::mem::size_of::<TaskRecord>(), 128);
+        assert_eq!(at(std::ptr::from_ref(&r.state).cast()), 8);
+        assert_eq!(at(std::ptr::from_ref(&r.current).cast()), 32);
+        assert_eq!(at(std::ptr::from_ref(&r.waker).cast()), 40);
+        assert_eq!(at(std::ptr::from_ref(&r.refs).cast()), 60);
+        assert_eq!(at(std::ptr::from_ref(&r.self_wakes).cast()), 64);
+        assert_eq!(at(std::ptr::from_ref(&r.seq).cast()), 76);
+        assert_eq!(at(std::ptr::from_ref(&r.slots).cast()), 104);
+    }
+
+    #[test]
+    fn state_and_wake_words_round_trip() {
+        let w = state::pack(state::RUNNING, 0x3f_ffff + 5, 123_456_789);
+        assert_eq!(state::unpack(w), (state::RUNNING, 4, 123_456_789));
+        let w = wakes::add(wakes::add(0, true, 0x0123_4567), false, 99);
+        assert_eq!(wakes::count(w), 2);
+        assert_eq!(wakes::woken_low(w), 0x23_4567);
+        // The full time is the latest one with those low bits.
+        assert_eq!(wakes::woken_ms(0x23_4567, 0x0123_4570), 0x0123_4567);
+        assert_eq!(wakes::woken_ms(0x23_4567, 0x0223_4566), 0x0123_4567);
+        assert_eq!(wakes::woken_ms(5, 3), 0, "never before the origin");
+    }
+}

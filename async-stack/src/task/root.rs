@@ -1,0 +1,269 @@
+//! The life of a **task root**: a traced future polled while no traced
+//! frame is active on its thread.
+//!
+//! - **First poll** ([`register`], cold): the root takes a record from the
+//!   registry, stores the executor's waker there, takes slot 0 of the
+//!   task's published stack, and records the spawn metadata a spawn helper
+//!   left for it (see [`crate::task::spawn`]). Its place (see
+//!   [`crate::task::place`]) then says "root of this record's incarnation".
+//!   With no record left, it becomes an **untracked** root, once: it still
+//!   links its children, is counted once, and never asks the registry
+//!   again.
+//! - **Every poll** ([`enter`] and [`exit`], inlined into the root's
+//!   `Traced::poll`): frees the frames that other threads retired, marks
+//!   the task running on this thread, makes the root the thread's current
+//!   frame in the record's `current` word, and lends the task's waker;
+//!   after the inner poll, clears the current frame and marks the task
+//!   idle, or scheduled if it woke itself. A poll that unwinds does the
+//!   same ([`unwind`]), so a root kept after a caught panic is not shown
+//!   running.
+//! - **The end** ([`end_task`]): when the root completes, is dropped, or is
+//!   polled as a child of another task (it then belongs to that task, and
+//!   must not linger as a ghost), the record's id is cleared, its
+//!   incarnation closed (frames of the ended task can no longer touch it),
+//!   its chunks and extension given back, and the task's reference to the
+//!   record dropped. The last reference (the task's or a waker's) recycles
+//!   the record ([`recycle`]).
+
+use std::sync::Arc;
+use std::task::Context;
+
+use crate::record::clock;
+use crate::record::current::Active;
+use crate::record::frame::AsyncStackFrame;
+use crate::sync::Ordering;
+use crate::task::place::{self, INCARNATION_LIMIT, UNTRACKED};
+
+use crate::task::record::{TaskRecord, state};
+use crate::task::stack::foreign;
+use crate::task::waker::{self, Fallback, LentWaker};
+use crate::task::{registry, spawn};
+
+/// What a root's poll runs with.
+pub(crate) enum Entered {
+    /// A tracked task: poll with its waker; the poll started from wake count
+    /// `seen`.
+    Task {
+        waker: LentWaker,
+        record: &'static TaskRecord,
+        seen: u64,
+    },
+    /// An untracked root: poll with the executor's context.
+    Untracked,
+}
+
+/// A task root's poll entry: registers it on its first poll, marks it
+/// running and makes it the thread's current frame.
+#[inline(always)]
+pub(crate) fn enter(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Entered {
+    let p = frame.place.load(Ordering::Relaxed);
+    let Some(index) = place::tracked_root(p) else {
+        return enter_slow(frame, a, cx);
+    };
+    let Some(r) = registry::record(index) else {
+        return enter_slow(frame, a, cx);
+    };
+    // SAFETY: the live task holds a reference to its record.
+    let waker = if unsafe { r.waker.get() }.will_wake(cx.waker()) {
+        waker::lend(index)
+    } else {
+        fallback(r, index, cx)
+    };
+    let seen = begin(r, place::key_of(p), frame, a);
+    Entered::Task {
+        waker,
+        record: r,
+        seen,
+    }
+}
+
+/// The task of `r` starts a poll on this thread, with `root` current;
+/// returns the wake count the poll starts from.
+#[inline(always)]
+fn begin(r: &TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -> u64 {
+    r.collect_foreign();
+    let seen = r.start_poll(clock::now_ms(), a.thread_id());
+    a.enter_task(r, key, root);
+    seen
+}
+
+/// [`enter`] on a first poll, and for an untracked root.
+#[cold]
+#[inline(never)]
+fn enter_slow(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Entered {
+    let mut p = frame.place.load(Ordering::Relaxed);
+    if !place::is_root(p) {
+        p = register(frame, a, cx);
+    }
+    let key = place::key_of(p);
+    if key == UNTRACKED {
+        a.enter_untracked(frame, key);
+        return Entered::Untracked;
+    }
+    let index = place::record(p);
+    let r = registry::record(index).expect("a registered root names a record");
+    let seen = begin(r, key, frame, a);
+    Entered::Task {
+        waker: waker::lend(index),
+        record: r,
+        seen,
+    }
+}
+
+/// The executor passed a waker that would not wake like the one in the
+/// record: lend the task's fallback waker for it (see
+/// [`crate::task::waker`]).
+#[cold]
+#[inline(never)]
+fn fallback(r: &TaskRecord, index: u32, cx: &Context<'_>) -> LentWaker {
+    let ext = match r.ext() {
+        Some(ext) => ext,
+        None => {
+            let Some(handle) = registry::alloc_ext() else {
+                // No extension left: the record's waker still reaches the
+                // task it was made for.
+                return waker::lend(index);
+            };
+            r.ext.store(handle, Ordering::Release);
+            registry::ext(handle).expect("just allocated")
+        }
+    };
+    let mut cur = ext.fallback.load(Ordering::Relaxed).cast::<Fallback>();
+    // SAFETY: `fallback` holds null or a pointer from `Arc::into_raw`,
+    // owned by the extension until the task ends, which it has not (its
+    // root is polling).
+    let usable = unsafe { cur.as_ref() }.is_some_and(|f| f.wakes_like(cx.waker()));
+    if !usable {
+        let new = Arc::into_raw(Fallback::new(index, cx.waker()));
+        ext.fallback.store(new.cast_mut().cast(), Ordering::Release);
+        if !cur.is_null() {
+            // SAFETY: the extension owned this `Arc`, and no lent waker of
+            // it outlives the poll that lent it (this one is a new poll).
+            drop(unsafe { Arc::from_raw(cur) });
+        }
+        cur = new.cast_mut();
+    }
+    // SAFETY: `cur` comes from `Arc::into_raw` and is owned by the
+    // extension until the task ends, after every poll of the task, so it
+    // outlives the waker lent for this poll.
+    unsafe { Fallback::lend(cur) }
+}
+
+/// A task root's poll exit: no frame runs; the task (`task`: its record
+/// and the wake count its poll started from) is idle or scheduled, or it
+/// ends if it completed.
+#[inline(always)]
+pub(crate) fn exit(
+    frame: &AsyncStackFrame,
+    a: &Active,
+    task: Option<(&TaskRecord, u64)>,
+    pending: bool,
+) {
+    let self_wakes = a.leave_task();
+    if let Some((r, seen)) = task {
+        if pending {
+            r.end_poll(clock::now_ms(), self_wakes, seen);
+        } else {
+            end_task(frame.place.swap(0, Ordering::Relaxed));
+        }
+    }
+}
+
+/// Leaves a task root's poll that unwound: like a `Pending` return, so a
+/// root kept after a caught panic is shown idle, not running.
+#[cold]
+#[inline(never)]
+pub(crate) fn unwind(frame: &AsyncStackFrame, a: &Active, task: Option<(&TaskRecord, u64)>) {
+    exit(frame, a, task, true);
+}
+
+/// Registers a task root on its first poll and returns its place (untracked
+/// if no record was left).
+#[cold]
+#[inline(never)]
+fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
+    // A frame polled as a child before keeps no place there, and has no
+    // parent now.
+    place::unlink(frame.place.swap(0, Ordering::Relaxed), Some(a));
+    frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
+    let spawn = spawn::take_pending();
+    let Some(index) = registry::alloc_record() else {
+        let p = place::root(UNTRACKED);
+        frame.place.store(p, Ordering::Relaxed);
+        return p;
+    };
+    let r = registry::record(index).expect("an allocated record exists");
+    let inc = foreign::incarnation(r.foreign.load(Ordering::Acquire));
+    // No waker refers to a free record, so nobody reads its waker cell.
+    r.refs.store(1, Ordering::Relaxed);
+    // SAFETY: `refs` was 0 (a free record) and the cell holds no waker
+    // (`recycle` took it, or it was never written).
+    unsafe { r.waker.put(cx.waker().clone()) };
+    r.reset_stack();
+    r.polls.store(0, Ordering::Relaxed);
+    r.wakes.store(0, Ordering::Relaxed);
+    r.self_wakes.store(0, Ordering::Relaxed);
+    r.thread.store(0, Ordering::Relaxed);
+    r.state.store(
+        state::pack(state::SCHEDULED, 0, clock::now_ms()),
+        Ordering::Relaxed,
+    );
+    let ext = spawn.and_then(|s| {
+        let handle = registry::alloc_ext()?;
+        let ext = registry::ext(handle)?;
+        ext.parent.store(s.parent, Ordering::Relaxed);
+        ext.location
+            .store(std::ptr::from_ref(s.location).cast_mut(), Ordering::Relaxed);
+        ext.name.store(s.name.clone());
+        Some(handle)
+    });
+    r.ext.store(ext.unwrap_or(0), Ordering::Relaxed);
+    r.take_root(frame.site_id());
+    // Last: readers report the record once its id is set.
+    r.id.store(registry::next_id(), Ordering::Release);
+    let p = place::root(place::key(index, inc));
+    frame.place.store(p, Ordering::Relaxed);
+    p
+}
+
+/// Ends the task whose root's place was `p` (see the module docs). Any
+/// thread; does nothing for an untracked root.
+pub(crate) fn end_task(p: u64) {
+    if !place::is_root(p) || place::key_of(p) == UNTRACKED {
+        return;
+    }
+    let index = place::record(p);
+    let Some(r) = registry::record(index) else {
+        return;
+    };
+    r.id.store(0, Ordering::Release);
+    r.close_incarnation();
+    r.release_chunks();
+    let ext = r.ext.swap(0, Ordering::AcqRel);
+    if let Some(e) = registry::ext(ext) {
+        e.name.store(None);
+        e.parent.store(0, Ordering::Relaxed);
+        e.location.store(std::ptr::null_mut(), Ordering::Relaxed);
+        let f = e.fallback.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !f.is_null() {
+            // SAFETY: the extension owned this `Arc` (see `fallback`), and
+            // the task's polls are over.
+            drop(unsafe { Arc::from_raw(f.cast_const().cast::<Fallback>()) });
+        }
+        registry::free_ext(ext);
+    }
+    waker::release(index);
+}
+
+/// The last reference to record `index` is gone: its executor waker is
+/// dropped and the record goes back to the free list, unless its
+/// incarnations are used up (then it is retired for good).
+pub(crate) fn recycle(r: &TaskRecord, index: u32) {
+    // SAFETY: `refs` just reached 0 on this thread, with acquire ordering
+    // (see `waker::release`): the cell holds the task's executor waker and
+    // nothing else can read it.
+    drop(unsafe { r.waker.take() });
+    if foreign::incarnation(r.foreign.load(Ordering::Relaxed)) < INCARNATION_LIMIT {
+        registry::free_record(index);
+    }
+}
