@@ -4,7 +4,8 @@
 # when they are missing, then runs, in order:
 #   1. every unit, integration, UI (trybuild) and doc test, debug build;
 #   2. the walker tests again in a release build with line tables only
-#      (profile `release-lines`), where inlining changes the native stack;
+#      (profile `release-lines`), where inlining changes the native stack,
+#      and the million-live-task registry test, too slow for a debug build;
 #   3. the walker test meant for it in a release build with no debug info
 #      (profile `release-nodebug`);
 #   4. the loom models of everything another thread reads.
@@ -18,8 +19,8 @@ cd "$(dirname "$0")/.."
 echo "== 1/4 workspace tests (debug)"
 cargo test --workspace --all-features
 
-echo "== 2/4 walker, frame, await-site and dump tests (release, line tables only)"
-walker_tests=()
+echo "== 2/4 walker, frame, await-site, dump and million-task tests (release, line tables only)"
+walker_tests=(--test registry_million)
 for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_sites.rs tests/tests/dump_*.rs; do
     [ -e "$t" ] && walker_tests+=(--test "$(basename "$t" .rs)")
 done

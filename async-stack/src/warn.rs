@@ -6,6 +6,7 @@
 use std::io::Write;
 
 /// Writes one line to standard error, ignoring any error.
+#[cfg_attr(async_stack_loom, allow(dead_code))]
 pub(crate) fn warn(args: std::fmt::Arguments<'_>) {
     let mut err = std::io::stderr().lock();
     let _ = err.write_fmt(args);

@@ -31,6 +31,9 @@ pub mod spawn;
 pub(crate) mod stack;
 pub(crate) mod waker;
 
+#[cfg(all(test, async_stack_loom))]
+pub(crate) mod loom_support;
+
 pub use registry::MAX_TASKS;
 pub use spawn::{Spawned, spawned};
 pub use stack::STACK_CAPACITY;

@@ -357,7 +357,7 @@ pub(crate) struct RawTask {
 
 /// How many times a reader retries a torn copy of a record before giving
 /// up on its stack (the task is still reported, without frames).
-pub(crate) const COPY_TRIES: u32 = 16;
+pub(crate) const COPY_TRIES: u32 = if cfg!(async_stack_loom) { 2 } else { 16 };
 
 /// The state a reader reports, and since when (ms), from the `state` and
 /// `wakes` words: idle becomes scheduled once woken since the last poll
@@ -601,5 +601,27 @@ mod tests {
         assert_eq!(wakes::woken_ms(0x23_4567, 0x0123_4570), 0x0123_4567);
         assert_eq!(wakes::woken_ms(0x23_4567, 0x0223_4566), 0x0123_4567);
         assert_eq!(wakes::woken_ms(5, 3), 0, "never before the origin");
+    }
+}
+
+#[cfg(all(test, async_stack_loom))]
+mod loom_tests {
+    use crate::record::current::Active;
+    use crate::task::TaskState;
+    use crate::task::loom_support::{ROOT, end_poll, start_poll, task, view};
+
+    /// A wake from another thread during a poll is not lost: the task ends
+    /// the poll scheduled, and the wake is counted.
+    #[test]
+    fn a_wake_during_a_poll_leaves_the_task_scheduled() {
+        loom::model(|| {
+            let t = task(&ROOT, 1);
+            let a = Active::new();
+            let seen = start_poll(t, &a);
+            let waker = loom::thread::spawn(move || t.record.count_wake(|| 5));
+            end_poll(t, &a, seen);
+            waker.join().unwrap();
+            assert_eq!(view(t.record).unwrap().1, TaskState::Scheduled);
+        });
     }
 }

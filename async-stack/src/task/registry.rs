@@ -23,6 +23,7 @@
 //! links its children (so backtraces work), it is counted once in
 //! [`untracked`], and dumps do not show it.
 
+#[cfg(not(async_stack_loom))]
 use std::sync::OnceLock;
 
 use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
@@ -39,6 +40,7 @@ pub const MAX_TASKS: usize = if cfg!(async_stack_loom) {
 };
 
 /// The environment variable that lowers the number of task records.
+#[cfg_attr(async_stack_loom, allow(dead_code))]
 pub(crate) const MAX_TASKS_VAR: &str = "ASYNC_STACK_MAX_TASKS";
 
 /// Eight stack slots, on their own cache line.
@@ -182,6 +184,7 @@ impl Registry {
 
 /// What `ASYNC_STACK_MAX_TASKS` asks for: the number of records, or a
 /// message for a value it cannot use.
+#[cfg_attr(async_stack_loom, allow(dead_code))]
 pub(crate) fn max_tasks_wanted(value: Option<&std::ffi::OsStr>) -> Result<usize, String> {
     let Some(value) = value else {
         return Ok(MAX_TASKS);

@@ -234,3 +234,24 @@ unsafe fn fb_drop(data: *const ()) {
     // and it owns one strong reference.
     unsafe { Arc::decrement_strong_count(data.cast::<Fallback>()) };
 }
+
+#[cfg(all(test, async_stack_loom))]
+mod loom_tests {
+    use crate::task::loom_support::{ROOT, task};
+    use crate::task::{place, registry, root};
+
+    /// The task ends on one thread while the last clone of its waker is
+    /// dropped on another: the record is recycled exactly once, after both.
+    #[test]
+    fn the_last_reference_recycles_the_record_once() {
+        loom::model(|| {
+            let t = task(&ROOT, 1);
+            let clone = (*super::lend(t.index)).clone();
+            let dropper = loom::thread::spawn(move || drop(clone));
+            root::end_task(place::root(t.key));
+            dropper.join().unwrap();
+            assert_eq!(registry::alloc_record(), Some(t.index), "recycled");
+            assert_ne!(registry::alloc_record(), Some(t.index), "only once");
+        });
+    }
+}

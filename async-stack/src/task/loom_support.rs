@@ -1,0 +1,129 @@
+//! Set-up shared by the loom models of the task record: a task registered
+//! the way `root::register` does it, without a clock or an executor, and a
+//! reader's view of a copy.
+
+use crate::record::current::{self, Active};
+use crate::record::frame::AsyncStackFrame;
+use crate::record::site::CallSite;
+use crate::sync::Ordering;
+use crate::task::TaskState;
+use crate::task::place;
+use crate::task::record::{RawTask, TaskRecord, state};
+use crate::task::registry;
+use crate::task::stack::{StackCopy, foreign};
+
+/// Call sites whose ids stand for the frames of the models.
+pub(crate) static ROOT: CallSite = CallSite::new("root", "", "", 1, 1, true);
+pub(crate) static CHILD: CallSite = CallSite::new("child", "", "", 2, 1, true);
+pub(crate) static OTHER: CallSite = CallSite::new("other", "", "", 3, 1, true);
+
+/// A registered task of a model.
+#[derive(Clone, Copy)]
+pub(crate) struct Task {
+    pub(crate) index: u32,
+    pub(crate) record: &'static TaskRecord,
+    pub(crate) key: u64,
+    pub(crate) root: &'static AsyncStackFrame,
+}
+
+/// A frame that lives for the rest of the model.
+pub(crate) fn frame(site: &'static CallSite) -> &'static AsyncStackFrame {
+    Box::leak(Box::new(AsyncStackFrame::new(site)))
+}
+
+/// Registers a task whose root frame is at `site`, with id `id`.
+pub(crate) fn task(site: &'static CallSite, id: u64) -> Task {
+    let index = registry::alloc_record().expect("a free record");
+    let record = registry::record(index).unwrap();
+    let inc = foreign::incarnation(record.foreign.load(Ordering::Acquire));
+    record.refs.store(1, Ordering::Relaxed);
+    // SAFETY: a free record: `refs` was 0 and the cell holds no waker.
+    unsafe { record.waker.put(std::task::Waker::noop().clone()) };
+    record.reset_stack();
+    record
+        .state
+        .store(state::pack(state::SCHEDULED, 0, 1), Ordering::Relaxed);
+    record.polls.store(0, Ordering::Relaxed);
+    record.wakes.store(0, Ordering::Relaxed);
+    let root = frame(site);
+    record.take_root(root.site_id());
+    record.id.store(id, Ordering::Release);
+    let key = place::key(index, inc);
+    root.place.store(place::root(key), Ordering::Relaxed);
+    Task {
+        index,
+        record,
+        key,
+        root,
+    }
+}
+
+/// Starts a poll of `t` on the thread of `a`, as `root::enter` does.
+pub(crate) fn start_poll(t: Task, a: &Active) -> u64 {
+    let seen = t.record.start_poll(2, 7);
+    a.enter_task(t.record, t.key, t.root);
+    seen
+}
+
+/// Ends the poll, as `root::exit` does for a `Pending` return.
+pub(crate) fn end_poll(t: Task, a: &Active, seen: u64) {
+    let self_wakes = a.leave_task();
+    t.record.end_poll(3, self_wakes, seen);
+}
+
+/// Polls `frame` as a child of the current frame of `a`: the entry of
+/// `Traced::poll` for a child. Returns the value to restore.
+pub(crate) fn enter_child(frame: &AsyncStackFrame, a: &Active) -> *mut AsyncStackFrame {
+    let word = a.word().expect("a task poll runs");
+    let parent = word.load(Ordering::Relaxed);
+    let parent_frame = current::untag(parent);
+    frame.parent.store(parent_frame, Ordering::Relaxed);
+    // SAFETY: the parent frame is leaked, alive for the model.
+    let parent_slot = current::slot_of(parent, unsafe { &*parent_frame });
+    let mut p = frame.place.load(Ordering::Relaxed);
+    if !place::holds(p, a.key(), parent_slot) {
+        p = place::relink(frame, p, parent_slot, a);
+    }
+    word.store(current::tag(frame, place::own(p)), Ordering::Relaxed);
+    parent
+}
+
+/// The exit of a child's poll: `restore` is current again.
+pub(crate) fn leave_child(a: &Active, restore: *mut AsyncStackFrame) {
+    a.word().unwrap().store(restore, Ordering::Relaxed);
+}
+
+/// What a reader sees of a task: its id, state, and its frames as
+/// `(depth, call-site id, running)`; `None` for no task or a stack that
+/// stayed torn.
+pub(crate) type View = (u64, TaskState, Vec<(u32, u32, bool)>);
+
+/// Reads `record` as a dump does.
+pub(crate) fn view(record: &TaskRecord) -> Option<View> {
+    let mut copy = StackCopy::default();
+    let raw: RawTask = record.read(&mut copy, 4)?;
+    if !raw.stack_copied {
+        return None;
+    }
+    let frames = copy
+        .frames
+        .iter()
+        .map(|f| (f.depth, f.site, f.running))
+        .collect();
+    Some((raw.id, raw.state, frames))
+}
+
+/// Runs `f` under loom with at most `preemptions` preemptions per
+/// execution, whatever `LOOM_MAX_PREEMPTIONS` says: for models whose
+/// threads take many steps (registering a task takes dozens), where the
+/// default bound would explore for hours. Two preemptions still reach every
+/// interleaving in which the reader is cut once inside each of the writer's
+/// sections.
+pub(crate) fn bounded_model<F>(preemptions: usize, f: F)
+where
+    F: Fn() + Sync + Send + 'static,
+{
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(preemptions);
+    builder.check(f);
+}
