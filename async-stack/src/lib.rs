@@ -123,7 +123,7 @@ pub use report::signal;
 pub use report::{panic, stall};
 
 pub use async_stack_macros::traced_async;
-pub use dump::{TaskDump, TaskInfo, dump};
+pub use dump::{FromJsonError, TaskDump, TaskInfo, dump};
 pub use read::walker::{Backtrace, BacktraceFrame, FrameKind, backtrace};
 pub use record::current::current_task_id;
 pub use record::frame::AsyncStackFrame;

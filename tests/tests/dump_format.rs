@@ -216,31 +216,94 @@ fn json_output_matches_the_checked_in_schema_and_round_trips() {
     let mut bad = value.clone();
     bad["version"] = 1.into();
     assert!(!validator.is_valid(&bad));
+    let mut bad = value.clone();
+    bad["tasks"][0]["frames"][0]["depth"] = u32::MAX.into();
+    assert!(!validator.is_valid(&bad));
     drop((ta, tb));
     pool.run();
 }
 
 #[test]
-fn malformed_json_is_a_clear_error_not_a_panic() {
-    for input in [
-        "",
-        "{",
-        "[]",
-        "{\"version\":1}",
-        "{\"version\":1,\"tasks\":[{}],\"torn_copies\":0,\"untracked_roots\":0}",
-        "\u{0}\u{ffff}",
-    ] {
-        let err = TaskDump::from_json(input).unwrap_err();
-        assert!(!err.to_string().is_empty(), "input {input:?}");
+fn the_schema_states_the_bounds_from_json_enforces() {
+    let schema_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/task-dump.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let task = &schema["$defs"]["task"]["properties"];
+    let frame = &schema["$defs"]["frame"]["properties"];
+    let capacity = async_stack::task::STACK_CAPACITY as u64;
+    let max_string = TaskDump::MAX_STRING_CHARS as u64;
+    let bounds = [
+        (
+            &schema["properties"]["tasks"]["maxItems"],
+            TaskDump::MAX_TASKS as u64,
+        ),
+        (&task["frames"]["maxItems"], capacity),
+        (&frame["depth"]["maximum"], capacity - 1),
+        (&task["state_ms"]["maximum"], TaskDump::MAX_STATE_MS),
+        (
+            &task["hidden_frames"]["maximum"],
+            u64::from(TaskDump::MAX_HIDDEN_FRAMES),
+        ),
+        (&task["name"]["maxLength"], max_string),
+        (&task["root"]["maxLength"], max_string),
+        (&frame["function"]["maxLength"], max_string),
+        (
+            &schema["$defs"]["location"]["properties"]["file"]["maxLength"],
+            max_string,
+        ),
+    ];
+    for (i, (stated, enforced)) in bounds.into_iter().enumerate() {
+        assert_eq!(stated.as_u64(), Some(enforced), "bound {i}");
     }
-    let err = TaskDump::from_json(
-        "{\"version\":1,\"tasks\":[],\"torn_copies\":-1,\"untracked_roots\":0}",
-    )
-    .unwrap_err();
-    assert!(err.to_string().contains("invalid value"), "{err}");
-    // A huge declared array does not allocate up front: it just fails.
-    let err = TaskDump::from_json("{\"version\":1,\"tasks\":[1,2,3").unwrap_err();
-    assert!(err.is_syntax() || err.is_data() || err.is_eof(), "{err}");
+    assert_eq!(TaskDump::MAX_FRAMES as u64, capacity);
+}
+
+#[test]
+fn malformed_json_is_a_clear_error_not_a_panic() {
+    // (input, path, message): each error names where reading stopped.
+    let cases = [
+        ("", "", "EOF while parsing a value at line 1 column 0"),
+        ("{", "", "EOF while parsing an object at line 1 column 1"),
+        (
+            "{\"version\":1}",
+            "",
+            "missing field `tasks` at line 1 column 13",
+        ),
+        (
+            "{\"version\":1,\"tasks\":[{\"id\":1,",
+            "tasks[0]",
+            "EOF while parsing a value at line 1 column 30",
+        ),
+        (
+            "{\"version\":1,\"tasks\":[{}],\"torn_copies\":0,\"untracked_roots\":0}",
+            "tasks[0]",
+            "missing field `id` at line 1 column 24",
+        ),
+        ("\u{0}\u{ffff}", "", "expected value at line 1 column 1"),
+        (
+            "{\"version\":1,\"tasks\":[],\"torn_copies\":-1,\"untracked_roots\":0}",
+            "torn_copies",
+            "invalid value: integer `-1`, expected u64 at line 1 column 40",
+        ),
+        // A list cut short fails where it ends, without allocating for
+        // what it might have held.
+        (
+            "{\"version\":1,\"tasks\":[1,2,3",
+            "tasks[0]",
+            "invalid type: integer `1`, expected struct TaskInfo at line 1 column 23",
+        ),
+    ];
+    for (input, path, message) in cases {
+        let err = TaskDump::from_json(input).unwrap_err();
+        assert_eq!(err.path(), path, "input {input:?}");
+        let expected = if path.is_empty() {
+            message.to_owned()
+        } else {
+            format!("{path}: {message}")
+        };
+        assert_eq!(err.to_string(), expected, "input {input:?}");
+        assert!(err.line_column().is_some(), "input {input:?}");
+    }
 }
 
 #[test]

@@ -99,7 +99,9 @@ fn start_ticker() -> Option<Thread> {
     match ticker_wanted(std::env::var_os(CLOCK_VAR).as_deref()) {
         Ok(true) => {}
         Ok(false) => return None,
-        Err(message) => eprintln!("{message}"),
+        // Never `eprintln!`: this runs inside a task's poll, and must not
+        // panic when stderr is a closed pipe.
+        Err(message) => crate::warn::warn(format_args!("{message}")),
     }
     #[cfg(unix)]
     {

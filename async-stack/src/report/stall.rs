@@ -104,6 +104,12 @@ impl std::fmt::Debug for WatchdogBuilder {
 /// Default running threshold (see the module docs).
 pub const DEFAULT_RUNNING_THRESHOLD: Duration = Duration::from_millis(100);
 
+/// The shortest check interval [`WatchdogBuilder::spawn`] accepts: 1 ms.
+/// Task states are stamped with a clock of a few milliseconds' resolution,
+/// so checking more often finds nothing new, and an interval of zero would
+/// keep a core busy.
+pub const MIN_INTERVAL: Duration = Duration::from_millis(1);
+
 impl WatchdogBuilder {
     /// Report tasks inside one poll longer than this (default 100 ms).
     pub fn running_threshold(mut self, t: Duration) -> Self {
@@ -119,6 +125,10 @@ impl WatchdogBuilder {
 
     /// How often to check (default: a quarter of the smallest threshold,
     /// at least 10 ms).
+    ///
+    /// An interval below [`MIN_INTERVAL`] (1 ms) is rejected, not clamped:
+    /// [`spawn`](Self::spawn) then returns an error of kind
+    /// [`InvalidInput`](std::io::ErrorKind::InvalidInput).
     pub fn interval(mut self, t: Duration) -> Self {
         self.interval = Some(t);
         self
@@ -130,13 +140,24 @@ impl WatchdogBuilder {
         self
     }
 
-    /// Starts the watchdog thread. Errors if a threshold is zero or the
-    /// thread cannot be spawned.
+    /// Starts the watchdog thread. Errors if a threshold is zero, the
+    /// interval is below [`MIN_INTERVAL`] (both of kind
+    /// [`InvalidInput`](std::io::ErrorKind::InvalidInput)), or the thread
+    /// cannot be spawned.
     pub fn spawn(self) -> std::io::Result<Watchdog> {
         if self.running.is_zero() || self.idle.is_some_and(|i| i.is_zero()) {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "stall thresholds must be greater than zero",
+            ));
+        }
+        if let Some(interval) = self.interval.filter(|&i| i < MIN_INTERVAL) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "stall check interval {interval:?} is below the minimum of \
+                     {MIN_INTERVAL:?} (async_stack::stall::MIN_INTERVAL)"
+                ),
             ));
         }
         let smallest = self.idle.map_or(self.running, |i| i.min(self.running));

@@ -33,7 +33,10 @@
 //! # JSON form
 //!
 //! [`TaskDump::to_json`] follows the schema checked in at
-//! `docs/task-dump.schema.json`.
+//! `docs/task-dump.schema.json`. [`TaskDump::from_json`] reads it back,
+//! within bounds (at most [`TaskDump::MAX_TASKS`] tasks, depths of a real
+//! tree, ...) that keep rendering a dump read from a file linear in the
+//! file's size.
 //!
 //! # Files
 //!
@@ -41,7 +44,10 @@
 //!   [`DumpFrame`]) and its filters;
 //! - `collect.rs`: reading the task records into that model;
 //! - `text.rs`: the Go-style text form;
-//! - `json.rs`: the JSON form.
+//! - `json.rs`: the JSON form, and why reading one fails
+//!   ([`FromJsonError`]);
+//! - `bounds.rs`: the bounds a dump read from a file obeys, so that
+//!   rendering it stays linear in the file's size.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -51,6 +57,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::task::TaskState;
 
+mod bounds;
 mod collect;
 mod json;
 mod text;
@@ -58,6 +65,7 @@ mod text;
 mod text_tests;
 
 pub(crate) use collect::dump_where;
+pub use json::FromJsonError;
 pub use text::format_duration;
 
 /// A source location (file, line, column).
@@ -117,7 +125,9 @@ pub struct TaskInfo {
     /// The root future's function (or explicit name).
     pub root: Option<Cow<'static, str>>,
     /// Pending frames, a tree in pre-order (root first, children in source
-    /// order). The text form prints them innermost first.
+    /// order). The text form prints them innermost first. Reading stops
+    /// past [`TaskDump::MAX_FRAMES`] of them.
+    #[serde(deserialize_with = "bounds::frames")]
     pub frames: Vec<DumpFrame>,
     /// Live frames of the task that are not in `frames`: frames beyond the
     /// published stack's capacity, and frames whose awaiting parent is gone
@@ -136,12 +146,22 @@ impl TaskInfo {
     }
 }
 
-/// A snapshot of every live task. Build one with [`dump()`].
+/// A snapshot of every live task. Build one with [`dump()`], or read one
+/// with [`TaskDump::from_json`].
+///
+/// Its `Deserialize` impl rejects unknown format versions, and stops
+/// reading a list past [`TaskDump::MAX_TASKS`] tasks or
+/// [`TaskDump::MAX_FRAMES`] frames; [`TaskDump::from_json`] also checks the
+/// other bounds of a dump file.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskDump {
-    /// Format version of the JSON form.
+    /// Format version of the JSON form: 1 to [`DUMP_FORMAT_VERSION`] when
+    /// read.
+    #[serde(deserialize_with = "bounds::version")]
     pub version: u32,
-    /// Live tasks, by id.
+    /// Live tasks, by id. Reading stops past [`TaskDump::MAX_TASKS`] of
+    /// them.
+    #[serde(deserialize_with = "bounds::tasks")]
     pub tasks: Vec<TaskInfo>,
     /// Stack copies that raced with a writer and were retried.
     pub torn_copies: u64,

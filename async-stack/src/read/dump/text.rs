@@ -5,13 +5,17 @@
 //! `core::fmt` per field, no allocation per task), and each distinct frame
 //! and each distinct stack is formatted once per render and copied after
 //! that (`TextCache`).
+//!
+//! The output is linear in the dump's size whatever it holds: a frame's
+//! indentation stops at `2 * STACK_CAPACITY` columns (`MAX_FRAME_INDENT`),
+//! even for a depth that only a dump built in code can hold.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
 use std::time::Duration;
 
 use super::{DumpFrame, SourceLocation, TaskDump, TaskInfo};
-use crate::task::TaskState;
+use crate::task::{STACK_CAPACITY, TaskState};
 
 /// Appends an integer in decimal.
 fn write_int(out: &mut String, n: impl itoa::Integer) {
@@ -89,9 +93,18 @@ fn write_quoted(out: &mut String, name: &str) {
     }
 }
 
-/// Appends one frame's two lines, indented by its depth.
+/// The deepest indentation of a frame's first line: `2 * STACK_CAPACITY`
+/// columns, the indentation of the deepest frame a task's published stack
+/// holds (depth `STACK_CAPACITY - 1`).
+const MAX_FRAME_INDENT: usize = 2 * STACK_CAPACITY;
+
+/// Appends one frame's two lines, indented by its depth: two columns per
+/// level, at most [`MAX_FRAME_INDENT`] (a deeper frame, which only a dump
+/// built in code can hold, is shown at that indentation, so that no depth
+/// makes a line longer than its text plus that much).
 fn write_frame(out: &mut String, frame: &DumpFrame) {
-    let pad = 2 * (frame.depth as usize + 1);
+    let shown_depth = (frame.depth as usize).min(MAX_FRAME_INDENT / 2 - 1);
+    let pad = 2 * (shown_depth + 1);
     write_pad(out, pad);
     out.push_str(&frame.function);
     out.push_str(" [async]\n");

@@ -16,6 +16,7 @@ mod reference {
     use std::time::Duration;
 
     use super::super::*;
+    use crate::task::STACK_CAPACITY;
 
     pub(super) fn duration(d: Duration) -> String {
         let ms = d.as_millis();
@@ -47,7 +48,8 @@ mod reference {
                 c = subtree_end(frames, c);
             }
             let fr = &frames[i];
-            let pad = 2 * (fr.depth as usize + 1);
+            // Indentation stops at the deepest frame a stack holds.
+            let pad = 2 * (fr.depth.min(STACK_CAPACITY as u32 - 1) as usize + 1);
             let _ = writeln!(f, "{:pad$}{} [async]", "", fr.function);
             let pad = pad + 4;
             let _ = match (&fr.awaiting_at, fr.running) {
@@ -237,6 +239,38 @@ fn durations_match_the_reference_at_every_boundary() {
         format_duration(Duration::MAX),
         reference::duration(Duration::MAX)
     );
+}
+
+#[test]
+fn indentation_stops_at_the_deepest_frame_a_stack_holds() {
+    use crate::task::STACK_CAPACITY;
+    // Depths only a dump built in code can hold: past the capacity, and
+    // `u32::MAX`, which once asked for 8 GiB of spaces.
+    let deepest = STACK_CAPACITY as u32 - 1;
+    let mut beyond = frame(0, "app::beyond", None, true);
+    beyond.depth = u32::MAX;
+    let d = dump_of(vec![task(
+        1,
+        vec![
+            frame(0, "app::root", Some((7, 5)), false),
+            frame(deepest, "app::deepest", Some((2, 3)), false),
+            beyond,
+        ],
+    )]);
+    let wide = " ".repeat(2 * STACK_CAPACITY);
+    assert_eq!(wide.len(), 126);
+    let expected = format!(
+        "task 1 [idle 0ms, 1 polls]:\n\
+         {wide}app::beyond [async]\n\
+         {wide}    running\n\
+         {wide}app::deepest [async]\n\
+         {wide}    awaiting at src/lib.rs:2:3\n  \
+         app::root [async]\n      \
+         awaiting at src/lib.rs:7:5\n  \
+         root future defined at src/lib.rs:1:1\n"
+    );
+    assert_eq!(d.to_string(), expected);
+    assert_same_text(&d);
 }
 
 #[test]
