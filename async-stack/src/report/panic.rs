@@ -44,7 +44,9 @@ impl PanicOptions {
         Self::default()
     }
 
-    /// Also print a dump of all live tasks.
+    /// Also print a dump of all live tasks, streamed (see
+    /// [`crate::dump::write_text`]): tasks in registry order, and no
+    /// memory taken for them all at once while the program panics.
     pub fn dump_tasks(mut self, yes: bool) -> Self {
         self.dump_tasks = yes;
         self
@@ -74,12 +76,24 @@ pub fn install_with(options: PanicOptions) {
     );
     let chained: Option<Arc<Hook>> = (!previous_is_default).then(|| Arc::new(previous));
     std::panic::set_hook(Box::new(move |info| {
-        let report = report(info, options);
-        let _ = std::io::stderr().lock().write_all(report.as_bytes());
+        {
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(report(info).as_bytes());
+            if options.dump_tasks {
+                let _ = write_live_tasks(&mut err);
+            }
+        }
         if let Some(prev) = &chained {
             prev(info);
         }
     }));
+}
+
+/// `live tasks:`, every live task streamed, and an empty line.
+fn write_live_tasks(out: &mut impl Write) -> std::io::Result<()> {
+    out.write_all(b"live tasks:\n")?;
+    crate::dump::write_text(&mut *out)?;
+    out.write_all(b"\n")
 }
 
 fn payload_message<'a>(info: &'a PanicHookInfo<'_>) -> &'a str {
@@ -109,8 +123,8 @@ fn backtrace_style() -> BacktraceStyle {
     }
 }
 
-/// Builds the report for one panic.
-fn report(info: &PanicHookInfo<'_>, options: PanicOptions) -> String {
+/// Builds the report for one panic (without the dump of all tasks).
+fn report(info: &PanicHookInfo<'_>) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let thread = std::thread::current();
@@ -121,9 +135,11 @@ fn report(info: &PanicHookInfo<'_>, options: PanicOptions) -> String {
     };
     let _ = writeln!(out, "{}", payload_message(info));
     if let Some(id) = crate::current_task_id() {
-        let task_name = crate::dump::dump_where(|t, _, _| t == id)
-            .task(id)
-            .and_then(|t| t.name.clone());
+        // Every other task costs two loads; this one is read in full.
+        let mut task_name = None;
+        crate::dump::live_tasks()
+            .filter(|status| status.id == id)
+            .for_each(|task| task_name.clone_from(&task.name));
         let _ = match task_name {
             Some(n) => writeln!(out, "in task {id} {n:?}"),
             None => writeln!(out, "in task {id}"),
@@ -145,9 +161,6 @@ fn report(info: &PanicHookInfo<'_>, options: PanicOptions) -> String {
                 write!(out, "{bt}")
             };
         }
-    }
-    if options.dump_tasks {
-        let _ = writeln!(out, "live tasks:\n{}", crate::dump());
     }
     out
 }

@@ -35,11 +35,21 @@
 //! [`TaskDump::to_json`] follows the schema checked in at
 //! `docs/task-dump.schema.json`.
 //!
+//! # Streaming
+//!
+//! A [`TaskDump`] holds every task at once. [`write_text`] writes the same
+//! text (in registry order rather than by id) one task at a time, and
+//! [`live_tasks`] hands each task to a closure, so that a dump of many
+//! tasks allocates for one task, not for all of them: what the signal
+//! dump, the stall watchdog and the panic hook use. [`TaskInfo`]'s
+//! `Display` is one task's entry of the text form.
+//!
 //! # Files
 //!
 //! - `mod.rs` (this file): the model ([`TaskDump`], [`TaskInfo`],
 //!   [`DumpFrame`]) and its filters;
 //! - `collect.rs`: reading the task records into that model;
+//! - `stream.rs`: the streaming forms ([`write_text`], [`live_tasks`]);
 //! - `text.rs`: the Go-style text form;
 //! - `json.rs`: the JSON form.
 
@@ -53,11 +63,12 @@ use crate::task::TaskState;
 
 mod collect;
 mod json;
+mod stream;
 mod text;
 #[cfg(test)]
 mod text_tests;
 
-pub(crate) use collect::dump_where;
+pub use stream::{DumpSummary, LiveTasks, TaskStatus, live_tasks, write_text};
 pub use text::format_duration;
 
 /// A source location (file, line, column).
@@ -160,6 +171,10 @@ pub const DUMP_FORMAT_VERSION: u32 = 2;
 /// Never blocks, pauses or polls any task; safe to call from any thread,
 /// including from inside a task, a signal-dump thread or a watchdog.
 ///
+/// The dump holds every task at once, sorted by id. To print many tasks,
+/// [`write_text`] writes the same text one task at a time, without
+/// building the dump.
+///
 /// ```
 /// use async_stack::{dump, traced_async, TaskState};
 ///
@@ -181,7 +196,7 @@ pub const DUMP_FORMAT_VERSION: u32 = 2;
 /// pool.run();
 /// ```
 pub fn dump() -> TaskDump {
-    dump_where(|_, _, _| true)
+    collect::dump_where(|_| true)
 }
 
 impl TaskDump {
