@@ -20,6 +20,8 @@
 //!   (capturing a backtrace).
 //! - [`traced8`]: the depth-8 `#[traced_async]` chain ending in [`Timed`],
 //!   shared by the `capture` bench and the `cold_resolve` binary.
+//! - [`dump_population`]: the 10,000 suspended tasks, 9 frames deep, that
+//!   the `dump` bench and the `dump_cold_probe` binary dump.
 //! - [`clock`]: the clock all benches read, this thread's CPU time (the
 //!   process's, for work that runs on other threads) unless
 //!   `BENCH_CLOCK=wall`, and the criterion configurations that use it.
@@ -35,6 +37,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 pub mod clock;
+pub mod dump_population;
 
 /// How many times the leaf of a `poll_depth` chain returns `Pending`.
 ///
@@ -76,6 +79,12 @@ pub mod names {
     pub const SPAWN_MULTI_THREAD: &str = "spawn_multi_thread";
     /// Group of `benches/dump.rs`.
     pub const DUMP: &str = "dump";
+    /// Group of `benches/dump_cold.rs` on the benchmark clock: the first
+    /// dump in a fresh process.
+    pub const DUMP_COLD: &str = "dump_cold";
+    /// Group of `benches/dump_cold.rs` whose "time" is bytes allocated by
+    /// the same dumps.
+    pub const DUMP_COLD_ALLOC: &str = "dump_cold_alloc";
 
     /// Plain async fns: the baseline of `poll_depth`, `root` and `spawn`.
     pub const UNTRACED: &str = "untraced";
@@ -108,7 +117,16 @@ pub mod names {
     pub const DUMP_SNAPSHOT: &str = "async-stack dump()";
     /// `dump`: `async_stack::dump().to_string()`, snapshot + Go-style text.
     pub const DUMP_TEXT: &str = "async-stack dump().to_string()";
+    /// `dump`: `async_stack::dump().to_text(false)`, into a `String`
+    /// allocated up front.
     pub const DUMP_TO_TEXT: &str = "async-stack dump().to_text(false)";
+    /// `dump`: `async_stack::dump::write_text(io::sink())`, the streamed
+    /// text, one task at a time.
+    pub const DUMP_WRITE_TEXT: &str = "async-stack write_text(sink)";
+    /// `dump_cold`: the first `write_text` of a process, into a sink.
+    pub const COLD_WRITE_TEXT: &str = "first write_text(sink)";
+    /// `dump_cold`: the first `dump().to_string()` of a process.
+    pub const COLD_TO_STRING: &str = "first dump().to_string()";
     /// `dump`: `async_stack::dump().to_json()`, snapshot + JSON.
     pub const DUMP_JSON: &str = "async-stack dump().to_json()";
     /// `dump`: `async_backtrace::taskdump_tree(false)`.

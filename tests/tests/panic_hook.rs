@@ -101,6 +101,67 @@ fn respects_rust_backtrace() {
     assert!(!short.contains(poll), "{short}");
 }
 
+/// What `panicky`'s stderr holds: panic headers (`thread 'main' panicked
+/// at ..:`, which std's default hook also writes, with the thread's id
+/// after its name on recent Rust), async-stack reports (the only ones with
+/// an `in task` line), and runs of the user hook of `--user-hook`.
+fn reports(stderr: &str) -> (usize, usize, usize) {
+    let headers = stderr
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("thread 'main'")
+                .and_then(|l| l.strip_suffix(&format!(" panicked at {SRC}:11:9:")))
+                .is_some_and(|id| {
+                    id.is_empty()
+                        || id
+                            .strip_prefix(" (")
+                            .and_then(|id| id.strip_suffix(')'))
+                            .is_some_and(|id| id.bytes().all(|b| b.is_ascii_digit()))
+                })
+        })
+        .count();
+    let ours = stderr
+        .lines()
+        .filter(|l| l.starts_with("in task ") && l.ends_with(" \"loader\""))
+        .count();
+    let user = stderr
+        .lines()
+        .filter(|&l| l == "user hook: row 7 is corrupt")
+        .count();
+    (headers, ours, user)
+}
+
+#[test]
+fn replaces_the_previous_hook_by_default() {
+    // std's default hook before: the panic is reported once, by us.
+    let (code, stderr) = run(Some("1"), &[]);
+    assert_eq!(code, 101, "stderr:\n{stderr}");
+    assert_eq!(reports(&stderr), (1, 1, 0), "stderr:\n{stderr}");
+    // A user hook before: replaced too, unless asked for.
+    let (code, stderr) = run(Some("1"), &["--user-hook"]);
+    assert_eq!(code, 101, "stderr:\n{stderr}");
+    assert_eq!(reports(&stderr), (1, 1, 0), "stderr:\n{stderr}");
+    let (_, stderr) = run(None, &["--user-hook"]);
+    assert_eq!(reports(&stderr), (1, 1, 0), "stderr:\n{stderr}");
+}
+
+#[test]
+fn calls_the_previous_hook_when_asked_after_the_report() {
+    let (code, stderr) = run(Some("1"), &["--user-hook", "--chain"]);
+    assert_eq!(code, 101, "stderr:\n{stderr}");
+    assert_eq!(reports(&stderr), (1, 1, 1), "stderr:\n{stderr}");
+    // The user hook runs after the whole report, backtrace included.
+    let user = stderr.find("user hook: ").unwrap();
+    let last_frame = stderr.rfind("[async] panicky::load").unwrap();
+    assert!(last_frame < user, "stderr:\n{stderr}");
+    // Asked for with std's default hook before: both report, ours first.
+    let (code, stderr) = run(None, &["--chain"]);
+    assert_eq!(code, 101, "stderr:\n{stderr}");
+    assert_eq!(reports(&stderr), (2, 1, 0), "stderr:\n{stderr}");
+    assert_eq!(stderr.matches("row 7 is corrupt").count(), 2);
+    assert!(stderr.starts_with(&format!("thread 'main' panicked at {SRC}:11:9:\n")));
+}
+
 #[test]
 fn can_append_a_dump_of_all_tasks() {
     let (_, stderr) = run(Some("1"), &["--dump"]);
@@ -108,4 +169,8 @@ fn can_append_a_dump_of_all_tasks() {
     let dump = &stderr[at..];
     assert!(dump.contains(" \"loader\" [running "), "{dump}");
     assert!(dump.contains(&format!("awaiting at {SRC}:20:31")), "{dump}");
+    // The one live task, after the report, then an empty line.
+    assert_eq!(dump.matches("\ntask ").count(), 1, "{dump}");
+    assert!(dump.ends_with("\n\n"), "{dump:?}");
+    assert_eq!(reports(&stderr), (1, 1, 0), "stderr:\n{stderr}");
 }

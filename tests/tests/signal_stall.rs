@@ -4,6 +4,7 @@
 use std::sync::mpsc;
 use std::time::Duration;
 
+use async_stack::dump::format_duration;
 use async_stack::stall::{StallKind, StallReport, Watchdog};
 use async_stack::{TaskState, traced_async};
 
@@ -64,11 +65,22 @@ fn watchdog_reports_a_task_blocked_in_a_poll_with_its_stack() {
             ("signal_stall::stuck_leaf", None, true)
         ]
     );
-    let text = report.to_string();
-    assert!(text.starts_with(&format!(
-        "async-stack: stall: task {} has been running without yielding for ",
-        report.task.id
-    )));
+    // The report's text: one line, then the task as a dump shows it.
+    let (id, time) = (report.task.id, format_duration(report.task.time_in_state()));
+    let file = file!();
+    assert_eq!(
+        report.to_string(),
+        format!(
+            "async-stack: stall: task {id} has been running without yielding for {time}\n\
+             task {id} \"stuck-root\" [running {time}, 1 polls]:\n\
+             \x20   signal_stall::stuck_leaf [async]\n\
+             \x20       running\n\
+             \x20 stuck-root [async]\n\
+             \x20     awaiting at {file}:{STUCK_AWAIT}:20\n\
+             \x20 root future defined at {file}:{}:10\n",
+            STUCK_AWAIT - 1
+        )
+    );
     // One stall, one report: the watchdog keeps checking while it is stuck.
     std::thread::sleep(Duration::from_millis(100));
     assert!(
@@ -153,7 +165,8 @@ fn a_signal_writes_a_dump_to_the_configured_file() {
     let mut text = String::new();
     for _ in 0..6000 {
         text = std::fs::read_to_string(&path).unwrap_or_default();
-        if text.contains("signal-root") {
+        // Written in several writes: wait for the last, the empty line.
+        if text.contains("signal-root") && text.ends_with("\n\n") {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
@@ -167,6 +180,8 @@ fn a_signal_writes_a_dump_to_the_configured_file() {
     );
     assert!(text.contains(" \"signal-root\" [idle "), "{text}");
     assert!(text.contains("signal-root [async]"), "{text}");
+    // The streamed dump, then an empty line.
+    assert!(text.ends_with("\n\n"), "{text:?}");
     dumper.stop();
     drop(tx);
     pool.run();

@@ -1,11 +1,5 @@
 //! A panic hook that reports the async stack of the panicking task.
 //!
-//! [`install`] chains to the hook that was set before it: a hook set by
-//! the program (or another library) still runs, after this report. When the
-//! previous hook is std's default one it is not called, because this report
-//! already says everything it would print (the message, and a backtrace when
-//! `RUST_BACKTRACE` asks for one), so nothing is printed twice.
-//!
 //! Output, on stderr:
 //!
 //! ```text
@@ -23,12 +17,38 @@
 //! `RUST_BACKTRACE` is honoured like std does: unset or `0` prints no
 //! backtrace (only a note), `full` prints every frame (`{:#}`), any other
 //! value prints the folded backtrace.
+//!
+//! # The hook before
+//!
+//! [`install`] **replaces** the hook that was set before it. The report
+//! holds what std's default hook prints (the thread's name, the location,
+//! the message, and a backtrace when `RUST_BACKTRACE` asks for one, here
+//! the spliced async one; not the OS thread id recent versions of std add
+//! after the name), so by default each panic is reported once. To keep
+//! a hook set earlier (by the program or another library) running too, ask
+//! for it with [`PanicOptions::call_previous_hook`]: that hook then runs
+//! after the report, whatever it is. If it is std's default hook, the panic
+//! is then reported twice, once by each.
+//!
+//! The hook does not try to tell std's default hook from another one: a
+//! hook is a boxed closure, and Rust gives no way to recognise one (two
+//! boxes of the same closure need not share a vtable, nor do two different
+//! ones necessarily have different vtables), so a guess could print every
+//! report twice or silently drop a user's hook.
+//!
+//! Installing twice replaces the first hook by default too; with
+//! `call_previous_hook(true)`, both report.
+//!
+//! ```no_run
+//! use async_stack::panic::{PanicOptions, install_with};
+//!
+//! // A hook of the program's own, set first: it runs after the report.
+//! std::panic::set_hook(Box::new(|_| { /* e.g. count panics in a metric */ }));
+//! install_with(PanicOptions::new().call_previous_hook(true));
+//! ```
 
 use std::io::Write;
 use std::panic::PanicHookInfo;
-use std::sync::Arc;
-
-type Hook = Box<dyn Fn(&PanicHookInfo<'_>) + Sync + Send + 'static>;
 
 /// Options for [`install_with`].
 #[derive(Clone, Copy, Debug, Default)]
@@ -36,22 +56,39 @@ type Hook = Box<dyn Fn(&PanicHookInfo<'_>) + Sync + Send + 'static>;
 pub struct PanicOptions {
     /// Also print a dump of every live task after the report.
     pub dump_tasks: bool,
+    /// Call the hook that was installed before, after the report (see the
+    /// [module docs](self)). Default: `false`, the previous hook is
+    /// replaced.
+    pub call_previous_hook: bool,
 }
 
 impl PanicOptions {
-    /// Default options: no task dump.
+    /// Default options: no task dump, the previous hook replaced.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Also print a dump of all live tasks.
+    /// Also print a dump of all live tasks, streamed (see
+    /// [`crate::dump::write_text`]): tasks in registry order, and no
+    /// memory taken for them all at once while the program panics.
     pub fn dump_tasks(mut self, yes: bool) -> Self {
         self.dump_tasks = yes;
         self
     }
+
+    /// Call the hook that was installed before this one, after the report
+    /// (default: `false`, it is replaced). Ask for it when the program or
+    /// another library set a hook of its own that should still run; if
+    /// the previous hook is std's default one, the panic is then reported
+    /// twice.
+    pub fn call_previous_hook(mut self, yes: bool) -> Self {
+        self.call_previous_hook = yes;
+        self
+    }
 }
 
-/// Installs the async-aware panic hook with default options.
+/// Installs the async-aware panic hook with default options, replacing
+/// the hook set before.
 ///
 /// ```no_run
 /// async_stack::panic::install();
@@ -60,26 +97,39 @@ pub fn install() {
     install_with(PanicOptions::default());
 }
 
-/// Installs the async-aware panic hook.
+/// Installs the async-aware panic hook. The hook set before is replaced,
+/// or, with [`PanicOptions::call_previous_hook`], called after each
+/// report.
+///
+/// ```no_run
+/// use async_stack::panic::{PanicOptions, install_with};
+///
+/// install_with(PanicOptions::new().dump_tasks(true));
+/// ```
 pub fn install_with(options: PanicOptions) {
     let previous = std::panic::take_hook();
-    // `take_hook` leaves std's default hook installed; taking it again gives
-    // a boxed default hook to compare with. Both boxes hold the same
-    // zero-sized function item, so the wide pointers (data and vtable) are
-    // equal exactly when `previous` is the default hook.
-    let default = std::panic::take_hook();
-    let previous_is_default = std::ptr::eq(
-        &*previous as *const (dyn Fn(&PanicHookInfo<'_>) + Sync + Send),
-        &*default as *const (dyn Fn(&PanicHookInfo<'_>) + Sync + Send),
-    );
-    let chained: Option<Arc<Hook>> = (!previous_is_default).then(|| Arc::new(previous));
+    // Replaced unless asked for: dropped now, never called.
+    let previous = options.call_previous_hook.then_some(previous);
     std::panic::set_hook(Box::new(move |info| {
-        let report = report(info, options);
-        let _ = std::io::stderr().lock().write_all(report.as_bytes());
-        if let Some(prev) = &chained {
-            prev(info);
+        {
+            let mut err = std::io::stderr().lock();
+            // A closed stderr must not turn a panic into an abort.
+            let _ = err.write_all(report(info).as_bytes());
+            if options.dump_tasks {
+                let _ = write_live_tasks(&mut err);
+            }
+        }
+        if let Some(previous) = &previous {
+            previous(info);
         }
     }));
+}
+
+/// `live tasks:`, every live task streamed, and an empty line.
+fn write_live_tasks(out: &mut impl Write) -> std::io::Result<()> {
+    out.write_all(b"live tasks:\n")?;
+    crate::dump::write_text(&mut *out)?;
+    out.write_all(b"\n")
 }
 
 fn payload_message<'a>(info: &'a PanicHookInfo<'_>) -> &'a str {
@@ -109,8 +159,8 @@ fn backtrace_style() -> BacktraceStyle {
     }
 }
 
-/// Builds the report for one panic.
-fn report(info: &PanicHookInfo<'_>, options: PanicOptions) -> String {
+/// Builds the report for one panic (without the dump of all tasks).
+fn report(info: &PanicHookInfo<'_>) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let thread = std::thread::current();
@@ -121,9 +171,11 @@ fn report(info: &PanicHookInfo<'_>, options: PanicOptions) -> String {
     };
     let _ = writeln!(out, "{}", payload_message(info));
     if let Some(id) = crate::current_task_id() {
-        let task_name = crate::dump::dump_where(|t, _, _| t == id)
-            .task(id)
-            .and_then(|t| t.name.clone());
+        // Every other task costs two loads; this one is read in full.
+        let mut task_name = None;
+        crate::dump::live_tasks()
+            .filter(|status| status.id == id)
+            .for_each(|task| task_name.clone_from(&task.name));
         let _ = match task_name {
             Some(n) => writeln!(out, "in task {id} {n:?}"),
             None => writeln!(out, "in task {id}"),
@@ -145,9 +197,6 @@ fn report(info: &PanicHookInfo<'_>, options: PanicOptions) -> String {
                 write!(out, "{bt}")
             };
         }
-    }
-    if options.dump_tasks {
-        let _ = writeln!(out, "live tasks:\n{}", crate::dump());
     }
     out
 }

@@ -5,6 +5,12 @@
 //! dedicated thread waiting on that pipe takes the dump and writes it, so
 //! the dump runs in ordinary thread context, never inside the handler.
 //!
+//! The dump is streamed ([`crate::dump::write_text`]): each task is read
+//! and written before the next, so a dump of many tasks needs memory for
+//! one. Tasks therefore come in registry order, not sorted by id. The
+//! output is a line `async-stack: task dump on signal N`, the text form of
+//! every task, and an empty line.
+//!
 //! ```no_run
 //! // Then `kill -USR1 <pid>` prints every task to stderr.
 //! let _dumper = async_stack::signal::dump_on(signal_hook::consts::SIGUSR1).unwrap();
@@ -63,11 +69,12 @@ pub fn dump_on_to(signal: i32, target: DumpTarget) -> io::Result<SignalDumper> {
         .name("async-stack-signal-dump".into())
         .spawn(move || {
             for sig in signals.forever() {
-                let dump = crate::dump();
-                // Rendered straight into the (buffered) target, never into
-                // one string as large as the dump.
+                // Streamed: each task is read and written before the next,
+                // never held all at once, neither as tasks nor as text.
                 let _ = write_dump(&target, |w| {
-                    write!(w, "async-stack: task dump on signal {sig}\n{dump}\n")
+                    writeln!(w, "async-stack: task dump on signal {sig}")?;
+                    crate::dump::write_text(&mut *w)?;
+                    writeln!(w)
                 });
             }
         })?;
@@ -89,17 +96,19 @@ fn max_signal() -> i32 {
     }
 }
 
+/// Opens `target` and runs `write` on it. `write` buffers its own output
+/// ([`crate::dump::write_text`] writes in chunks), so the target is not
+/// buffered here.
 fn write_dump(
     target: &DumpTarget,
     write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
 ) -> io::Result<()> {
-    let sink: Box<dyn Write> = match target {
+    let mut out: Box<dyn Write> = match target {
         DumpTarget::Stderr => Box::new(io::stderr().lock()),
         DumpTarget::File(path) => {
             Box::new(OpenOptions::new().create(true).append(true).open(path)?)
         }
     };
-    let mut out = io::BufWriter::new(sink);
     write(&mut out)?;
     out.flush()
 }

@@ -3,8 +3,8 @@
 //!
 //! It reads the same non-blocking dumps as [`crate::dump()`], so it never
 //! pauses a task, and each check reads two words of every task and copies
-//! the stacks only of tasks already past a threshold, so it stays cheap
-//! with many tasks. Each stall is reported once: a task is reported again only
+//! the stacks only of tasks already past a threshold, one at a time
+//! ([`crate::dump::live_tasks`]), so it stays cheap with many tasks. Each stall is reported once: a task is reported again only
 //! after it has left the stalled state (yielded, or been woken) and stalled
 //! anew.
 //!
@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::dump::{TaskDump, TaskInfo, format_duration};
+use crate::dump::{TaskInfo, format_duration};
 use crate::task::TaskState;
 
 /// Why a task was reported.
@@ -70,13 +70,7 @@ impl std::fmt::Display for StallReport {
             self.task.id,
             format_duration(self.task.time_in_state())
         )?;
-        let single = TaskDump {
-            version: crate::dump::DUMP_FORMAT_VERSION,
-            tasks: vec![self.task.clone()],
-            torn_copies: 0,
-            untracked_roots: 0,
-        };
-        write!(f, "{single}")
+        write!(f, "{}", self.task)
     }
 }
 
@@ -196,24 +190,28 @@ fn check(
     callback: &(dyn Fn(&StallReport) + Send + Sync),
 ) {
     // Only tasks already over a threshold are read in full (a pass over
-    // 100,000 calm tasks reads two words of each); what is read is then
-    // classified again, as it may have moved on in between.
-    let dump = crate::dump::dump_where(|_, state, ms| {
-        stall_kind(state, Duration::from_millis(ms), running, idle).is_some()
-    });
+    // 100,000 calm tasks reads two words of each), one at a time into one
+    // scratch task; what is read is then classified again, as it may have
+    // moved on in between. Only a new stall is copied, into its report.
     let mut still = HashSet::new();
-    for task in dump.tasks {
-        let Some(kind) = stall_kind(task.state, task.time_in_state(), running, idle) else {
-            continue;
-        };
-        // One report per episode: the key stays while the task stays
-        // stalled, and is forgotten at the first check that finds it not.
-        let key = (task.id, kind);
-        still.insert(key);
-        if reported.insert(key) {
-            callback(&StallReport { kind, task });
-        }
-    }
+    crate::dump::live_tasks()
+        .filter(|status| stall_kind(status.state, status.time_in_state(), running, idle).is_some())
+        .for_each(|task| {
+            let Some(kind) = stall_kind(task.state, task.time_in_state(), running, idle) else {
+                return;
+            };
+            // One report per episode: the key stays while the task stays
+            // stalled, and is forgotten at the first check that finds it
+            // not.
+            let key = (task.id, kind);
+            still.insert(key);
+            if reported.insert(key) {
+                callback(&StallReport {
+                    kind,
+                    task: task.clone(),
+                });
+            }
+        });
     reported.retain(|k| still.contains(k));
 }
 

@@ -4,8 +4,9 @@
 //! `cargo bench -p benches` and prints markdown: the `poll_depth` per-level
 //! per-poll table with the async-stack / async-backtrace and
 //! async-stack / await-tree ratios and the targets, then the `root`,
-//! `capture`, `spawn` and `dump` tables, and last a table of every target
-//! with its verdict. Each time is criterion's headline estimate (the
+//! `capture`, `spawn`, `dump` and `dump_cold` tables, and last a table of
+//! every target with its verdict. (`dump_cold_alloc`'s estimates are bytes,
+//! not nanoseconds.) Each time is criterion's headline estimate (the
 //! regression slope when criterion has one, else the mean), the number
 //! printed after `time:` by `cargo bench`.
 //!
@@ -34,6 +35,11 @@ const TARGET_SPAWN_POLLS: u32 = 1;
 /// Largest acceptable time for `dump().to_string()` of the `dump` bench's
 /// tasks, ms.
 const TARGET_DUMP_MS: f64 = 5.0;
+/// Largest acceptable time for the first streamed dump of the same tasks
+/// in a fresh process (`dump_cold`), ms.
+const TARGET_COLD_DUMP_MS: f64 = 5.0;
+/// Most bytes the first streamed dump of those tasks may allocate, MB.
+const TARGET_COLD_DUMP_MB: f64 = 2.0;
 
 /// `(group, function, parameter)` -> criterion's typical time in ns.
 type Results = BTreeMap<(String, String, String), Estimate>;
@@ -71,6 +77,7 @@ fn main() -> ExitCode {
     capture(&r);
     spawn(&r);
     dump(&r);
+    dump_cold(&r);
     targets(&r);
     ExitCode::SUCCESS
 }
@@ -468,9 +475,10 @@ fn spawn_targets(r: &Lookup<'_>, group: &str, runtime: &str) -> Vec<Target> {
 }
 
 /// Every `dump` variant, async-stack first.
-const DUMP_VARIANTS: [&str; 6] = [
+const DUMP_VARIANTS: [&str; 7] = [
     names::DUMP_SNAPSHOT,
     names::DUMP_TEXT,
+    names::DUMP_WRITE_TEXT,
     names::DUMP_JSON,
     names::AB_TASKDUMP,
     names::AT_COLLECT,
@@ -520,6 +528,59 @@ fn dump_target(r: &Lookup<'_>) -> Target {
     )
 }
 
+/// The `dump_cold` variants, streamed first.
+const DUMP_COLD_VARIANTS: [&str; 2] = [names::COLD_WRITE_TEXT, names::COLD_TO_STRING];
+
+fn dump_cold(r: &Lookup<'_>) {
+    println!("## dump_cold\n");
+    println!(
+        "The first dump of {DUMP_TASKS} tasks × {DUMP_DEPTH} frames in a fresh process (one \
+         process per iteration); ms per dump and MB allocated during it (95% interval):\n"
+    );
+    println!("| variant | ms | × whole | MB allocated | × whole |");
+    println!("|---|---:|---:|---:|---:|");
+    let time = |v: &str| r.get(names::DUMP_COLD, v, "");
+    let bytes = |v: &str| r.get(names::DUMP_COLD_ALLOC, v, "");
+    let whole = names::COLD_TO_STRING;
+    for variant in DUMP_COLD_VARIANTS {
+        println!(
+            "| {variant} | {} | {} | {} | {} |",
+            r.with_ci(names::DUMP_COLD, variant, "", 1e6, 2),
+            fmt(ratio(time(variant), time(whole)), 3),
+            r.with_ci(names::DUMP_COLD_ALLOC, variant, "", 1e6, 3),
+            fmt(ratio(bytes(variant), bytes(whole)), 4)
+        );
+    }
+    println!();
+    for target in dump_cold_targets(r) {
+        println!("- {}", target.line());
+    }
+    println!();
+}
+
+fn dump_cold_targets(r: &Lookup<'_>) -> [Target; 2] {
+    let v = names::COLD_WRITE_TEXT;
+    [
+        Target::at_most(
+            format!(
+                "≤ {TARGET_COLD_DUMP_MS} ms for the first write_text of {DUMP_TASKS} tasks × \
+                 {DUMP_DEPTH} frames in a fresh process"
+            ),
+            r.get(names::DUMP_COLD, v, "").map(|ns| ns / 1e6),
+            TARGET_COLD_DUMP_MS,
+            " ms",
+            2,
+        ),
+        Target::at_most(
+            format!("≤ {TARGET_COLD_DUMP_MB} MB allocated by that dump"),
+            r.get(names::DUMP_COLD_ALLOC, v, "").map(|b| b / 1e6),
+            TARGET_COLD_DUMP_MB,
+            " MB",
+            3,
+        ),
+    ]
+}
+
 /// Every target, with its verdict.
 fn targets(r: &Lookup<'_>) {
     println!("## targets\n");
@@ -532,7 +593,8 @@ fn targets(r: &Lookup<'_>) {
             names::SPAWN_CURRENT_THREAD,
             "current_thread",
         ))
-        .chain([dump_target(r)]);
+        .chain([dump_target(r)])
+        .chain(dump_cold_targets(r));
     for t in all {
         println!(
             "| {} | {} | {} |",

@@ -1,50 +1,155 @@
-//! Collection: reads every live task's record into the dump model.
+//! Collection: reads live tasks' records into the dump model.
 //!
 //! Each task record is copied under its sequence counter (see
 //! [`crate::task`]); interned site ids are resolved through one snapshot of
 //! the site tables per dump, so that resolving an id is an index, not a
-//! lock.
+//! lock. [`Reader`] does both, for one record at a time; on top of it,
+//! [`dump_where`] collects a whole [`TaskDump`], and [`for_each_task`]
+//! hands each task, read into one reused scratch [`TaskInfo`], to a
+//! visitor (the streaming dumps of `stream.rs`).
 
 use std::borrow::Cow;
 
-use super::{DUMP_FORMAT_VERSION, DumpFrame, SourceLocation, TaskDump, TaskInfo};
+use super::{
+    DUMP_FORMAT_VERSION, DumpFrame, DumpSummary, SourceLocation, TaskDump, TaskInfo, TaskStatus,
+};
 use crate::record::site::{AwaitSite, CallSite, await_site_by_id, call_site_by_id};
 use crate::task::TaskState;
-use crate::task::record::RawTask;
+use crate::task::record::{RawTask, TaskRecord};
 use crate::task::registry;
 use crate::task::stack::{CopiedFrame, StackCopy, word};
 
-impl TaskInfo {
-    fn from_raw(raw: RawTask, copy: &StackCopy, sites: &Sites, now_ms: u64) -> TaskInfo {
-        let copied: &[CopiedFrame] = if raw.stack_copied { &copy.frames } else { &[] };
-        // The copy is already a tree in source order. One loop with one
-        // closure, collected from an exact-size iterator, so that each
-        // frame is written in place; see `dump_frame`.
-        let frames = copied.iter().map(|f| dump_frame(f, sites)).collect();
-        let (root_call, _) = sites.resolve(raw.root_site);
-        TaskInfo {
-            id: raw.id,
-            // A spawn helper's name, or else the root's explicit one
-            // (`#[traced_async(name = ..)]`, `.traced_named(..)`), which the
-            // record does not copy per task.
-            name: raw.name.map(|n| n.to_string()).or_else(|| {
-                root_call
-                    .filter(|c| c.explicit_name() && !c.is_anonymous())
-                    .map(|c| c.name().to_owned())
-            }),
-            state: raw.state,
-            state_ms: now_ms.saturating_sub(raw.since_ms),
-            polls: raw.polls,
-            wakes: raw.wakes,
-            parent: (raw.parent != 0).then_some(raw.parent),
-            spawned_at: raw
-                .location
-                .map(|l| location(l.file(), l.line(), l.column())),
-            root: (raw.root_site != 0).then(|| function_of(root_call)),
-            frames,
-            hidden_frames: if raw.stack_copied { copy.hidden } else { 0 },
-            stack_unavailable: !raw.stack_copied,
+/// Reads task records into the dump model, reusing from record to record
+/// one clock reading, one stack copy, and one snapshot of the site tables.
+///
+/// A record is read in two steps: [`Reader::status`] (two loads: id and
+/// state) for a filter to look at, then [`Reader::read`], which copies
+/// the whole record as one instant. A task can move on in between, so the
+/// state of the copy may differ from the status.
+pub(super) struct Reader {
+    /// The time every task's time in state is measured against.
+    now_ms: u64,
+    copy: StackCopy,
+    sites: Sites,
+    /// Stack copies that raced with a writer and were retried, so far.
+    torn: u64,
+    /// A name buffer kept while the scratch task has no name, so that a
+    /// stream of tasks, named or not, allocates names once.
+    spare_name: String,
+}
+
+impl Reader {
+    pub(super) fn new() -> Self {
+        Reader {
+            now_ms: crate::record::clock::system_ms(),
+            copy: StackCopy::default(),
+            sites: Sites::new(),
+            torn: 0,
+            spare_name: String::new(),
         }
+    }
+
+    /// Id, state and time in state of the task in `record`, `None` if the
+    /// record is free. Reads two words, not the stack.
+    #[inline]
+    pub(super) fn status(&self, record: &TaskRecord) -> Option<TaskStatus> {
+        let (id, state, since_ms) = record.peek(self.now_ms)?;
+        Some(TaskStatus {
+            id,
+            state,
+            state_ms: self.now_ms.saturating_sub(since_ms),
+        })
+    }
+
+    /// Copies `record` into `into`, reusing its buffers; `false` (and
+    /// `into` unspecified) if the task ended meanwhile.
+    pub(super) fn read(&mut self, record: &TaskRecord, into: &mut TaskInfo) -> bool {
+        let Some(raw) = record.read(&mut self.copy, self.now_ms) else {
+            return false;
+        };
+        self.torn += u64::from(raw.torn);
+        self.fill(raw, into);
+        true
+    }
+
+    /// Stack copies retried so far.
+    pub(super) fn torn_copies(&self) -> u64 {
+        self.torn
+    }
+
+    /// Writes `raw` (whose stack is in `self.copy`) into `t`.
+    fn fill(&mut self, raw: RawTask, t: &mut TaskInfo) {
+        let copied: &[CopiedFrame] = if raw.stack_copied {
+            &self.copy.frames
+        } else {
+            &[]
+        };
+        let sites = &self.sites;
+        // The copy is already a tree in source order. One loop with one
+        // closure, from an exact-size iterator, so that each frame is
+        // written in place; see `dump_frame`.
+        t.frames.clear();
+        t.frames.extend(copied.iter().map(|f| dump_frame(f, sites)));
+        let (root_call, _) = sites.resolve(raw.root_site);
+        // A spawn helper's name, or else the root's explicit one
+        // (`#[traced_async(name = ..)]`, `.traced_named(..)`), which the
+        // record does not copy per task.
+        let name = raw.name.as_deref().map(String::as_str).or_else(|| {
+            root_call
+                .filter(|c| c.explicit_name() && !c.is_anonymous())
+                .map(CallSite::name)
+        });
+        match (name, &mut t.name) {
+            (Some(name), Some(buf)) => {
+                buf.clear();
+                buf.push_str(name);
+            }
+            (Some(name), slot @ None) => {
+                let mut buf = std::mem::take(&mut self.spare_name);
+                buf.clear();
+                buf.push_str(name);
+                *slot = Some(buf);
+            }
+            (None, slot) => {
+                if let Some(buf) = slot.take() {
+                    self.spare_name = buf;
+                }
+            }
+        }
+        t.id = raw.id;
+        t.state = raw.state;
+        t.state_ms = self.now_ms.saturating_sub(raw.since_ms);
+        t.polls = raw.polls;
+        t.wakes = raw.wakes;
+        t.parent = (raw.parent != 0).then_some(raw.parent);
+        t.spawned_at = raw
+            .location
+            .map(|l| location(l.file(), l.line(), l.column()));
+        t.root = (raw.root_site != 0).then(|| function_of(root_call));
+        t.hidden_frames = if raw.stack_copied {
+            self.copy.hidden
+        } else {
+            0
+        };
+        t.stack_unavailable = !raw.stack_copied;
+    }
+}
+
+/// An empty task to read records into.
+pub(super) fn scratch_task() -> TaskInfo {
+    TaskInfo {
+        id: 0,
+        name: None,
+        state: TaskState::Idle,
+        state_ms: 0,
+        polls: 0,
+        wakes: 0,
+        parent: None,
+        spawned_at: None,
+        root: None,
+        frames: Vec::new(),
+        hidden_frames: 0,
+        stack_unavailable: false,
     }
 }
 
@@ -148,31 +253,55 @@ fn location(file: &'static str, line: u32, column: u32) -> SourceLocation {
     }
 }
 
-/// A dump of the live tasks that `keep` selects by id, state and time in
-/// that state (ms), which it sees before anything else of a task is read:
-/// a task it skips costs two loads, not a copy of its stack. For the stall
-/// watchdog, which looks for the few stalled tasks among many, and the
-/// panic hook, which looks for one.
-pub(crate) fn dump_where(keep: impl Fn(u64, TaskState, u64) -> bool) -> TaskDump {
-    let now_ms = crate::record::clock::system_ms();
+/// Visits, in registry order, every live task that `keep` selects by its
+/// status, which it sees before anything else of a task is read: a task it
+/// skips costs two loads, not a copy of its stack. Each task is read into
+/// the same scratch [`TaskInfo`], so a pass allocates for one task, not for
+/// all of them.
+pub(super) fn for_each_task(
+    mut keep: impl FnMut(&TaskStatus) -> bool,
+    mut visit: impl FnMut(&TaskInfo),
+) -> DumpSummary {
+    let mut reader = Reader::new();
+    let mut task = scratch_task();
+    let mut tasks = 0;
+    registry::for_each_record(|record| {
+        let Some(status) = reader.status(record) else {
+            return;
+        };
+        if keep(&status) && reader.read(record, &mut task) {
+            tasks += 1;
+            visit(&task);
+        }
+    });
+    DumpSummary {
+        tasks,
+        torn_copies: reader.torn_copies(),
+        untracked_roots: registry::untracked(),
+    }
+}
+
+/// A dump of the live tasks that `keep` selects (see [`for_each_task`]),
+/// sorted by id.
+pub(super) fn dump_where(mut keep: impl FnMut(&TaskStatus) -> bool) -> TaskDump {
     // Room for every record ever used, the most tasks that can be live, so
     // the (large) task list is never regrown and copied. Counting reads no
     // record; the reservation is a fraction of the memory the records
     // themselves hold.
     let mut tasks = Vec::with_capacity(registry::record_count());
-    let mut torn = 0u64;
-    let mut copy = StackCopy::default();
-    let sites = Sites::new();
+    let mut reader = Reader::new();
     registry::for_each_record(|record| {
-        let Some((id, state, since_ms)) = record.peek(now_ms) else {
+        let Some(status) = reader.status(record) else {
             return;
         };
-        if !keep(id, state, now_ms.saturating_sub(since_ms)) {
+        if !keep(&status) {
             return;
         }
-        if let Some(raw) = record.read(&mut copy, now_ms) {
-            torn += u64::from(raw.torn);
-            tasks.push(TaskInfo::from_raw(raw, &copy, &sites, now_ms));
+        // A fresh task each time: its frames are collected straight into
+        // a vector of the right size.
+        let mut task = scratch_task();
+        if reader.read(record, &mut task) {
+            tasks.push(task);
         }
     });
     // Ids are unique, so an unstable sort gives the same order, without a
@@ -184,7 +313,7 @@ pub(crate) fn dump_where(keep: impl Fn(u64, TaskState, u64) -> bool) -> TaskDump
     TaskDump {
         version: DUMP_FORMAT_VERSION,
         tasks,
-        torn_copies: torn,
+        torn_copies: reader.torn_copies(),
         untracked_roots: registry::untracked(),
     }
 }
@@ -206,17 +335,48 @@ mod tests {
         let (ia, ib) = (a.task_id().unwrap(), b.task_id().unwrap());
         let ours = |id: u64| id == ia || id == ib;
 
-        let one = dump_where(|id, _, _| id == ia);
+        let one = dump_where(|s| s.id == ia);
         assert_eq!(one.tasks.len(), 1);
         let task = &one.tasks[0];
         assert_eq!((task.id, task.name.as_deref()), (ia, Some("where-a")));
         assert_eq!(task.frames.len(), 1);
         assert_eq!(task.frames[0].function, "where-a");
 
-        let running = dump_where(|id, state, _| ours(id) && state == TaskState::Running);
+        let running = dump_where(|s| ours(s.id) && s.state == TaskState::Running);
         assert!(running.tasks.is_empty());
-        let idle = dump_where(|id, state, _| ours(id) && state == TaskState::Idle);
+        let idle = dump_where(|s| ours(s.id) && s.state == TaskState::Idle);
         let ids: Vec<u64> = idle.tasks.iter().map(|t| t.id).collect();
         assert_eq!(ids, [ia, ib]);
+    }
+
+    /// Each task is read afresh into the one scratch task: a name is never
+    /// left over from the task before (named, unnamed, named), and what is
+    /// handed over is what a whole dump holds.
+    #[test]
+    fn for_each_task_reads_each_task_afresh_into_one_scratch() {
+        use crate::TracedExt;
+        use std::task::{Context, Waker};
+
+        let mut a = Box::pin(std::future::pending::<()>().traced_named("each-a"));
+        let mut b = Box::pin(std::future::pending::<()>().traced());
+        let mut c = Box::pin(std::future::pending::<()>().traced_named("each-c"));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(a.as_mut().poll(&mut cx).is_pending());
+        assert!(b.as_mut().poll(&mut cx).is_pending());
+        assert!(c.as_mut().poll(&mut cx).is_pending());
+        let ids = [a.task_id(), b.task_id(), c.task_id()].map(Option::unwrap);
+
+        let mut seen = Vec::new();
+        let summary = for_each_task(|s| ids.contains(&s.id), |t| seen.push(t.clone()));
+        assert_eq!(summary.tasks, 3);
+        seen.sort_by_key(|t| t.id);
+        let names: Vec<Option<&str>> = seen.iter().map(|t| t.name.as_deref()).collect();
+        assert_eq!(names, [Some("each-a"), None, Some("each-c")]);
+        let mut whole = dump_where(|s| ids.contains(&s.id)).tasks;
+        // Read at two instants: times may differ by a tick of the clock.
+        for t in seen.iter_mut().chain(&mut whole) {
+            t.state_ms = 0;
+        }
+        assert_eq!(seen, whole);
     }
 }

@@ -38,11 +38,21 @@
 //! tree, ...) that keep rendering a dump read from a file linear in the
 //! file's size.
 //!
+//! # Streaming
+//!
+//! A [`TaskDump`] holds every task at once. [`write_text`] writes the same
+//! text (in registry order rather than by id) one task at a time, and
+//! [`live_tasks`] hands each task to a closure, so that a dump of many
+//! tasks allocates for one task, not for all of them: what the signal
+//! dump, the stall watchdog and the panic hook use. [`TaskInfo`]'s
+//! `Display` is one task's entry of the text form.
+//!
 //! # Files
 //!
 //! - `mod.rs` (this file): the model ([`TaskDump`], [`TaskInfo`],
 //!   [`DumpFrame`]) and its filters;
 //! - `collect.rs`: reading the task records into that model;
+//! - `stream.rs`: the streaming forms ([`write_text`], [`live_tasks`]);
 //! - `text.rs`: the Go-style text form;
 //! - `json.rs`: the JSON form, and why reading one fails
 //!   ([`FromJsonError`]);
@@ -60,12 +70,13 @@ use crate::task::TaskState;
 mod bounds;
 mod collect;
 mod json;
+mod stream;
 mod text;
 #[cfg(test)]
 mod text_tests;
 
-pub(crate) use collect::dump_where;
 pub use json::FromJsonError;
+pub use stream::{DumpSummary, LiveTasks, TaskStatus, live_tasks, write_text};
 pub use text::format_duration;
 
 /// A source location (file, line, column).
@@ -180,6 +191,10 @@ pub const DUMP_FORMAT_VERSION: u32 = 2;
 /// Never blocks, pauses or polls any task; safe to call from any thread,
 /// including from inside a task, a signal-dump thread or a watchdog.
 ///
+/// The dump holds every task at once, sorted by id. To print many tasks,
+/// [`write_text`] writes the same text one task at a time, without
+/// building the dump.
+///
 /// ```
 /// use async_stack::{dump, traced_async, TaskState};
 ///
@@ -201,7 +216,7 @@ pub const DUMP_FORMAT_VERSION: u32 = 2;
 /// pool.run();
 /// ```
 pub fn dump() -> TaskDump {
-    dump_where(|_, _, _| true)
+    collect::dump_where(|_| true)
 }
 
 impl TaskDump {

@@ -6,12 +6,20 @@
 //! and each distinct stack is formatted once per render and copied after
 //! that (`TextCache`).
 //!
+//! One renderer, [`TextRenderer`], writes a task's entry (header, frames,
+//! footer) wherever the text goes: into one `String` ([`TaskDump::to_text`]),
+//! a formatter (`Display` of [`TaskDump`] and of [`TaskInfo`]), or, task by
+//! task, an [`io::Write`] through a bounded buffer ([`TextStream`], for the
+//! streaming dumps of `stream.rs`). Its caches keep copies of what they
+//! cached, not references, so they outlive the task they were filled from.
+//!
 //! The output is linear in the dump's size whatever it holds: a frame's
 //! indentation stops at `2 * STACK_CAPACITY` columns (`MAX_FRAME_INDENT`),
 //! even for a depth that only a dump built in code can hold.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::{self, Write as _};
+use std::io;
 use std::time::Duration;
 
 use super::{DumpFrame, SourceLocation, TaskDump, TaskInfo};
@@ -170,7 +178,50 @@ fn stack_hash(frames: &[DumpFrame]) -> u64 {
     })
 }
 
-/// Text rendered once per render and copied wherever it repeats.
+/// A key of a [`TextCache`]: something whose text the cache keeps, compared
+/// as far as the text shows, and kept in the slot as an owned copy (so
+/// that the cache outlives the task it was filled from: a streaming dump
+/// reads every task into the same scratch).
+trait CacheKey {
+    /// The copy a slot keeps.
+    type Owned;
+    /// Whether `seen` renders to the same text as `self`.
+    fn same(&self, seen: &Self::Owned) -> bool;
+    /// Keeps a copy of `self` in `slot`, reusing what it holds.
+    fn store(&self, slot: &mut Option<Self::Owned>);
+}
+
+impl CacheKey for DumpFrame {
+    type Owned = DumpFrame;
+
+    #[inline]
+    fn same(&self, seen: &DumpFrame) -> bool {
+        same_frame_text(self, seen)
+    }
+
+    fn store(&self, slot: &mut Option<DumpFrame>) {
+        // Strings of a live dump are borrowed (`'static`), so this copies
+        // pointers, not text.
+        *slot = Some(self.clone());
+    }
+}
+
+impl CacheKey for [DumpFrame] {
+    type Owned = Vec<DumpFrame>;
+
+    #[inline]
+    fn same(&self, seen: &Vec<DumpFrame>) -> bool {
+        same_stack_text(self, seen)
+    }
+
+    fn store(&self, slot: &mut Option<Vec<DumpFrame>>) {
+        let seen = slot.get_or_insert_with(Vec::new);
+        seen.clear();
+        seen.extend_from_slice(self);
+    }
+}
+
+/// Text rendered once and copied wherever it repeats.
 ///
 /// A dump repeats itself: frames come from a few interned sites, and many
 /// tasks wait in the same place. 10,000 tasks at depth 9 hold 90,000 frames
@@ -179,18 +230,18 @@ fn stack_hash(frames: &[DumpFrame]) -> u64 {
 /// stacks (which it renders from the first).
 ///
 /// Each is a direct-mapped table: a key hashes to one slot, which keeps
-/// the last key rendered there and its text. A hit (the key compares
-/// equal, as far as the text shows) copies the text; a miss, or a
+/// a copy of the last key rendered there and its text. A hit (the key
+/// compares equal, as far as the text shows) copies the text; a miss, or a
 /// collision, renders it again into the slot. So a table is never wrong,
 /// only sometimes slower, and its size is bounded whatever the dump holds.
-struct TextCache<'a, K: ?Sized> {
-    slots: Box<[(Option<&'a K>, String)]>,
+struct TextCache<K: CacheKey + ?Sized> {
+    slots: Box<[(Option<K::Owned>, String)]>,
     /// `64 - log2(slots)`: a key's slot is the top bits of its hash (a
     /// multiplicative hash mixes into those).
     shift: u32,
 }
 
-impl<'a, K: ?Sized> TextCache<'a, K> {
+impl<K: CacheKey + ?Sized> TextCache<K> {
     /// A table of `2^bits` slots.
     fn new(bits: u32) -> Self {
         assert!((1..=16).contains(&bits), "a table of 2 to 65536 slots");
@@ -201,87 +252,118 @@ impl<'a, K: ?Sized> TextCache<'a, K> {
     }
 
     /// The text of `key` (with hash `hash`): the text in its slot if the
-    /// slot holds a key `same` as it, else rendered there by `render` first.
+    /// slot holds a key that renders the same, else rendered there by
+    /// `render` first.
     #[inline]
-    fn text(
-        &mut self,
-        key: &'a K,
-        hash: u64,
-        same: impl FnOnce(&K, &K) -> bool,
-        render: impl FnOnce(&mut String, &'a K),
-    ) -> &str {
+    fn text(&mut self, key: &K, hash: u64, render: impl FnOnce(&mut String, &K)) -> &str {
         let (seen, text) = &mut self.slots[(hash >> self.shift) as usize];
-        if !seen.is_some_and(|seen| same(seen, key)) {
+        if !seen.as_ref().is_some_and(|seen| key.same(seen)) {
             text.clear();
             render(text, key);
-            *seen = Some(key);
+            key.store(seen);
         }
         text
     }
 }
 
-/// Writes `frames` innermost first: a post-order walk of the pre-order
-/// tree, indented by depth, so a linear stack reads top-down from the leaf
-/// and each pending branch appears (in source order) above its parent.
+/// Writes `frames` innermost first, each through `write`: a post-order
+/// walk of the pre-order tree, indented by depth, so a linear stack reads
+/// top-down from the leaf and each pending branch appears (in source order)
+/// above its parent.
 ///
-/// One pass: `open` holds the frames whose subtree has not ended, with
-/// strictly increasing depths. A frame's subtree ends at the first later
-/// frame that is no deeper (or at the end), which then writes it, after its
-/// deeper descendants still open: children before their parent, sibling
-/// subtrees in order.
-fn write_stack<'a>(
+/// One pass: `open` holds the indices of the frames whose subtree has not
+/// ended, with strictly increasing depths. A frame's subtree ends at the
+/// first later frame that is no deeper (or at the end), which then writes
+/// it, after its deeper descendants still open: children before their
+/// parent, sibling subtrees in order.
+fn write_stack(
     out: &mut String,
-    frames: &'a [DumpFrame],
-    frame_text: &mut TextCache<'a, DumpFrame>,
-    open: &mut Vec<&'a DumpFrame>,
+    frames: &[DumpFrame],
+    open: &mut Vec<usize>,
+    mut write: impl FnMut(&mut String, &DumpFrame),
 ) {
-    let mut write = |out: &mut String, frame: &'a DumpFrame| {
-        out.push_str(frame_text.text(frame, frame_hash(frame), same_frame_text, write_frame));
-    };
     open.clear();
-    for frame in frames {
+    for (i, frame) in frames.iter().enumerate() {
         while let Some(&top) = open.last()
-            && top.depth >= frame.depth
+            && frames[top].depth >= frame.depth
         {
             open.pop();
-            write(out, top);
+            write(out, &frames[top]);
         }
-        open.push(frame);
+        open.push(i);
     }
     while let Some(top) = open.pop() {
-        write(out, top);
+        write(out, &frames[top]);
     }
 }
 
-/// Renders tasks as text; what one render reuses from task to task.
-struct TextRenderer<'a> {
+/// The two tables of a [`TextRenderer`] that renders many tasks.
+struct Caches {
     /// Each distinct frame's lines (see [`write_frame`]).
-    frames: TextCache<'a, DumpFrame>,
+    frames: TextCache<DumpFrame>,
     /// Each distinct stack's lines (see [`TextRenderer::write_frames`]).
-    stacks: TextCache<'a, [DumpFrame]>,
-    /// Scratch stack of [`write_stack`].
-    open: Vec<&'a DumpFrame>,
+    stacks: TextCache<[DumpFrame]>,
 }
 
-impl<'a> TextRenderer<'a> {
-    fn new() -> Self {
+/// Renders tasks as text; what one render reuses from task to task. Its
+/// size does not depend on how many tasks it renders: a dump streamed
+/// task by task through one renderer holds one task's text at a time.
+pub(super) struct TextRenderer {
+    /// `None` for a renderer of one task, which renders its frames
+    /// directly.
+    caches: Option<Caches>,
+    /// Scratch stack of [`write_stack`].
+    open: Vec<usize>,
+}
+
+impl TextRenderer {
+    /// A renderer for many tasks: frames and stacks that repeat are
+    /// rendered once.
+    pub(super) fn new() -> Self {
         TextRenderer {
-            frames: TextCache::new(8),
-            stacks: TextCache::new(6),
+            caches: Some(Caches {
+                frames: TextCache::new(8),
+                stacks: TextCache::new(6),
+            }),
+            open: Vec::new(),
+        }
+    }
+
+    /// A renderer for one task, with nothing to reuse.
+    fn uncached() -> Self {
+        TextRenderer {
+            caches: None,
             open: Vec::new(),
         }
     }
 
     /// Writes a task's frames innermost first (see [`write_stack`]),
     /// copying the text when the same stack was rendered before.
-    fn write_frames(&mut self, out: &mut impl TextOut, frames: &'a [DumpFrame]) -> fmt::Result {
-        let (frame_text, open) = (&mut self.frames, &mut self.open);
-        out.put(self.stacks.text(
-            frames,
-            stack_hash(frames),
-            same_stack_text,
-            |text, frames| write_stack(text, frames, frame_text, open),
-        ))
+    fn write_frames(&mut self, out: &mut impl TextOut, frames: &[DumpFrame]) -> fmt::Result {
+        let open = &mut self.open;
+        let Some(Caches {
+            frames: frame_text,
+            stacks,
+        }) = &mut self.caches
+        else {
+            write_stack(out.buf(), frames, open, write_frame);
+            return Ok(());
+        };
+        out.put(stacks.text(frames, stack_hash(frames), |text, frames| {
+            write_stack(text, frames, open, |text, frame| {
+                text.push_str(frame_text.text(frame, frame_hash(frame), write_frame));
+            })
+        }))
+    }
+
+    /// Writes one task as the plain text form shows it: header, frames
+    /// innermost first, footer. Every line ends with `\n`; tasks in a dump
+    /// are separated by one empty line, which is the caller's to write.
+    pub(super) fn write_task(&mut self, out: &mut impl TextOut, t: &TaskInfo) -> fmt::Result {
+        write_header(out.buf(), t);
+        self.write_frames(out, &t.frames)?;
+        write_footer(out.buf(), t);
+        Ok(())
     }
 }
 
@@ -367,7 +449,7 @@ fn write_group_header(out: &mut String, members: &[&TaskInfo]) {
 /// Where the renderer puts text: small pieces (headers, footers) are
 /// appended to a buffer, and the lines of a stack, the bulk of a dump, are
 /// handed over whole from the renderer's cache.
-trait TextOut {
+pub(super) trait TextOut {
     /// The buffer for small pieces.
     fn buf(&mut self) -> &mut String;
     /// Appends `text` after what `buf` holds.
@@ -417,6 +499,78 @@ impl TextOut for FormatterOut<'_, '_> {
     }
 }
 
+/// How much text a [`TextStream`] gathers before it writes: large enough
+/// that an unbuffered target (stderr, a file) sees few writes, small
+/// enough to stay in cache.
+const STREAM_CHUNK: usize = 32 * 1024;
+
+/// The text form written task by task to an [`io::Write`]: what
+/// [`super::write_text`] and [`super::LiveTasks::write_text`] use.
+///
+/// Everything (headers, footers and the cached lines of stacks) is
+/// appended to one buffer, handed to the target whenever it holds
+/// [`STREAM_CHUNK`] bytes, so the target sees a few large writes and the
+/// memory used is the buffer, the renderer's caches and one task, however
+/// many tasks are written.
+pub(super) struct TextStream<W: io::Write> {
+    out: W,
+    buf: String,
+    renderer: TextRenderer,
+    /// Tasks written so far.
+    tasks: usize,
+    /// The first error of the target; the stream writes nothing after it.
+    error: Option<io::Error>,
+}
+
+impl<W: io::Write> TextStream<W> {
+    pub(super) fn new(out: W) -> Self {
+        TextStream {
+            out,
+            buf: String::with_capacity(STREAM_CHUNK + STREAM_CHUNK / 4),
+            renderer: TextRenderer::new(),
+            tasks: 0,
+            error: None,
+        }
+    }
+
+    /// Writes one task, after an empty line unless it is the first: the
+    /// same text [`TaskDump`]'s `Display` writes for it.
+    pub(super) fn task(&mut self, t: &TaskInfo) {
+        if self.error.is_some() {
+            return;
+        }
+        if self.tasks > 0 {
+            self.buf.push('\n');
+        }
+        self.tasks += 1;
+        // Writing to a `String` cannot fail.
+        let _ = self.renderer.write_task(&mut self.buf, t);
+        if self.buf.len() >= STREAM_CHUNK {
+            self.write_buf();
+        }
+    }
+
+    /// Hands what the buffer holds to the target.
+    fn write_buf(&mut self) {
+        if let Err(e) = self.out.write_all(self.buf.as_bytes()) {
+            self.error = Some(e);
+        }
+        self.buf.clear();
+    }
+
+    /// Writes what is left and flushes the target; the first error the
+    /// target gave, if any.
+    pub(super) fn finish(mut self) -> io::Result<()> {
+        if self.error.is_none() && !self.buf.is_empty() {
+            self.write_buf();
+        }
+        match self.error.take() {
+            Some(e) => Err(e),
+            None => self.out.flush(),
+        }
+    }
+}
+
 impl TaskDump {
     /// The Go-style text form, as `Display` writes it (`coalesce` is what
     /// `{:#}` selects), in one `String` allocated for it up front.
@@ -436,9 +590,7 @@ impl TaskDump {
                 if i > 0 {
                     out.buf().push('\n');
                 }
-                write_header(out.buf(), t);
-                r.write_frames(out, &t.frames)?;
-                write_footer(out.buf(), t);
+                r.write_task(out, t)?;
             }
             return Ok(());
         }
@@ -484,6 +636,53 @@ impl fmt::Display for TaskDump {
             buf: String::with_capacity(256),
         };
         self.render(&mut out, coalesce)?;
+        out.flush()
+    }
+}
+
+impl fmt::Display for TaskInfo {
+    /// The task as the text form of a dump shows it: exactly its entry in
+    /// `dump().to_string()` (header, frames innermost first, then where it
+    /// was spawned), every line ending in `\n`.
+    ///
+    /// ```
+    /// use async_stack::dump::{DumpFrame, SourceLocation};
+    /// use async_stack::{TaskInfo, TaskState};
+    ///
+    /// let at = |line| Some(SourceLocation { file: "src/app.rs".into(), line, column: 9 });
+    /// let task = TaskInfo {
+    ///     id: 7,
+    ///     name: Some("handler".into()),
+    ///     state: TaskState::Idle,
+    ///     state_ms: 2_345,
+    ///     polls: 4,
+    ///     wakes: 3,
+    ///     parent: Some(1),
+    ///     spawned_at: at(90),
+    ///     root: Some("app::handle".into()),
+    ///     frames: vec![
+    ///         DumpFrame { depth: 0, function: "app::handle".into(), defined_at: at(40), awaiting_at: at(41), running: false },
+    ///         DumpFrame { depth: 1, function: "app::fetch".into(), defined_at: at(50), awaiting_at: at(52), running: false },
+    ///     ],
+    ///     hidden_frames: 0,
+    ///     stack_unavailable: false,
+    /// };
+    /// assert_eq!(
+    ///     task.to_string(),
+    ///     "task 7 \"handler\" [idle 2.3s, 4 polls]:\n\
+    ///     \x20   app::fetch [async]\n\
+    ///     \x20       awaiting at src/app.rs:52:9\n\
+    ///     \x20 app::handle [async]\n\
+    ///     \x20     awaiting at src/app.rs:41:9\n\
+    ///     \x20 spawned at src/app.rs:90:9 by task 1\n"
+    /// );
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = FormatterOut {
+            f,
+            buf: String::with_capacity(256),
+        };
+        TextRenderer::uncached().write_task(&mut out, self)?;
         out.flush()
     }
 }

@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use super::text::TextStream;
 use super::*;
 use crate::task::TaskState;
 
@@ -167,6 +168,25 @@ fn assert_same_text(dump: &TaskDump) {
     assert_eq!(dump.to_string(), plain);
     assert_eq!(dump.to_text(true), coalesced);
     assert_eq!(format!("{dump:#}"), coalesced);
+    assert_eq!(streamed(&dump.tasks), plain);
+    assert_eq!(one_by_one(&dump.tasks), plain);
+}
+
+/// The tasks through the streaming writer, as `write_text` writes them.
+fn streamed(tasks: &[TaskInfo]) -> String {
+    let mut out = Vec::new();
+    let mut stream = TextStream::new(&mut out);
+    for t in tasks {
+        stream.task(t);
+    }
+    stream.finish().unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// Each task's `Display`, separated by an empty line.
+fn one_by_one(tasks: &[TaskInfo]) -> String {
+    let each: Vec<String> = tasks.iter().map(TaskInfo::to_string).collect();
+    each.join("\n")
 }
 
 fn at(file: &str, line: u32, column: u32) -> SourceLocation {
@@ -452,6 +472,8 @@ fn random_dumps_match_the_reference() {
         let plain = reference::text(&dump, false);
         assert_eq!(dump.to_text(false), plain, "round {round}");
         assert_eq!(dump.to_string(), plain, "round {round}");
+        assert_eq!(streamed(&dump.tasks), plain, "round {round}");
+        assert_eq!(one_by_one(&dump.tasks), plain, "round {round}");
         assert_eq!(
             format!("{dump:#}"),
             reference::text(&dump, true),
@@ -465,4 +487,77 @@ fn random_dumps_match_the_reference() {
 #[test]
 fn a_live_dump_matches_the_reference() {
     assert_same_text(&dump());
+}
+
+/// A stream longer than its buffer is written in several chunks, whole:
+/// the same text as the dump's, and the target sees chunks of at least
+/// 32 KB (but the last).
+#[test]
+fn a_long_stream_is_written_whole_in_large_chunks() {
+    /// Records the size of every write.
+    struct Chunks(Vec<u8>, Vec<usize>);
+    impl std::io::Write for Chunks {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.extend_from_slice(buf);
+            self.1.push(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let tasks: Vec<TaskInfo> = (0..2_000)
+        .map(|id| {
+            let depth = 1 + (id % 9) as u32;
+            let frames = (0..depth)
+                .map(|d| frame(d, &format!("app::level{d}"), Some((10 + d, 5)), false))
+                .collect();
+            task(id, frames)
+        })
+        .collect();
+    let dump = dump_of(tasks);
+    let mut out = Chunks(Vec::new(), Vec::new());
+    let mut stream = TextStream::new(&mut out);
+    for t in &dump.tasks {
+        stream.task(t);
+    }
+    stream.finish().unwrap();
+    assert_eq!(String::from_utf8(out.0).unwrap(), dump.to_string());
+    let (last, full) = out.1.split_last().unwrap();
+    assert!(full.len() >= 20, "{} writes", out.1.len());
+    assert!(full.iter().all(|&n| n >= 32 * 1024), "{:?}", out.1);
+    assert!(*last > 0);
+}
+
+/// The target's first error is returned, and nothing is written after it.
+#[test]
+fn a_stream_returns_the_first_error_and_stops_writing() {
+    /// Fails every write after the first.
+    struct FailSecond(usize);
+    impl std::io::Write for FailSecond {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += 1;
+            match self.0 {
+                1 => Ok(buf.len()),
+                _ => Err(std::io::Error::new(
+                    std::io::ErrorKind::BrokenPipe,
+                    "closed",
+                )),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let tasks: Vec<TaskInfo> = (0..2_000)
+        .map(|id| task(id, vec![frame(0, "app::a", Some((1, 1)), false)]))
+        .collect();
+    let mut out = FailSecond(0);
+    let mut stream = TextStream::new(&mut out);
+    for t in &tasks {
+        stream.task(t);
+    }
+    let err = stream.finish().unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe);
+    assert_eq!(out.0, 2, "writes after the error");
 }
