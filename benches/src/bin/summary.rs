@@ -4,10 +4,11 @@
 //! `cargo bench -p benches` and prints markdown: the `poll_depth` per-level
 //! per-poll table with the async-stack / async-backtrace and
 //! async-stack / await-tree ratios and the targets, then the `root`,
-//! `capture`, `spawn` and `dump` tables, and last a table of every target
-//! with its verdict. Each time is criterion's headline estimate (the
+//! `capture`, `spawn`, `dump` and `memory` tables, and last a table of every
+//! target with its verdict. Each time is criterion's headline estimate (the
 //! regression slope when criterion has one, else the mean), the number
-//! printed after `time:` by `cargo bench`.
+//! printed after `time:` by `cargo bench`; for `memory` that number is
+//! resident bytes per live task, not a time (see `benches/memory.rs`).
 //!
 //! ```text
 //! cargo run -p benches --bin summary [-- CRITERION_DIR]
@@ -20,6 +21,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use benches::memory::{self, Figures, Variant};
 use benches::{DEPTHS, DUMP_DEPTH, DUMP_TASKS, POLLS_PER_FUTURE, SPAWN_POLLS, SPAWN_TASKS, names};
 use serde_json::Value;
 
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
     capture(&r);
     spawn(&r);
     dump(&r);
+    memory(&r);
     targets(&r);
     ExitCode::SUCCESS
 }
@@ -520,6 +523,37 @@ fn dump_target(r: &Lookup<'_>) -> Target {
     )
 }
 
+/// The `memory` bench's figures, resident bytes per live task (criterion's
+/// mean over its probes).
+fn memory_figures(r: &Lookup<'_>, variant: Variant, depth: usize) -> Figures {
+    Figures {
+        bytes_per_task: r.get(names::MEMORY, variant.name(), depth),
+        detail: None,
+    }
+}
+
+fn memory(r: &Lookup<'_>) {
+    print!("{}", memory::table(&|v, d| memory_figures(r, v, d)));
+    println!(
+        "(`cargo bench -p benches --bench memory` prints the same table with the future sizes and \
+         heap figures of its probes.)\n"
+    );
+}
+
+fn memory_target(r: &Lookup<'_>) -> Target {
+    Target::at_most(
+        format!(
+            "≤ {} × async-backtrace's added resident bytes per live task at depth {}",
+            memory::TARGET_RATIO_VS_ASYNC_BACKTRACE,
+            memory::TARGET_DEPTH
+        ),
+        memory::target_ratio(&|v, d| memory_figures(r, v, d)),
+        memory::TARGET_RATIO_VS_ASYNC_BACKTRACE,
+        "×",
+        2,
+    )
+}
+
 /// Every target, with its verdict.
 fn targets(r: &Lookup<'_>) {
     println!("## targets\n");
@@ -532,7 +566,7 @@ fn targets(r: &Lookup<'_>) {
             names::SPAWN_CURRENT_THREAD,
             "current_thread",
         ))
-        .chain([dump_target(r)]);
+        .chain([dump_target(r), memory_target(r)]);
     for t in all {
         println!(
             "| {} | {} | {} |",
