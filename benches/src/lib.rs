@@ -22,6 +22,9 @@
 //!   shared by the `capture` bench and the `cold_resolve` binary.
 //! - [`dump_population`]: the 10,000 suspended tasks, 9 frames deep, that
 //!   the `dump` bench and the `dump_cold_probe` binary dump.
+//! - [`memory`]: the memory probe's population of live, suspended tokio
+//!   tasks per variant, and how its resident memory is read; used by the
+//!   `mem_probe` binary and the `memory` bench.
 //! - [`clock`]: the clock all benches read, this thread's CPU time (the
 //!   process's, for work that runs on other threads) unless
 //!   `BENCH_CLOCK=wall`, and the criterion configurations that use it.
@@ -38,6 +41,7 @@ use std::time::Duration;
 
 pub mod clock;
 pub mod dump_population;
+pub mod memory;
 
 /// How many times the leaf of a `poll_depth` chain returns `Pending`.
 ///
@@ -85,6 +89,8 @@ pub mod names {
     /// Group of `benches/dump_cold.rs` whose "time" is bytes allocated by
     /// the same dumps.
     pub const DUMP_COLD_ALLOC: &str = "dump_cold_alloc";
+    /// Group of `benches/memory.rs`: resident bytes per live task.
+    pub const MEMORY: &str = "memory";
 
     /// Plain async fns: the baseline of `poll_depth`, `root` and `spawn`.
     pub const UNTRACED: &str = "untraced";
@@ -99,6 +105,10 @@ pub mod names {
     /// `poll_depth`'s control: a wrapper that only links each level to the
     /// thread's current one and back (the least any frame recording does).
     pub const CONTROL: &str = "control: link only";
+    /// `memory`'s baseline: plain async fns, `tokio::spawn`ed (what
+    /// `untraced` is elsewhere; the probe's command line calls it
+    /// `control`).
+    pub const MEMORY_CONTROL: &str = "control";
 
     /// `async_stack::backtrace()` alone.
     pub const CAPTURE_ONLY: &str = "async-stack capture";
@@ -235,7 +245,7 @@ pub fn time_in_traced_chain(iters: u64, work: fn()) -> Duration {
 }
 
 /// Defines the levels of a chain: `l1` calls `$leaf`, and `lN` calls
-/// `l(N-1)`, for N up to 8, 9 or 32.
+/// `l(N-1)`, for N up to 3, 8, 9, 16 or 32.
 ///
 /// `$level` is a macro invoked once per level as `$level!(lN => callee)`; it
 /// defines `lN`, with whatever instrumentation and signature the variant
@@ -243,10 +253,13 @@ pub fn time_in_traced_chain(iters: u64, work: fn()) -> Duration {
 /// keeps every variant free of per-level boxing.
 #[macro_export]
 macro_rules! chain {
-    (8, $level:ident, $leaf:ident) => {
+    (3, $level:ident, $leaf:ident) => {
         $level!(l1 => $leaf);
         $level!(l2 => l1);
         $level!(l3 => l2);
+    };
+    (8, $level:ident, $leaf:ident) => {
+        $crate::chain!(3, $level, $leaf);
         $level!(l4 => l3);
         $level!(l5 => l4);
         $level!(l6 => l5);
@@ -257,7 +270,7 @@ macro_rules! chain {
         $crate::chain!(8, $level, $leaf);
         $level!(l9 => l8);
     };
-    (32, $level:ident, $leaf:ident) => {
+    (16, $level:ident, $leaf:ident) => {
         $crate::chain!(9, $level, $leaf);
         $level!(l10 => l9);
         $level!(l11 => l10);
@@ -266,6 +279,9 @@ macro_rules! chain {
         $level!(l14 => l13);
         $level!(l15 => l14);
         $level!(l16 => l15);
+    };
+    (32, $level:ident, $leaf:ident) => {
+        $crate::chain!(16, $level, $leaf);
         $level!(l17 => l16);
         $level!(l18 => l17);
         $level!(l19 => l18);

@@ -4,11 +4,13 @@
 //! `cargo bench -p benches` and prints markdown: the `poll_depth` per-level
 //! per-poll table with the async-stack / async-backtrace and
 //! async-stack / await-tree ratios and the targets, then the `root`,
-//! `capture`, `spawn`, `dump` and `dump_cold` tables, and last a table of
-//! every target with its verdict. (`dump_cold_alloc`'s estimates are bytes,
-//! not nanoseconds.) Each time is criterion's headline estimate (the
+//! `capture`, `spawn`, `dump`, `dump_cold` and `memory` tables, and last a
+//! table of every target with its verdict. Each time is criterion's
+//! headline estimate (the
 //! regression slope when criterion has one, else the mean), the number
-//! printed after `time:` by `cargo bench`.
+//! printed after `time:` by `cargo bench`; for `dump_cold_alloc` that
+//! number is bytes allocated, and for `memory` resident bytes per live
+//! task, not a time (see `benches/dump_cold.rs` and `benches/memory.rs`).
 //!
 //! ```text
 //! cargo run -p benches --bin summary [-- CRITERION_DIR]
@@ -21,6 +23,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use benches::memory::{self, Figures, Variant};
 use benches::{DEPTHS, DUMP_DEPTH, DUMP_TASKS, POLLS_PER_FUTURE, SPAWN_POLLS, SPAWN_TASKS, names};
 use serde_json::Value;
 
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
     spawn(&r);
     dump(&r);
     dump_cold(&r);
+    memory(&r);
     targets(&r);
     ExitCode::SUCCESS
 }
@@ -581,6 +585,37 @@ fn dump_cold_targets(r: &Lookup<'_>) -> [Target; 2] {
     ]
 }
 
+/// The `memory` bench's figures, resident bytes per live task (criterion's
+/// mean over its probes).
+fn memory_figures(r: &Lookup<'_>, variant: Variant, depth: usize) -> Figures {
+    Figures {
+        bytes_per_task: r.get(names::MEMORY, variant.name(), depth),
+        detail: None,
+    }
+}
+
+fn memory(r: &Lookup<'_>) {
+    print!("{}", memory::table(&|v, d| memory_figures(r, v, d)));
+    println!(
+        "(`cargo bench -p benches --bench memory` prints the same table with the future sizes and \
+         heap figures of its probes.)\n"
+    );
+}
+
+fn memory_target(r: &Lookup<'_>) -> Target {
+    Target::at_most(
+        format!(
+            "≤ {} × async-backtrace's added resident bytes per live task at depth {}",
+            memory::TARGET_RATIO_VS_ASYNC_BACKTRACE,
+            memory::TARGET_DEPTH
+        ),
+        memory::target_ratio(&|v, d| memory_figures(r, v, d)),
+        memory::TARGET_RATIO_VS_ASYNC_BACKTRACE,
+        "×",
+        2,
+    )
+}
+
 /// Every target, with its verdict.
 fn targets(r: &Lookup<'_>) {
     println!("## targets\n");
@@ -594,7 +629,8 @@ fn targets(r: &Lookup<'_>) {
             "current_thread",
         ))
         .chain([dump_target(r)])
-        .chain(dump_cold_targets(r));
+        .chain(dump_cold_targets(r))
+        .chain([memory_target(r)]);
     for t in all {
         println!(
             "| {} | {} | {} |",
