@@ -94,7 +94,7 @@ use benches::{DUMP_DEPTH, DUMP_TASKS, names};
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 
 mod async_backtrace_chain {
-    use benches::dump_population::park;
+    use benches::park;
 
     macro_rules! level {
         ($name:ident => $callee:ident) => {
@@ -110,7 +110,7 @@ mod async_backtrace_chain {
 
 mod await_tree_chain {
     use await_tree::InstrumentAwait;
-    use benches::dump_population::park;
+    use benches::park;
 
     /// The span the task root is registered with: `l9` and where it is.
     pub const ROOT_SPAN: &str = concat!("l9 at ", file!(), ":", line!());

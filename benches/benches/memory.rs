@@ -47,7 +47,6 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::time::Duration;
 
 use benches::memory::{self, DEPTHS, Detail, Figures, ProbeReport, TASKS, Variant};
@@ -116,24 +115,8 @@ impl ValueFormatter for BytesFormatter {
 
 /// Runs one probe process and returns its report.
 fn run_probe(variant: Variant, depth: usize) -> ProbeReport {
-    let output = Command::new(env!("CARGO_BIN_EXE_mem_probe"))
-        .args([variant.name(), &depth.to_string(), &TASKS.to_string()])
-        .output()
-        .expect("cannot run mem_probe");
-    assert!(
-        output.status.success(),
-        "mem_probe {} {depth} failed ({}):\n{}",
-        variant.name(),
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let report: ProbeReport =
-        serde_json::from_slice(&output.stdout).expect("mem_probe printed no report");
-    assert_eq!(
-        (report.variant.as_str(), report.depth, report.tasks),
-        (variant.name(), depth, TASKS)
-    );
-    report
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mem_probe"));
+    ProbeReport::run(exe, variant, depth, TASKS).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// Every report of this run, by variant and depth.

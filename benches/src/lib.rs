@@ -28,6 +28,8 @@
 //! - [`clock`]: the clock all benches read, this thread's CPU time (the
 //!   process's, for work that runs on other threads) unless
 //!   `BENCH_CLOCK=wall`, and the criterion configurations that use it.
+//! - [`park`]: the leaf of the suspended populations ([`dump_population`],
+//!   [`memory`]), which counts the tasks that reached it ([`parked`]).
 //! - [`names`], [`DEPTHS`], [`PENDING_PER_FUTURE`], [`SPAWN_TASKS`],
 //!   [`DUMP_TASKS`], [`DUMP_DEPTH`]: the benchmark ids and parameters, shared
 //!   by the benches and the `summary` binary that turns criterion's
@@ -36,6 +38,7 @@
 use std::future::Future;
 use std::hint::black_box;
 use std::pin::{Pin, pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -145,6 +148,40 @@ pub mod names {
     pub const AT_COLLECT: &str = "await-tree collect_all()";
     /// `dump`: `collect_all()`, then every tree rendered to a string.
     pub const AT_COLLECT_TEXT: &str = "await-tree collect_all()+to_string";
+}
+
+/// Tasks of this process that have reached their [`Park`] leaf.
+static PARKED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many tasks of this process have reached their [`Park`] leaf.
+pub fn parked() -> usize {
+    PARKED.load(Ordering::Relaxed)
+}
+
+/// The leaf of the populations of suspended tasks (the `dump` benches'
+/// and the memory probe's): `Pending` forever, never wakes anyone. It
+/// counts its first poll ([`parked`]), so that whoever spawns a population
+/// knows when every task has reached it.
+#[derive(Debug)]
+pub struct Park {
+    counted: bool,
+}
+
+impl Future for Park {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if !self.counted {
+            self.counted = true;
+            PARKED.fetch_add(1, Ordering::Relaxed);
+        }
+        Poll::Pending
+    }
+}
+
+/// A new [`Park`] leaf.
+pub fn park() -> Park {
+    Park { counted: false }
 }
 
 /// A leaf future that returns `Pending` `remaining` times, waking itself each

@@ -14,18 +14,8 @@ use benches::memory::{DEPTHS, ProbeReport, Variant};
 const TASKS: usize = 3000;
 
 fn probe(variant: Variant, depth: usize) -> ProbeReport {
-    let output = Command::new(env!("CARGO_BIN_EXE_mem_probe"))
-        .args([variant.name(), &depth.to_string(), &TASKS.to_string()])
-        .output()
-        .expect("cannot run mem_probe");
-    assert!(
-        output.status.success(),
-        "mem_probe {} {depth}: {}\n{}",
-        variant.name(),
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("mem_probe printed no report")
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_mem_probe"));
+    ProbeReport::run(exe, variant, depth, TASKS).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

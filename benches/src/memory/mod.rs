@@ -79,14 +79,13 @@ mod heap;
 mod table;
 mod variants;
 
+use crate::parked;
 pub use heap::CountingSystem;
 pub use table::{
     Detail, Figures, TARGET_DEPTH, TARGET_RATIO_VS_ASYNC_BACKTRACE, added, table, target_ratio,
 };
-use variants::{AsyncBacktrace, AsyncStack, AwaitTree, Control, Instrumentation, parked};
-pub use variants::{
-    Park, async_backtrace_chain, async_stack_chain, await_tree_chain, control_chain, park,
-};
+use variants::{AsyncBacktrace, AsyncStack, AwaitTree, Control, Instrumentation};
+pub use variants::{async_backtrace_chain, async_stack_chain, await_tree_chain, control_chain};
 
 /// Tasks the probe spawns and measures by default.
 pub const TASKS: usize = 100_000;
@@ -159,6 +158,39 @@ pub struct ProbeReport {
     pub heap_bytes_per_task: f64,
     /// Heap blocks the population added and holds, per task (likewise).
     pub allocs_per_task: f64,
+}
+
+impl ProbeReport {
+    /// Runs `mem_probe` (the binary at `exe`) for `tasks` tasks of
+    /// `variant` at `depth` in a new process, and reads its report.
+    ///
+    /// Errors: the process cannot start, fails (its stderr is in the
+    /// message), prints no report, or reports another population.
+    pub fn run(
+        exe: &std::path::Path,
+        variant: Variant,
+        depth: usize,
+        tasks: usize,
+    ) -> Result<ProbeReport, String> {
+        let what = format!("mem_probe {} {depth} {tasks}", variant.name());
+        let output = std::process::Command::new(exe)
+            .args([variant.name(), &depth.to_string(), &tasks.to_string()])
+            .output()
+            .map_err(|e| format!("{what}: cannot run {}: {e}", exe.display()))?;
+        if !output.status.success() {
+            return Err(format!(
+                "{what} failed ({}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let report: ProbeReport = serde_json::from_slice(&output.stdout)
+            .map_err(|e| format!("{what} printed no report: {e}"))?;
+        if (report.variant.as_str(), report.depth, report.tasks) != (variant.name(), depth, tasks) {
+            return Err(format!("{what} reported another population: {report:?}"));
+        }
+        Ok(report)
+    }
 }
 
 /// Spawns and measures a population; the runtime and its tasks are

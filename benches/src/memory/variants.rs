@@ -6,41 +6,6 @@
 //! `l16`, so any depth up to 16 is a distinct, statically nested type.
 
 use std::future::Future;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
-
-/// Tasks of this process that have reached their [`Park`].
-static PARKED: AtomicUsize = AtomicUsize::new(0);
-
-/// How many tasks of this process have reached their [`Park`].
-pub(crate) fn parked() -> usize {
-    PARKED.load(Ordering::Relaxed)
-}
-
-/// The leaf of every chain: `Pending` forever, never wakes. Counts its
-/// first poll, for the probe to know when a batch is parked.
-#[derive(Debug)]
-pub struct Park {
-    counted: bool,
-}
-
-impl Future for Park {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        if !self.counted {
-            self.counted = true;
-            PARKED.fetch_add(1, Ordering::Relaxed);
-        }
-        Poll::Pending
-    }
-}
-
-/// A new [`Park`].
-pub fn park() -> Park {
-    Park { counted: false }
-}
 
 /// How a variant turns a chain's root future into a task, and how it
 /// checks that its library sees the population.
@@ -232,24 +197,24 @@ macro_rules! instrumented_level {
 
 /// [`super::Variant::Control`]'s chain, `l1` to `l16`.
 pub mod control_chain {
-    use super::park;
+    use crate::park;
     crate::chain!(16, plain_level, park);
 }
 
 /// [`super::Variant::AsyncStack`]'s chain, `l1` to `l16`.
 pub mod async_stack_chain {
-    use super::park;
+    use crate::park;
     crate::chain!(16, traced_level, park);
 }
 
 /// [`super::Variant::AsyncBacktrace`]'s chain, `l1` to `l16`.
 pub mod async_backtrace_chain {
-    use super::park;
+    use crate::park;
     crate::chain!(16, framed_level, park);
 }
 
 /// [`super::Variant::AwaitTree`]'s chain, `l1` to `l16`.
 pub mod await_tree_chain {
-    use super::park;
+    use crate::park;
     crate::chain!(16, instrumented_level, park);
 }
