@@ -6,7 +6,7 @@
 //! `dump_cold_probe` binary (the first dump in a fresh process), so both
 //! dump the very same tasks.
 //!
-//! - [`park`](crate::park): the leaf of every chain, shared with the
+//! - [`crate::park`]: the leaf of every chain, shared with the
 //!   memory probe: it counts its first poll, so that [`populate`] knows
 //!   when every task has reached it.
 //! - [`chain`]: the async-stack chain, written out so that each `.await`

@@ -8,7 +8,7 @@
 //! # The population
 //!
 //! `tasks` tasks, each a chain of `depth` async fns (`lN -> ... -> l1`,
-//! from [`crate::chain!`]) suspended at its bottom, in [`Park`]: a plain
+//! from [`crate::chain!`]) suspended at its bottom, in [`Park`](crate::Park): a plain
 //! future that is `Pending` forever and never wakes anyone. The chain is
 //! the same in every [`Variant`]; only the instrumentation differs:
 //!
@@ -94,7 +94,7 @@ pub const TASKS: usize = 100_000;
 /// every depth up to 16; [`probe`] accepts these).
 pub const DEPTHS: [usize; 2] = [3, 16];
 
-/// Tasks spawned before the runtime runs them all to [`Park`].
+/// Tasks spawned before the runtime runs them all to [`Park`](crate::Park).
 pub const BATCH: usize = 1024;
 
 /// A way of instrumenting the population.
