@@ -104,6 +104,8 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
+#[cfg(not(async_stack_loom))]
+pub mod debug;
 mod read;
 mod record;
 mod report;

@@ -43,7 +43,7 @@ pub(crate) const IDLE_TICKS: u32 = 250;
 /// `(ms << 1) | read`: the time of the latest tick, and whether anything
 /// read it since. `0`: no ticker is running (not started yet, parked, or a
 /// forked child).
-static NOW: AtomicU64 = AtomicU64::new(0);
+pub(crate) static NOW: AtomicU64 = AtomicU64::new(0);
 const READ: u64 = 1;
 
 /// The ticker thread, once started (`None` if it could not be spawned, or

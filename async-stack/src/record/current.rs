@@ -45,11 +45,11 @@ use crate::task::record::TaskRecord;
 pub(crate) struct Active {
     /// The current-frame word (see the module docs); null outside task
     /// roots' polls.
-    word: Cell<*const AtomicPtr<AsyncStackFrame>>,
+    pub(crate) word: Cell<*const AtomicPtr<AsyncStackFrame>>,
     /// The place key of the task being polled (`0`: none).
     key: Cell<u64>,
     /// The record of the task being polled (null: none, or untracked).
-    record: Cell<*const TaskRecord>,
+    pub(crate) record: Cell<*const TaskRecord>,
     /// The current-frame word of an untracked root.
     untracked: AtomicPtr<AsyncStackFrame>,
     /// How many times the task being polled woke itself during this poll.
@@ -153,15 +153,25 @@ impl Active {
         self.self_wakes.replace(0)
     }
 
-    /// This thread's OS id (Linux `gettid`; `0` elsewhere), read once.
+    /// This thread's OS id (Linux `gettid`; `0` elsewhere), read once, on
+    /// the first task poll of the thread, which also lists the thread in
+    /// [`crate::record::threads`].
     #[inline(always)]
     pub(crate) fn thread_id(&self) -> u32 {
         let id = self.thread.get();
         if id != 0 {
             return id;
         }
+        self.first_task_poll()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn first_task_poll(&self) -> u32 {
         let id = os_thread_id();
         self.thread.set(id);
+        #[cfg(not(async_stack_loom))]
+        crate::record::threads::register(self, id);
         id
     }
 }
@@ -230,7 +240,7 @@ pub fn current_task_id() -> Option<u64> {
 
 /// Where a frame's slot goes in the current-frame word.
 #[cfg(target_arch = "x86_64")]
-const SLOT_SHIFT: u32 = 58;
+pub(crate) const SLOT_SHIFT: u32 = 58;
 
 /// The current-frame word for `frame`, in slot `slot` of its task.
 #[inline(always)]

@@ -54,14 +54,14 @@ pub struct AsyncStackFrame {
     /// The frame that polled this one (valid only during this frame's poll).
     pub(crate) parent: AtomicPtr<AsyncStackFrame>,
     /// A `&'static CallSite`, or a `&'static AwaitSite` with bit 0 set.
-    site: AtomicPtr<u8>,
+    pub(crate) site: AtomicPtr<u8>,
     /// The frame's place in its task (see [`crate::task::place`]); `0`:
     /// none.
     pub(crate) place: AtomicU64,
 }
 
 /// Bit 0 of `site`: it points to an [`AwaitSite`].
-const AT_AWAIT: usize = 1;
+pub(crate) const AT_AWAIT: usize = 1;
 
 const _: () =
     assert!(std::mem::align_of::<CallSite>() > 1 && std::mem::align_of::<AwaitSite>() > 1);

@@ -14,4 +14,5 @@ pub(crate) mod clock;
 pub(crate) mod current;
 pub(crate) mod frame;
 pub(crate) mod site;
+pub(crate) mod threads;
 pub(crate) mod traced;

@@ -12,19 +12,21 @@
 //! Other threads never see pointers to these records. They see **ids**:
 //! small integers handed out once per record, on its first use, under the
 //! table's lock (re-checked inside it, in the style of `tracing-core`'s
-//! callsites). The id is `0` until registration completes; the table that
-//! maps ids back to records is append-only, so an id, once published,
-//! resolves forever. Ids fit in [`SITE_ID_BITS`] bits (a published stack
+//! callsites). The id is `0` until registration completes; the tables that
+//! map ids back to records ([`CALL_SITES`], [`AWAIT_SITES`]) are
+//! append-only arrays of `#[repr(C)]` entries in pages that are never
+//! freed, read without a lock, so an id, once published, resolves forever,
+//! from another thread or from a debugger reading memory alone. Ids fit in [`SITE_ID_BITS`] bits (a published stack
 //! word holds one); a program with more distinct sites than that (over 16
 //! million) gets [`UNKNOWN_SITE`] for the rest, which dumps show as
 //! `<unknown>`.
 
-use std::sync::OnceLock;
-use std::sync::RwLock;
+use std::mem::MaybeUninit;
+use std::sync::{Mutex, OnceLock};
 
 // Always std atomics: these records are `static`s built by `const fn`,
 // which loom's atomics cannot be; no loom model involves them.
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 /// Static description of an instrumented function or `.traced()` call.
 ///
@@ -34,7 +36,7 @@ use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 #[derive(Debug)]
 pub struct CallSite {
     /// Interned id, `0` until registered.
-    id: AtomicU32,
+    pub(crate) id: AtomicU32,
     name: &'static str,
     module_path: &'static str,
     file: &'static str,
@@ -191,9 +193,9 @@ pub(crate) const UNKNOWN_SITE: u32 = (1 << SITE_ID_BITS) - 1;
 #[derive(Debug)]
 pub struct AwaitSite {
     /// Interned id, `0` until registered.
-    id: AtomicU32,
+    pub(crate) id: AtomicU32,
     /// The function this `.await` is in.
-    call_site: &'static CallSite,
+    pub(crate) call_site: &'static CallSite,
     file: &'static str,
     line: u32,
     column: u32,
@@ -263,80 +265,199 @@ impl AwaitSite {
     }
 }
 
-/// Append-only id -> record tables. Index `i` holds the record with id
-/// `i + 1`. Readers take the read lock only off the hot path (dumps,
-/// symbolisation); registration takes the write lock once per record.
-struct Tables {
-    calls: RwLock<Vec<&'static CallSite>>,
-    awaits: RwLock<Vec<&'static AwaitSite>>,
+/// A `'static` string as a debugger reads it: address and length in bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RawStr {
+    pub(crate) ptr: *const u8,
+    pub(crate) len: usize,
 }
 
-fn tables() -> &'static Tables {
-    static TABLES: OnceLock<Tables> = OnceLock::new();
-    TABLES.get_or_init(|| Tables {
-        calls: RwLock::new(Vec::new()),
-        awaits: RwLock::new(Vec::new()),
+impl RawStr {
+    fn new(s: &'static str) -> Self {
+        RawStr {
+            ptr: s.as_ptr(),
+            len: s.len(),
+        }
+    }
+}
+
+/// One entry of the call-site table (id `i + 1` at index `i`).
+///
+/// `#[repr(C)]` and written once, before the table's length covers it, so
+/// that a debugger reads a site from memory alone (see [`crate::debug`]).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct CallSiteEntry {
+    /// The record itself, for in-process readers.
+    pub(crate) site: &'static CallSite,
+    /// The display name ([`CallSite::function`]), as dumps print it.
+    pub(crate) function: RawStr,
+    pub(crate) file: RawStr,
+    pub(crate) line: u32,
+    pub(crate) column: u32,
+}
+
+/// One entry of the await-site table (id `i + 1` at index `i`).
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct AwaitSiteEntry {
+    /// The record itself, for in-process readers.
+    pub(crate) site: &'static AwaitSite,
+    /// The call-site id of the function the `.await` is in (its call site
+    /// is registered first).
+    pub(crate) call_id: u32,
+    pub(crate) line: u32,
+    pub(crate) column: u32,
+    pub(crate) file: RawStr,
+}
+
+// SAFETY: every field is a `'static` reference or a pointer into `'static`
+// string data, never written after the entry is published.
+unsafe impl Send for CallSiteEntry {}
+// SAFETY: as above.
+unsafe impl Sync for CallSiteEntry {}
+// SAFETY: as above.
+unsafe impl Send for AwaitSiteEntry {}
+// SAFETY: as above.
+unsafe impl Sync for AwaitSiteEntry {}
+
+/// Entries per page of a site table.
+pub(crate) const SITE_PAGE: usize = 1024;
+/// Pages of a site table: room for every id below [`UNKNOWN_SITE`].
+pub(crate) const SITE_PAGES: usize = (UNKNOWN_SITE as usize).div_ceil(SITE_PAGE);
+
+/// An append-only table of site entries, readable without a lock: a fixed
+/// page table (in `.bss`, resident only where touched) of pages that are
+/// allocated once and never freed, and a length. A writer (under `write`)
+/// fills entry `len` and only then publishes `len + 1` with release
+/// ordering; a reader loads `len` with acquire ordering and reads entries
+/// below it. `#[repr(C)]`: the debug descriptor points at `pages` and
+/// `len`.
+#[repr(C)]
+pub(crate) struct SiteTable<E: 'static> {
+    pub(crate) pages: [AtomicPtr<E>; SITE_PAGES],
+    pub(crate) len: AtomicUsize,
+    write: Mutex<()>,
+}
+
+impl<E: 'static> SiteTable<E> {
+    const fn new() -> Self {
+        SiteTable {
+            pages: [const { AtomicPtr::new(std::ptr::null_mut()) }; SITE_PAGES],
+            len: AtomicUsize::new(0),
+            write: Mutex::new(()),
+        }
+    }
+
+    /// The entry of id `id`, if registered.
+    #[inline]
+    pub(crate) fn get(&self, id: u32) -> Option<&'static E> {
+        let index = (id as usize).checked_sub(1)?;
+        if index >= self.len.load(Ordering::Acquire) {
+            return None;
+        }
+        let page = self.pages[index / SITE_PAGE].load(Ordering::Acquire);
+        // SAFETY: `index < len`, so the page holding it was allocated,
+        // stored before `len` was published (release, acquire above), and
+        // is never freed; its entry `index % SITE_PAGE` was written before
+        // `len` too and never again.
+        unsafe { page.add(index % SITE_PAGE).as_ref() }
+    }
+
+    /// Registers the site whose id word is `id` with the entry `make`
+    /// builds: the id it gets, or [`UNKNOWN_SITE`] if the table is full.
+    /// `make` runs under the table's lock, once per site.
+    #[cold]
+    fn register(&self, id: &AtomicU32, make: impl FnOnce() -> E) -> u32 {
+        let _guard = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        // Re-check under the lock: another thread may have won the race.
+        let current = id.load(Ordering::Acquire);
+        if current != 0 {
+            return current;
+        }
+        let index = self.len.load(Ordering::Relaxed);
+        let new_id = if index + 1 < UNKNOWN_SITE as usize {
+            let cell = &self.pages[index / SITE_PAGE];
+            let mut page = cell.load(Ordering::Relaxed);
+            if page.is_null() {
+                let fresh: Box<[MaybeUninit<E>]> = Box::new_uninit_slice(SITE_PAGE);
+                page = Box::into_raw(fresh).cast::<E>();
+                cell.store(page, Ordering::Release);
+            }
+            // SAFETY: `page` is a leaked allocation of `SITE_PAGE` entries,
+            // never freed; entry `index % SITE_PAGE` is past `len`, so no
+            // reader looks at it until `len` is published below, and only
+            // this thread (holding the lock) writes it.
+            unsafe { page.add(index % SITE_PAGE).write(make()) };
+            self.len.store(index + 1, Ordering::Release);
+            index as u32 + 1
+        } else {
+            UNKNOWN_SITE
+        };
+        id.store(new_id, Ordering::Release);
+        new_id
+    }
+
+    /// How many entries are published.
+    pub(crate) fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+}
+
+/// The call-site table: call-site id `i + 1` at index `i`.
+pub(crate) static CALL_SITES: SiteTable<CallSiteEntry> = SiteTable::new();
+/// The await-site table: await-site id `i + 1` at index `i`.
+pub(crate) static AWAIT_SITES: SiteTable<AwaitSiteEntry> = SiteTable::new();
+
+#[cold]
+#[inline(never)]
+fn register_call_site(site: &'static CallSite) -> u32 {
+    // Formatted outside the table's lock: it may register nothing, but
+    // formatting once is enough (the name is kept per site).
+    let function = site.function_static();
+    CALL_SITES.register(&site.id, || CallSiteEntry {
+        site,
+        function: RawStr::new(function),
+        file: RawStr::new(site.file),
+        line: site.line,
+        column: site.column,
     })
 }
 
 #[cold]
 #[inline(never)]
-fn register_call_site(site: &'static CallSite) -> u32 {
-    let mut calls = tables().calls.write().unwrap_or_else(|e| e.into_inner());
-    // Re-check under the lock: another thread may have won the race.
-    let id = site.id.load(Ordering::Acquire);
-    if id != 0 {
-        return id;
-    }
-    let id = if calls.len() + 1 < UNKNOWN_SITE as usize {
-        calls.push(site);
-        calls.len() as u32
-    } else {
-        UNKNOWN_SITE
-    };
-    site.id.store(id, Ordering::Release);
-    id
-}
-
-#[cold]
-#[inline(never)]
 fn register_await_site(site: &'static AwaitSite) -> u32 {
-    let mut awaits = tables().awaits.write().unwrap_or_else(|e| e.into_inner());
-    let id = site.id.load(Ordering::Acquire);
-    if id != 0 {
-        return id;
-    }
-    let id = if awaits.len() + 1 < UNKNOWN_SITE as usize {
-        awaits.push(site);
-        awaits.len() as u32
-    } else {
-        UNKNOWN_SITE
-    };
-    site.id.store(id, Ordering::Release);
-    id
+    let call_id = site.call_site.id();
+    AWAIT_SITES.register(&site.id, || AwaitSiteEntry {
+        site,
+        call_id,
+        line: site.line,
+        column: site.column,
+        file: RawStr::new(site.file),
+    })
 }
 
-/// A snapshot of both id tables, for resolving many ids without taking the
-/// lock for each (dumps).
+/// A snapshot of both id tables, for resolving many ids with one bounds
+/// check each (dumps).
 pub(crate) fn snapshot() -> (Vec<&'static CallSite>, Vec<&'static AwaitSite>) {
-    let t = tables();
-    let calls = t.calls.read().unwrap_or_else(|e| e.into_inner()).clone();
-    let awaits = t.awaits.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let calls = (1..=CALL_SITES.len() as u32)
+        .filter_map(|id| CALL_SITES.get(id).map(|e| e.site))
+        .collect();
+    let awaits = (1..=AWAIT_SITES.len() as u32)
+        .filter_map(|id| AWAIT_SITES.get(id).map(|e| e.site))
+        .collect();
     (calls, awaits)
 }
 
 /// Resolves a call-site id published by another thread.
 pub(crate) fn call_site_by_id(id: u32) -> Option<&'static CallSite> {
-    let idx = (id as usize).checked_sub(1)?;
-    let calls = tables().calls.read().unwrap_or_else(|e| e.into_inner());
-    calls.get(idx).copied()
+    CALL_SITES.get(id).map(|e| e.site)
 }
 
 /// Resolves an await-site id published by another thread.
 pub(crate) fn await_site_by_id(id: u32) -> Option<&'static AwaitSite> {
-    let idx = (id as usize).checked_sub(1)?;
-    let awaits = tables().awaits.read().unwrap_or_else(|e| e.into_inner());
-    awaits.get(idx).copied()
+    AWAIT_SITES.get(id).map(|e| e.site)
 }
 
 /// The key of a `.traced()` call site: its location's address and its

@@ -51,7 +51,6 @@
 
 use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::panic::Location;
 use std::sync::Arc;
 use std::task::Waker;
 
@@ -79,8 +78,8 @@ pub(crate) mod state {
 
     pub(crate) const SEEN_BITS: u32 = 22;
     pub(crate) const SEEN_MASK: u64 = (1 << SEEN_BITS) - 1;
-    const SEEN_SHIFT: u32 = 2;
-    const TIME_SHIFT: u32 = 24;
+    pub(crate) const SEEN_SHIFT: u32 = 2;
+    pub(crate) const TIME_SHIFT: u32 = 24;
 
     /// Packs a state word.
     #[inline(always)]
@@ -347,14 +346,14 @@ impl TaskRecord {
 pub(crate) struct RawTask {
     pub(crate) id: u64,
     pub(crate) parent: u64,
-    pub(crate) location: Option<&'static Location<'static>>,
+    pub(crate) location: Option<&'static crate::record::site::CallSite>,
     /// The site field of the root's word (see [`crate::task::stack::word`]).
     pub(crate) root_site: u32,
     pub(crate) state: TaskState,
     pub(crate) since_ms: u64,
     pub(crate) polls: u64,
     pub(crate) wakes: u64,
-    pub(crate) name: Option<Arc<String>>,
+    pub(crate) name: Option<Arc<TaskName>>,
     /// Whether the published stack was copied (into the caller's buffer);
     /// `false` if every copy attempt was torn.
     pub(crate) stack_copied: bool,
@@ -531,12 +530,15 @@ struct Header {
 /// metadata from a spawn helper, and a second waker for a root whose
 /// executor changed its waker. Allocated from a pool that is never freed;
 /// readers validate what they read against the record's `id`.
+/// `#[repr(C)]` for debugger scripts.
+#[repr(C)]
 #[derive(Debug, Default)]
 pub(crate) struct TaskExt {
     /// The task that spawned this one (`0`: unknown).
     pub(crate) parent: AtomicU64,
-    /// Where the task was spawned.
-    pub(crate) location: AtomicPtr<Location<'static>>,
+    /// Where the task was spawned: an interned call-site id (see
+    /// [`crate::record::site`]) of the spawn call's location; `0`: unknown.
+    pub(crate) spawn_site: AtomicU32,
     pub(crate) name: NameCell,
     /// The waker of a root whose executor's waker changed (see
     /// [`crate::task::waker`]); owned, released when the task ends.
@@ -544,26 +546,59 @@ pub(crate) struct TaskExt {
 }
 
 impl TaskExt {
-    /// The spawn location, if any.
-    pub(crate) fn location(&self) -> Option<&'static Location<'static>> {
-        let p = self.location.load(Ordering::Relaxed);
-        // SAFETY: `location` holds null or a pointer derived from a
-        // `&'static Location` (see `registry::register`).
-        unsafe { p.cast_const().as_ref() }
+    /// The spawn location, if any: a call site with the spawn call's file,
+    /// line and column.
+    pub(crate) fn location(&self) -> Option<&'static crate::record::site::CallSite> {
+        crate::record::site::call_site_by_id(self.spawn_site.load(Ordering::Relaxed))
+    }
+}
+
+/// A task's name, laid out for debugger scripts: the text's address and
+/// length first (`#[repr(C)]`), then the string that owns the text.
+#[repr(C)]
+#[derive(Debug)]
+pub(crate) struct TaskName {
+    ptr: *const u8,
+    len: usize,
+    text: Box<str>,
+}
+
+// SAFETY: `ptr` and `len` describe `text`, which the name owns and never
+// changes; they are only read.
+unsafe impl Send for TaskName {}
+// SAFETY: as above.
+unsafe impl Sync for TaskName {}
+
+impl TaskName {
+    /// Where a debugger finds the text's address and length.
+    pub(crate) const PTR_OFFSET: usize = std::mem::offset_of!(TaskName, ptr);
+    pub(crate) const LEN_OFFSET: usize = std::mem::offset_of!(TaskName, len);
+
+    pub(crate) fn new(text: String) -> Self {
+        let text = text.into_boxed_str();
+        TaskName {
+            ptr: text.as_ptr(),
+            len: text.len(),
+            text,
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.text
     }
 }
 
 /// A task name that readers load without taking a lock.
 #[cfg(not(async_stack_loom))]
 #[derive(Debug, Default)]
-pub(crate) struct NameCell(arc_swap::ArcSwapOption<String>);
+pub(crate) struct NameCell(arc_swap::ArcSwapOption<TaskName>);
 
 #[cfg(not(async_stack_loom))]
 impl NameCell {
-    pub(crate) fn store(&self, name: Option<Arc<String>>) {
+    pub(crate) fn store(&self, name: Option<Arc<TaskName>>) {
         self.0.store(name);
     }
-    pub(crate) fn load(&self) -> Option<Arc<String>> {
+    pub(crate) fn load(&self) -> Option<Arc<TaskName>> {
         self.0.load_full()
     }
 }
@@ -571,14 +606,14 @@ impl NameCell {
 /// Under loom, a mutex stands in for `arc-swap` (which loom cannot model).
 #[cfg(async_stack_loom)]
 #[derive(Debug, Default)]
-pub(crate) struct NameCell(crate::sync::Mutex<Option<Arc<String>>>);
+pub(crate) struct NameCell(crate::sync::Mutex<Option<Arc<TaskName>>>);
 
 #[cfg(async_stack_loom)]
 impl NameCell {
-    pub(crate) fn store(&self, name: Option<Arc<String>>) {
+    pub(crate) fn store(&self, name: Option<Arc<TaskName>>) {
         *crate::sync::lock(&self.0) = name;
     }
-    pub(crate) fn load(&self) -> Option<Arc<String>> {
+    pub(crate) fn load(&self) -> Option<Arc<TaskName>> {
         crate::sync::lock(&self.0).clone()
     }
 }

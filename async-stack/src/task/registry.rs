@@ -51,7 +51,7 @@ pub(crate) struct Chunk {
 }
 
 /// Items per page of every arena.
-const PAGE: usize = if cfg!(async_stack_loom) { 2 } else { 256 };
+pub(crate) const PAGE: usize = if cfg!(async_stack_loom) { 2 } else { 256 };
 
 /// An arena of `T`s in pages that are never freed, indexed from 0.
 struct Arena<T: 'static> {
@@ -201,7 +201,10 @@ pub(crate) fn max_tasks_wanted(value: Option<&std::ffi::OsStr>) -> Result<usize,
 #[cfg(not(async_stack_loom))]
 pub(crate) fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    REGISTRY.get_or_init(|| {
+    if let Some(r) = REGISTRY.get() {
+        return r;
+    }
+    let r = REGISTRY.get_or_init(|| {
         let max = max_tasks_wanted(std::env::var_os(MAX_TASKS_VAR).as_deref()).unwrap_or_else(
             |message| {
                 crate::warn::warn(format_args!("{message}"));
@@ -209,7 +212,14 @@ pub(crate) fn registry() -> &'static Registry {
             },
         );
         Registry::new(max)
-    })
+    });
+    // Every thread that gets here stores the same addresses.
+    crate::debug::publish_registry(
+        (&r.records.fresh, r.records.capacity),
+        r.chunks.pages,
+        r.exts.pages,
+    );
+    r
 }
 
 /// Under loom each model gets its own registry (loom objects cannot outlive
@@ -220,6 +230,12 @@ pub(crate) fn registry() -> &'static Registry {
         static ref REGISTRY: Registry = Registry::new(MAX_TASKS);
     }
     &REGISTRY
+}
+
+/// The records' page table (for the debug descriptor).
+#[cfg(not(async_stack_loom))]
+pub(crate) fn record_pages() -> &'static [AtomicPtr<TaskRecord>] {
+    &RECORD_PAGES
 }
 
 /// Record `index`, if it exists.

@@ -212,8 +212,8 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
         let handle = registry::alloc_ext()?;
         let ext = registry::ext(handle)?;
         ext.parent.store(s.parent, Ordering::Relaxed);
-        ext.location
-            .store(std::ptr::from_ref(s.location).cast_mut(), Ordering::Relaxed);
+        let site = crate::record::site::call_site_for_caller(s.location, None);
+        ext.spawn_site.store(site.id(), Ordering::Relaxed);
         ext.name.store(s.name.clone());
         Some(handle)
     });
@@ -243,7 +243,7 @@ pub(crate) fn end_task(p: u64) {
     if let Some(e) = registry::ext(ext) {
         e.name.store(None);
         e.parent.store(0, Ordering::Relaxed);
-        e.location.store(std::ptr::null_mut(), Ordering::Relaxed);
+        e.spawn_site.store(0, Ordering::Relaxed);
         let f = e.fallback.swap(std::ptr::null_mut(), Ordering::AcqRel);
         if !f.is_null() {
             // SAFETY: the extension owned this `Arc` (see `fallback`), and

@@ -15,10 +15,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use crate::task::record::TaskName;
+
 /// Metadata a spawn helper attaches to the task it spawns.
 #[derive(Debug, Clone)]
 pub(crate) struct SpawnInfo {
-    pub(crate) name: Option<Arc<String>>,
+    pub(crate) name: Option<Arc<TaskName>>,
     pub(crate) location: &'static Location<'static>,
     pub(crate) parent: u64,
 }
@@ -86,7 +88,7 @@ pub fn spawned<F: Future>(fut: F) -> Spawned<F> {
 impl<F> Spawned<F> {
     /// Sets the task's name, shown in dumps and panic reports.
     pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.info.name = Some(Arc::new(name.into()));
+        self.info.name = Some(Arc::new(TaskName::new(name.into())));
         self
     }
 }

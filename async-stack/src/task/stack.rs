@@ -69,11 +69,11 @@ use crate::task::registry::{self, Chunk};
 /// Slots in the record itself.
 pub(crate) const INLINE_SLOTS: usize = 3;
 /// Slots in a task's head chunk.
-const HEAD_SLOTS: u32 = 4;
+pub(crate) const HEAD_SLOTS: u32 = 4;
 /// Slots in each further chunk.
-const CHUNK_SLOTS: u32 = 8;
+pub(crate) const CHUNK_SLOTS: u32 = 8;
 /// Further chunks a head chunk can name.
-const DIR_ENTRIES: u32 = 7;
+pub(crate) const DIR_ENTRIES: u32 = 7;
 const FIRST_CHUNKED: u32 = INLINE_SLOTS as u32 + HEAD_SLOTS;
 
 /// The most frames of one task a published stack holds. A frame that first
@@ -102,8 +102,8 @@ pub(crate) mod word {
     /// Set in a site field that holds an await-site id.
     pub(crate) const AWAIT: u32 = 1 << SITE_ID_BITS;
     const SITE_MASK: u64 = (1 << (SITE_ID_BITS + 1)) - 1;
-    const PARENT_SHIFT: u32 = SITE_ID_BITS + 1;
-    const BIRTH_SHIFT: u32 = PARENT_SHIFT + 6;
+    pub(crate) const PARENT_SHIFT: u32 = SITE_ID_BITS + 1;
+    pub(crate) const BIRTH_SHIFT: u32 = PARENT_SHIFT + 6;
     pub(crate) const BIRTH_MASK: u32 = (1 << 31) - 1;
     pub(crate) const ZOMBIE: u64 = 1 << 62;
     pub(crate) const RETIRED: u64 = 1 << 63;
@@ -162,7 +162,7 @@ pub(crate) mod word {
 /// by them (modulo 65536; the writer folds the difference into its hidden
 /// count at every poll).
 pub(crate) mod foreign {
-    const HIDDEN_MASK: u64 = 0xffff;
+    pub(crate) const HIDDEN_MASK: u64 = 0xffff;
     const OPEN_SHIFT: u32 = 16;
     const OPEN_MASK: u64 = 0x3f << OPEN_SHIFT;
     pub(crate) const OPEN_ONE: u64 = 1 << OPEN_SHIFT;
@@ -207,11 +207,11 @@ pub(crate) mod foreign {
 
 /// The record's `meta` word, written by the writer in sections:
 /// `[top:6][seen_version:12][seen_hidden_retired:16][hidden:30]`.
-mod meta {
-    const HIDDEN_MASK: u64 = (1 << 30) - 1;
-    const SEEN_HIDDEN_SHIFT: u32 = 30;
+pub(crate) mod meta {
+    pub(crate) const HIDDEN_MASK: u64 = (1 << 30) - 1;
+    pub(crate) const SEEN_HIDDEN_SHIFT: u32 = 30;
     const SEEN_VERSION_SHIFT: u32 = 46;
-    const TOP_SHIFT: u32 = 58;
+    pub(crate) const TOP_SHIFT: u32 = 58;
 
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub(crate) struct Meta {

@@ -94,11 +94,15 @@ impl Reader {
         // A spawn helper's name, or else the root's explicit one
         // (`#[traced_async(name = ..)]`, `.traced_named(..)`), which the
         // record does not copy per task.
-        let name = raw.name.as_deref().map(String::as_str).or_else(|| {
-            root_call
-                .filter(|c| c.explicit_name() && !c.is_anonymous())
-                .map(CallSite::name)
-        });
+        let name = raw
+            .name
+            .as_deref()
+            .map(crate::task::record::TaskName::as_str)
+            .or_else(|| {
+                root_call
+                    .filter(|c| c.explicit_name() && !c.is_anonymous())
+                    .map(CallSite::name)
+            });
         match (name, &mut t.name) {
             (Some(name), Some(buf)) => {
                 buf.clear();

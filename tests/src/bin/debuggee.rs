@@ -1,0 +1,187 @@
+//! A program for the debugger-script tests (`tests/tests/debugger_*.rs`):
+//! it stops, on tokio's multi-thread runtime, inside nested traced fns,
+//! after writing what the in-process walker and dump say at that point, so
+//! that a test can compare `async-bt` and `async-tasks` in gdb and lldb
+//! with them.
+//!
+//! Usage: `debuggee <mode> <out-dir>`. Every mode stops by calling
+//! [`async_stack_debug_break`] (a debugger sets a breakpoint on that
+//! symbol), then exits with status 0 once the debugger lets it go on.
+//!
+//! - `chain`: three idle tasks (`idle-1`..`idle-3`, each in
+//!   `idle_outer -> idle_inner`, waiting on a channel) and a task `chain`
+//!   (`chain_outer -> chain_middle -> chain_inner`), which writes
+//!   `walker.txt` (the in-process backtrace, `{}`) and `dump.txt` (the
+//!   in-process dump of every task, `{}`) and then stops. The backtrace is
+//!   taken on the same line as the call that stops.
+//! - `two`: tasks `left` (`left_outer -> left_inner`) and `right`
+//!   (`right_outer -> right_inner`) on the two worker threads at once;
+//!   each writes `walker-left.txt` / `walker-right.txt` and `tid-left.txt`
+//!   / `tid-right.txt` (its OS thread id); `left` stops while `right` waits
+//!   inside `right_inner`'s poll.
+//! - `cycle`, `wild`: as `chain`, but before stopping `chain_inner` makes
+//!   its frame its own parent (`cycle`) or gives it the parent `0x10`
+//!   (`wild`), an address that cannot be read.
+//! - `magic`: as `chain`, with the descriptor's magic number overwritten.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, OnceLock};
+
+use async_stack::traced_async;
+
+static OUT: OnceLock<PathBuf> = OnceLock::new();
+static MODE: OnceLock<String> = OnceLock::new();
+
+/// Where a debugger stops. Never inlined, and named without mangling so
+/// both debuggers find it by name.
+#[unsafe(no_mangle)]
+#[inline(never)]
+pub extern "C" fn async_stack_debug_break() {
+    std::hint::black_box(());
+}
+
+fn write(name: &str, text: &str) {
+    let path: &Path = OUT.get().expect("out dir");
+    std::fs::write(path.join(name), text).expect("write output");
+}
+
+/// Writes the in-process backtrace taken by the caller, then stops.
+#[inline(never)]
+fn stop_here(file: &str, bt: async_stack::Backtrace) {
+    write(file, &format!("{bt}"));
+    async_stack_debug_break();
+}
+
+// ---- chain ----
+
+static IDLE_PARKED: AtomicUsize = AtomicUsize::new(0);
+
+#[traced_async]
+async fn idle_inner(rx: tokio::sync::oneshot::Receiver<()>) {
+    IDLE_PARKED.fetch_add(1, Ordering::SeqCst);
+    let _ = rx.await;
+}
+
+#[traced_async]
+async fn idle_outer(rx: tokio::sync::oneshot::Receiver<()>) {
+    idle_inner(rx).await;
+}
+
+#[traced_async]
+async fn chain_inner() {
+    while IDLE_PARKED.load(Ordering::SeqCst) < 3 {
+        tokio::task::yield_now().await;
+    }
+    // Let the idle tasks' polls return, so they show as idle.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    write("dump.txt", &async_stack::dump().to_string());
+    match MODE.get().map(String::as_str) {
+        Some("cycle") => {
+            let me = async_stack::debug::__testing::set_current_parent(std::ptr::null());
+            async_stack::debug::__testing::set_current_parent(me);
+        }
+        Some("wild") => {
+            async_stack::debug::__testing::set_current_parent(0x10 as *const _);
+        }
+        Some("magic") => async_stack::debug::__testing::corrupt_descriptor_magic(),
+        _ => {}
+    }
+    stop_here("walker.txt", async_stack::backtrace());
+    std::process::exit(0);
+}
+
+#[traced_async]
+async fn chain_middle() {
+    chain_inner().await;
+}
+
+#[traced_async]
+async fn chain_outer() {
+    chain_middle().await;
+}
+
+async fn chain() {
+    let mut senders = Vec::new();
+    for i in 1..=3 {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        senders.push(tx);
+        async_stack::tokio::spawn_named(format!("idle-{i}"), idle_outer(rx));
+    }
+    let _ = async_stack::tokio::spawn_named("chain", chain_outer()).await;
+    drop(senders);
+}
+
+// ---- two ----
+
+static DONE: AtomicBool = AtomicBool::new(false);
+
+fn tid() -> String {
+    // SAFETY: `gettid` takes no argument and cannot fail.
+    unsafe { libc_gettid() }.to_string()
+}
+
+unsafe extern "C" {
+    #[link_name = "gettid"]
+    fn libc_gettid() -> i32;
+}
+
+#[traced_async]
+async fn left_inner(barrier: Arc<Barrier>) {
+    write("tid-left.txt", &tid());
+    barrier.wait();
+    stop_here("walker-left.txt", async_stack::backtrace());
+    DONE.store(true, Ordering::SeqCst);
+}
+
+#[traced_async]
+async fn left_outer(barrier: Arc<Barrier>) {
+    left_inner(barrier).await;
+}
+
+#[traced_async]
+async fn right_inner(barrier: Arc<Barrier>) {
+    write("tid-right.txt", &tid());
+    write("walker-right.txt", &format!("{}", async_stack::backtrace()));
+    barrier.wait();
+    while !DONE.load(Ordering::SeqCst) {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
+#[traced_async]
+async fn right_outer(barrier: Arc<Barrier>) {
+    right_inner(barrier).await;
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let (Some(mode), Some(out)) = (args.next(), args.next()) else {
+        eprintln!("usage: debuggee <chain|two|cycle|wild|magic> <out-dir>");
+        std::process::exit(2);
+    };
+    OUT.set(PathBuf::from(out)).expect("set once");
+    MODE.set(mode.clone()).expect("set once");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    match mode.as_str() {
+        "chain" | "cycle" | "wild" | "magic" => rt.block_on(chain()),
+        "two" => {
+            let barrier = Arc::new(Barrier::new(2));
+            let left =
+                rt.spawn(async_stack::task::spawned(left_outer(barrier.clone())).named("left"));
+            let right = rt.spawn(async_stack::task::spawned(right_outer(barrier)).named("right"));
+            rt.block_on(async {
+                let _ = left.await;
+                let _ = right.await;
+            });
+        }
+        other => {
+            eprintln!("debuggee: unknown mode {other:?}");
+            std::process::exit(2);
+        }
+    }
+}
