@@ -61,7 +61,8 @@
 //!   A slot word packs the site (an await-site id when `slot_await_flag`
 //!   is set, else a call-site id), the parent slot and the birth that
 //!   orders siblings; zombie and retired slots are not shown, nor what
-//!   hangs below them. See [`crate::task::stack`] for the whole protocol.
+//!   hangs below them. The module docs of `task/stack.rs` state the whole
+//!   protocol.
 //!
 //! A debugger reads a stopped process, so it needs none of the sequence
 //! counters that in-process readers use; what it reads may still be
