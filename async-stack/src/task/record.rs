@@ -539,6 +539,9 @@ pub(crate) struct TaskExt {
     /// Where the task was spawned: an interned call-site id (see
     /// [`crate::record::site`]) of the spawn call's location; `0`: unknown.
     pub(crate) spawn_site: AtomicU32,
+    /// `1` while `name` holds a name (the owner's bookkeeping: clearing an
+    /// empty name is skipped, as an `arc-swap` store is not free).
+    pub(crate) named: AtomicU32,
     pub(crate) name: NameCell,
     /// The waker of a root whose executor's waker changed (see
     /// [`crate::task::waker`]); owned, released when the task ends.

@@ -264,7 +264,7 @@ pub(crate) fn record(index: u32) -> Option<&'static TaskRecord> {
 /// untracked root).
 pub(crate) fn alloc_record() -> Option<u32> {
     let r = registry();
-    let index = free_cache::pop(&r.records.free)
+    let index = free_cache::pop(free_cache::Pool::Records, &r.records.free)
         .map(|i| i as usize)
         .or_else(|| r.records.fresh());
     match index {
@@ -279,7 +279,7 @@ pub(crate) fn alloc_record() -> Option<u32> {
 /// Gives a record back for later tasks (its task ended and no waker refers
 /// to it).
 pub(crate) fn free_record(index: u32) {
-    free_cache::push(index, &registry().records.free);
+    free_cache::push(index, free_cache::Pool::Records, &registry().records.free);
 }
 
 /// A fresh task id. Ids are never reused.
@@ -321,13 +321,15 @@ pub(crate) fn ext(handle: u32) -> Option<&'static TaskExt> {
 /// A cleared extension's handle; `None` when the pool is exhausted.
 pub(crate) fn alloc_ext() -> Option<u32> {
     let r = registry();
-    let index = r.exts.alloc()?;
+    let index = free_cache::pop(free_cache::Pool::Exts, &r.exts.free)
+        .map(|i| i as usize)
+        .or_else(|| r.exts.fresh())?;
     Some(index as u32 + 1)
 }
 
 pub(crate) fn free_ext(handle: u32) {
     if let Some(index) = handle.checked_sub(1) {
-        registry().exts.release(index as usize);
+        free_cache::push(index, free_cache::Pool::Exts, &registry().exts.free);
     }
 }
 
@@ -378,47 +380,59 @@ mod free_cache {
     const CAPACITY: usize = 128;
     const BATCH: usize = CAPACITY / 2;
 
-    struct Cache(Vec<u32>);
+    /// The arenas whose free indices a thread caches.
+    #[derive(Clone, Copy)]
+    pub(super) enum Pool {
+        Records = 0,
+        Exts = 1,
+    }
+
+    /// One cache per pool.
+    struct Cache([Vec<u32>; 2]);
 
     impl Drop for Cache {
         fn drop(&mut self) {
-            lock(&super::registry().records.free).append(&mut self.0);
+            let r = super::registry();
+            lock(&r.records.free).append(&mut self.0[Pool::Records as usize]);
+            lock(&r.exts.free).append(&mut self.0[Pool::Exts as usize]);
         }
     }
 
     thread_local! {
-        static CACHE: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) };
+        static CACHE: RefCell<Cache> = const { RefCell::new(Cache([Vec::new(), Vec::new()])) };
     }
 
-    /// A free index: the one this thread freed last, or one of a batch
-    /// taken from `global`.
-    pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
+    /// A free index of `pool`: the one this thread freed last, or one of a
+    /// batch taken from `global`, the pool's free list.
+    pub(super) fn pop(pool: Pool, global: &Mutex<Vec<u32>>) -> Option<u32> {
         CACHE
             .try_with(|c| {
                 let Ok(mut c) = c.try_borrow_mut() else {
                     return lock(global).pop();
                 };
-                if c.0.is_empty() {
+                let c = &mut c.0[pool as usize];
+                if c.is_empty() {
                     let mut g = lock(global);
                     let from = g.len().saturating_sub(BATCH);
-                    c.0.extend(g.drain(from..));
+                    c.extend(g.drain(from..));
                 }
-                c.0.pop()
+                c.pop()
             })
             .unwrap_or_else(|_| lock(global).pop())
     }
 
-    /// Caches `index`, first giving the oldest half of a full cache back to
-    /// `global`.
-    pub(super) fn push(index: u32, global: &Mutex<Vec<u32>>) {
+    /// Caches `index` of `pool`, first giving the oldest half of a full
+    /// cache back to `global`.
+    pub(super) fn push(index: u32, pool: Pool, global: &Mutex<Vec<u32>>) {
         let cached = CACHE.try_with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else {
                 return false;
             };
-            if c.0.len() >= CAPACITY {
-                lock(global).extend(c.0.drain(..BATCH));
+            let c = &mut c.0[pool as usize];
+            if c.len() >= CAPACITY {
+                lock(global).extend(c.drain(..BATCH));
             }
-            c.0.push(index);
+            c.push(index);
             true
         });
         if cached != Ok(true) {
@@ -438,19 +452,19 @@ mod free_cache {
             std::thread::spawn(|| {
                 let global = Mutex::new(Vec::new());
                 for i in 0..=CAPACITY as u32 {
-                    push(i, &global);
+                    push(i, Pool::Exts, &global);
                 }
                 // Full at the last push: the oldest half went back at once.
                 assert_eq!(*lock(&global), (0..BATCH as u32).collect::<Vec<_>>());
                 // Last freed, first reused.
-                assert_eq!(pop(&global), Some(CAPACITY as u32));
+                assert_eq!(pop(Pool::Exts, &global), Some(CAPACITY as u32));
                 for i in (BATCH as u32..CAPACITY as u32).rev() {
-                    assert_eq!(pop(&global), Some(i));
+                    assert_eq!(pop(Pool::Exts, &global), Some(i));
                 }
                 // Empty: one batch comes back from the free list.
-                assert_eq!(pop(&global), Some(BATCH as u32 - 1));
+                assert_eq!(pop(Pool::Exts, &global), Some(BATCH as u32 - 1));
                 assert!(lock(&global).is_empty());
-                let rest: Vec<u32> = std::iter::from_fn(|| pop(&global)).collect();
+                let rest: Vec<u32> = std::iter::from_fn(|| pop(Pool::Exts, &global)).collect();
                 assert_eq!(rest, (0..BATCH as u32 - 1).rev().collect::<Vec<_>>());
             })
             .join()
@@ -465,10 +479,16 @@ mod free_cache {
 mod free_cache {
     use crate::sync::{Mutex, lock};
 
-    pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
+    #[derive(Clone, Copy)]
+    pub(super) enum Pool {
+        Records,
+        Exts,
+    }
+
+    pub(super) fn pop(_: Pool, global: &Mutex<Vec<u32>>) -> Option<u32> {
         lock(global).pop()
     }
-    pub(super) fn push(index: u32, global: &Mutex<Vec<u32>>) {
+    pub(super) fn push(index: u32, _: Pool, global: &Mutex<Vec<u32>>) {
         lock(global).push(index);
     }
 }

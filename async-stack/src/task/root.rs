@@ -214,7 +214,10 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
         ext.parent.store(s.parent, Ordering::Relaxed);
         let site = crate::record::site::call_site_for_caller(s.location, None);
         ext.spawn_site.store(site.id(), Ordering::Relaxed);
-        ext.name.store(s.name.clone());
+        if let Some(name) = &s.name {
+            ext.name.store(Some(name.clone()));
+            ext.named.store(1, Ordering::Relaxed);
+        }
         Some(handle)
     });
     r.ext.store(ext.unwrap_or(0), Ordering::Relaxed);
@@ -241,7 +244,9 @@ pub(crate) fn end_task(p: u64) {
     r.release_chunks();
     let ext = r.ext.swap(0, Ordering::AcqRel);
     if let Some(e) = registry::ext(ext) {
-        e.name.store(None);
+        if e.named.swap(0, Ordering::Relaxed) != 0 {
+            e.name.store(None);
+        }
         e.parent.store(0, Ordering::Relaxed);
         e.spawn_site.store(0, Ordering::Relaxed);
         let f = e.fallback.swap(std::ptr::null_mut(), Ordering::AcqRel);
