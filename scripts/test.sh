@@ -3,25 +3,44 @@
 # the one `.ci/run` calls. It installs the system tools the tests need
 # when they are missing, then runs, in order:
 #   1. every unit, integration, UI (trybuild) and doc test, debug build;
-#   2. the walker tests again in a release build with line tables only
-#      (profile `release-lines`), where inlining changes the native stack,
-#      and the million-live-task registry test, too slow for a debug build;
+#   2. the walker, dump and debugger-script tests again in a release build
+#      with line tables only (profile `release-lines`), where inlining
+#      changes the native stack, and the million-live-task registry test,
+#      too slow for a debug build;
 #   3. the walker test meant for it in a release build with no debug info
 #      (profile `release-nodebug`);
 #   4. the loom models of everything another thread reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# System tools: none are needed yet beyond the Rust toolchain. Tests that
-# need one (gdb and lldb for the debugger scripts) must install it here when
-# it is missing, never skip.
+# System tools the debugger-script tests need (they fail, never skip, when
+# one is missing): gdb (with gcore), and lldb with its Python module. Debian's
+# lldb 14 cannot start its embedded Python as installed: it needs the
+# python3-lldb-14 package, and PYTHONPATH naming the dist-packages folder
+# that package puts under llvm-14.
+need=()
+command -v gdb >/dev/null 2>&1 || need+=(gdb)
+command -v gcore >/dev/null 2>&1 || need+=(gdb)
+command -v lldb >/dev/null 2>&1 || need+=(lldb)
+dpkg -s python3-lldb-14 >/dev/null 2>&1 || need+=(python3-lldb-14)
+if [ ${#need[@]} -gt 0 ]; then
+    echo "== installing ${need[*]}"
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
+fi
+lldb_py=$(ls -d /usr/lib/llvm-*/lib/python3*/dist-packages 2>/dev/null | grep -v '/python3/' | head -n1 || true)
+if [ -n "$lldb_py" ]; then
+    export PYTHONPATH="$lldb_py${PYTHONPATH:+:$PYTHONPATH}"
+fi
 
 echo "== 1/4 workspace tests (debug)"
 cargo test --workspace --all-features
 
-echo "== 2/4 walker, frame, await-site, dump and million-task tests (release, line tables only)"
+echo "== 2/4 walker, frame, await-site, dump, debugger and million-task tests (release, line tables only)"
 walker_tests=(--test registry_million)
-for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_sites.rs tests/tests/dump_*.rs; do
+for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_sites.rs tests/tests/dump_*.rs tests/tests/debugger_*.rs; do
     [ -e "$t" ] && walker_tests+=(--test "$(basename "$t" .rs)")
 done
 cargo test -p tests --profile release-lines "${walker_tests[@]}"

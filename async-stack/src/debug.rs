@@ -62,7 +62,11 @@
 //!   is set, else a call-site id), the parent slot and the birth that
 //!   orders siblings; zombie and retired slots are not shown, nor what
 //!   hangs below them. The module docs of `task/stack.rs` state the whole
-//!   protocol.
+//!   protocol. A stack whose `seq` is odd, or whose `foreign` word counts
+//!   open sections, was stopped in the middle of a write: scripts show the
+//!   task without its frames rather than guess.
+//! - **Task names**: a task's own name is in its extension; a task without
+//!   one is shown with its root call site's `task_name` (empty: none).
 //!
 //! A debugger reads a stopped process, so it needs none of the sequence
 //! counters that in-process readers use; what it reads may still be
@@ -114,6 +118,7 @@ pub struct Layout {
     pub call_entry_file: u64,
     pub call_entry_line: u64,
     pub call_entry_column: u64,
+    pub call_entry_task_name: u64,
     pub await_entry_size: u64,
     pub await_entry_call_id: u64,
     pub await_entry_file: u64,
@@ -139,6 +144,7 @@ pub struct Layout {
     pub record_thread: u64,
     pub record_self_wakes: u64,
     pub record_ext: u64,
+    pub record_seq: u64,
     pub record_foreign: u64,
     pub record_meta: u64,
     pub record_chunk: u64,
@@ -175,6 +181,8 @@ pub struct Layout {
     pub meta_top_shift: u64,
     // Foreign word: hidden retirements in the low bits
     pub foreign_hidden_bits: u64,
+    pub foreign_open_shift: u64,
+    pub foreign_open_bits: u64,
     // Task extension and name
     pub ext_size: u64,
     pub ext_parent: u64,
@@ -255,6 +263,7 @@ const LAYOUT: Layout = Layout {
     call_entry_file: o(offset_of!(CallSiteEntry, file)),
     call_entry_line: o(offset_of!(CallSiteEntry, line)),
     call_entry_column: o(offset_of!(CallSiteEntry, column)),
+    call_entry_task_name: o(offset_of!(CallSiteEntry, task_name)),
     await_entry_size: o(size_of::<AwaitSiteEntry>()),
     await_entry_call_id: o(offset_of!(AwaitSiteEntry, call_id)),
     await_entry_file: o(offset_of!(AwaitSiteEntry, file)),
@@ -278,6 +287,7 @@ const LAYOUT: Layout = Layout {
     record_thread: o(offset_of!(TaskRecord, thread)),
     record_self_wakes: o(offset_of!(TaskRecord, self_wakes)),
     record_ext: o(offset_of!(TaskRecord, ext)),
+    record_seq: o(offset_of!(TaskRecord, seq)),
     record_foreign: o(offset_of!(TaskRecord, foreign)),
     record_meta: o(offset_of!(TaskRecord, meta)),
     record_chunk: o(offset_of!(TaskRecord, chunk)),
@@ -308,6 +318,8 @@ const LAYOUT: Layout = Layout {
     meta_seen_hidden_shift: meta::SEEN_HIDDEN_SHIFT as u64,
     meta_top_shift: meta::TOP_SHIFT as u64,
     foreign_hidden_bits: foreign::HIDDEN_MASK.count_ones() as u64,
+    foreign_open_shift: foreign::OPEN_SHIFT as u64,
+    foreign_open_bits: foreign::MAX_OPEN.count_ones() as u64,
     ext_size: o(size_of::<TaskExt>()),
     ext_parent: o(offset_of!(TaskExt, parent)),
     ext_spawn_site: o(offset_of!(TaskExt, spawn_site)),
@@ -445,6 +457,7 @@ mod tests {
         "call_entry_file",
         "call_entry_line",
         "call_entry_column",
+        "call_entry_task_name",
         "await_entry_size",
         "await_entry_call_id",
         "await_entry_file",
@@ -468,6 +481,7 @@ mod tests {
         "record_thread",
         "record_self_wakes",
         "record_ext",
+        "record_seq",
         "record_foreign",
         "record_meta",
         "record_chunk",
@@ -498,6 +512,8 @@ mod tests {
         "meta_seen_hidden_shift",
         "meta_top_shift",
         "foreign_hidden_bits",
+        "foreign_open_shift",
+        "foreign_open_bits",
         "ext_size",
         "ext_parent",
         "ext_spawn_site",
@@ -710,6 +726,39 @@ mod tests {
         let active = listed(tid).expect("still listed");
         assert_eq!(word_at(active + l.get("active_word")), 0);
     }
+}
+
+/// The gdb commands, embedded in every ELF binary that links async-stack
+/// so that gdb loads them by itself (`.debug_gdb_scripts`, the section
+/// `#![debugger_visualizer]` writes, which takes one file only): the text
+/// of `debugger/async_stack_reader.py` followed by that of
+/// `debugger/async_stack_gdb.py`, as one inline Python script. gdb runs it
+/// only from a path it trusts: `add-auto-load-safe-path /path/to/binary`
+/// (or a folder above it) in `~/.gdbinit`, or `-iex` on the command line.
+#[cfg(target_os = "linux")]
+mod gdb_autoload {
+    /// Section entry: kind 4 (inline Python), the script's name on the
+    /// first line, its text, then a NUL.
+    const SCRIPT: &str = concat!(
+        "\x04",
+        "async_stack_gdb.py\n",
+        include_str!("../../debugger/async_stack_reader.py"),
+        include_str!("../../debugger/async_stack_gdb.py"),
+        "\0"
+    );
+
+    #[unsafe(link_section = ".debug_gdb_scripts")]
+    #[used]
+    static EMBEDDED: [u8; SCRIPT.len()] = {
+        let mut out = [0u8; SCRIPT.len()];
+        let bytes = SCRIPT.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            out[i] = bytes[i];
+            i += 1;
+        }
+        out
+    };
 }
 
 /// Hooks for the debugger-script tests, which must corrupt a live chain

@@ -296,6 +296,10 @@ pub(crate) struct CallSiteEntry {
     pub(crate) file: RawStr,
     pub(crate) line: u32,
     pub(crate) column: u32,
+    /// The name of a task rooted at this site that has no name of its own:
+    /// the explicit name (`#[traced_async(name = ..)]`, `.traced_named`),
+    /// or empty.
+    pub(crate) task_name: RawStr,
 }
 
 /// One entry of the await-site table (id `i + 1` at index `i`).
@@ -422,6 +426,11 @@ fn register_call_site(site: &'static CallSite) -> u32 {
         file: RawStr::new(site.file),
         line: site.line,
         column: site.column,
+        task_name: RawStr::new(if site.explicit_name && !site.is_anonymous() {
+            site.name
+        } else {
+            ""
+        }),
     })
 }
 

@@ -163,7 +163,7 @@ pub(crate) mod word {
 /// count at every poll).
 pub(crate) mod foreign {
     pub(crate) const HIDDEN_MASK: u64 = 0xffff;
-    const OPEN_SHIFT: u32 = 16;
+    pub(crate) const OPEN_SHIFT: u32 = 16;
     const OPEN_MASK: u64 = 0x3f << OPEN_SHIFT;
     pub(crate) const OPEN_ONE: u64 = 1 << OPEN_SHIFT;
     const VERSION_SHIFT: u32 = 22;

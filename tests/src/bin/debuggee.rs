@@ -9,7 +9,9 @@
 //! symbol), then exits with status 0 once the debugger lets it go on.
 //!
 //! - `chain`: three idle tasks (`idle-1`..`idle-3`, each in
-//!   `idle_outer -> idle_inner`, waiting on a channel) and a task `chain`
+//!   `idle_outer -> idle_inner`, waiting on a channel), an idle task
+//!   spawned with plain `tokio::spawn` whose name comes from its root
+//!   (`#[traced_async(name = "named-root")]`), and a task `chain`
 //!   (`chain_outer -> chain_middle -> chain_inner`), which writes
 //!   `walker.txt` (the in-process backtrace, `{}`) and `dump.txt` (the
 //!   in-process dump of every task, `{}`) and then stops. The backtrace is
@@ -68,9 +70,15 @@ async fn idle_outer(rx: tokio::sync::oneshot::Receiver<()>) {
     idle_inner(rx).await;
 }
 
+#[traced_async(name = "named-root")]
+async fn named_root(rx: tokio::sync::oneshot::Receiver<()>) {
+    IDLE_PARKED.fetch_add(1, Ordering::SeqCst);
+    let _ = rx.await;
+}
+
 #[traced_async]
 async fn chain_inner() {
-    while IDLE_PARKED.load(Ordering::SeqCst) < 3 {
+    while IDLE_PARKED.load(Ordering::SeqCst) < 4 {
         tokio::task::yield_now().await;
     }
     // Let the idle tasks' polls return, so they show as idle.
@@ -108,6 +116,9 @@ async fn chain() {
         senders.push(tx);
         async_stack::tokio::spawn_named(format!("idle-{i}"), idle_outer(rx));
     }
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    senders.push(tx);
+    tokio::spawn(named_root(rx));
     let _ = async_stack::tokio::spawn_named("chain", chain_outer()).await;
     drop(senders);
 }

@@ -1,0 +1,928 @@
+"""Reads async-stack's data from a stopped process or a core file.
+
+This module holds everything the debugger commands know about async-stack's
+memory layout; it reads nothing but memory, through the descriptor that the
+program exports as the symbol ``ASYNC_STACK_DEBUG`` (see
+``async-stack/src/debug.rs``), and makes no function call into the
+inferior, so it works on core files too.
+
+A debugger module (``async_stack_gdb.py``, ``async_stack_lldb.py``) adapts
+its debugger to the small :class:`Target` interface (memory reads, symbol
+lookup, threads, native frames) and registers the commands, which call
+:func:`run_command`:
+
+- ``async-bt``: the current thread's native frames with its async frames
+  spliced in, as ``async_stack::backtrace()`` prints them;
+- ``async-bt all``: the same for every thread;
+- ``async-bt task <id>``: one task's tree, as the text dump prints it;
+- ``async-tasks``: one line per live task.
+
+Every problem (a corrupt chain, unreadable memory, a missing or unknown
+descriptor) is an :class:`AsyncStackError`, printed as one line starting
+with ``async-stack: ``.
+
+Python 3, standard library only. When gdb auto-loads the scripts from the
+binary, this file's text comes first and the gdb module's text follows in
+one script, so nothing here may depend on being imported as a module.
+"""
+
+import collections
+import re
+import struct
+import time
+
+DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
+MAGIC = int.from_bytes(b"ASYNCSTK", "little")
+VERSION = 1
+ERROR_PREFIX = "async-stack: "
+
+#: The longest async frame chain followed before it is reported as corrupt.
+MAX_CHAIN_DEPTH = 1024
+
+#: The `Layout` fields of the descriptor, in declaration order (version 1).
+LAYOUT_FIELDS = (
+    "pointer_size",
+    "frame_size", "frame_parent", "frame_site", "site_await_bit",
+    "call_site_id", "await_site_id", "await_site_call_site",
+    "site_page_entries", "raw_str_ptr", "raw_str_len",
+    "call_entry_size", "call_entry_function", "call_entry_file",
+    "call_entry_line", "call_entry_column", "call_entry_task_name",
+    "await_entry_size", "await_entry_call_id", "await_entry_file",
+    "await_entry_line", "await_entry_column",
+    "thread_root_size", "thread_root_tid", "thread_root_active",
+    "thread_page_entries", "thread_pages", "active_word", "active_record",
+    "current_slot_shift",
+    "arena_page_entries", "record_size", "record_id", "record_state",
+    "record_polls", "record_wakes", "record_current", "record_thread",
+    "record_self_wakes", "record_ext", "record_seq", "record_foreign",
+    "record_meta",
+    "record_chunk", "record_slots",
+    "state_kind_bits", "state_time_shift", "state_idle", "state_scheduled",
+    "state_running", "state_seen_shift", "state_seen_bits",
+    "wakes_count_bits",
+    "inline_slots", "head_slots", "chunk_slots", "dir_entries", "chunk_size",
+    "no_slot",
+    "slot_site_bits", "slot_await_flag", "slot_parent_shift",
+    "slot_parent_bits", "slot_birth_shift", "slot_birth_bits",
+    "slot_zombie_bit", "slot_retired_bit",
+    "meta_hidden_bits", "meta_seen_hidden_shift", "meta_top_shift",
+    "foreign_hidden_bits", "foreign_open_shift", "foreign_open_bits",
+    "ext_size", "ext_parent", "ext_spawn_site", "ext_name",
+    "name_ptr", "name_len",
+    "clock_shift", "clock_monotonic",
+)
+
+#: The `Addresses` fields of the descriptor, in declaration order.
+ADDRESS_FIELDS = (
+    "record_pages", "record_page_count", "record_count", "record_capacity",
+    "chunk_pages", "chunk_page_count", "ext_pages", "ext_page_count",
+    "thread_pages", "thread_count",
+    "call_site_pages", "call_site_count",
+    "await_site_pages", "await_site_count",
+    "clock",
+)
+
+HEADER_WORDS = 3  # magic, version, size
+
+#: A native frame as the debugger symbolises it (any field may be None).
+NativeFrame = collections.namedtuple("NativeFrame", "name file line column")
+
+#: A thread: the debugger's number, the OS thread id, its name, and
+#: whatever the debugger module needs to list its frames.
+ThreadInfo = collections.namedtuple("ThreadInfo", "number tid name handle")
+
+#: `file:line:column` of a site.
+Location = collections.namedtuple("Location", "file line column")
+
+#: A call-site table entry: the function's display name, where it is, and
+#: the name of a task rooted there that has none of its own (or None).
+CallSite = collections.namedtuple("CallSite", "function location task_name")
+
+#: An await-site table entry: the call site of its function and the
+#: `.await`'s location.
+AwaitSite = collections.namedtuple("AwaitSite", "call location")
+
+#: One frame of a thread's live chain: its address and where it is.
+ChainFrame = collections.namedtuple("ChainFrame", "address call await_site")
+
+#: A shown frame of a task's tree, as the dump model has it.
+TreeFrame = collections.namedtuple(
+    "TreeFrame", "depth function defined_at awaiting_at running")
+
+#: One live task, as the dump shows it.
+Task = collections.namedtuple(
+    "Task",
+    "id name state state_ms since_ms polls parent spawned_at frames hidden "
+    "torn")
+
+
+class AsyncStackError(Exception):
+    """A problem that a command reports as one line, never a traceback."""
+
+
+class Target:
+    """What a debugger module provides. Every method is required.
+
+    ``read(address, size)`` returns ``size`` bytes or raises any exception;
+    ``symbol_address(name)`` returns the address of a data symbol or None;
+    ``threads()`` lists :class:`ThreadInfo` and ``current_thread()`` returns
+    the selected one; ``native_frames(thread)`` lists a thread's
+    :class:`NativeFrame`, innermost first, inlined frames included;
+    ``is_live()`` tells a running process from a core file.
+    """
+
+    def read(self, address, size):
+        raise NotImplementedError
+
+    def symbol_address(self, name):
+        raise NotImplementedError
+
+    def threads(self):
+        raise NotImplementedError
+
+    def current_thread(self):
+        raise NotImplementedError
+
+    def native_frames(self, thread):
+        raise NotImplementedError
+
+    def is_live(self):
+        raise NotImplementedError
+
+
+# ---------------------------------------------------------------- memory
+
+
+class Memory:
+    """Typed reads through a :class:`Target`, failing with a clean error."""
+
+    def __init__(self, target):
+        self._target = target
+
+    def bytes(self, address, size, what):
+        """``size`` bytes at ``address``; ``what`` names them in errors."""
+        if address == 0:
+            raise AsyncStackError("null pointer to %s" % what)
+        try:
+            data = bytes(self._target.read(address, size))
+        except Exception:  # the debuggers raise their own kinds
+            data = b""
+        if len(data) != size:
+            raise AsyncStackError(
+                "cannot read %s at %#x: unreadable memory (wild pointer?)"
+                % (what, address))
+        return data
+
+    def u64(self, address, what):
+        """A little-endian u64."""
+        return struct.unpack("<Q", self.bytes(address, 8, what))[0]
+
+    def u32(self, address, what):
+        """A little-endian u32."""
+        return struct.unpack("<I", self.bytes(address, 4, what))[0]
+
+    def text(self, pointer, length, what):
+        """A UTF-8 string given by address and length."""
+        if length == 0:
+            return ""
+        if length > 1 << 20:
+            raise AsyncStackError("%s: implausible length %d" % (what, length))
+        return self.bytes(pointer, length, what).decode("utf-8", "replace")
+
+    def raw_str(self, address, layout, what):
+        """A `RawStr` (pointer and length) at ``address``."""
+        pointer = self.u64(address + layout.raw_str_ptr, what)
+        length = self.u64(address + layout.raw_str_len, what)
+        return self.text(pointer, length, what)
+
+
+# ------------------------------------------------------------ descriptor
+
+
+class Descriptor:
+    """The descriptor's fields, by name: ``layout.<field>`` and
+    ``addresses.<field>``."""
+
+    def __init__(self, layout, addresses):
+        self.layout = layout
+        self.addresses = addresses
+
+    @classmethod
+    def load(cls, target, memory):
+        """Finds, checks and reads the descriptor."""
+        base = target.symbol_address(DESCRIPTOR_SYMBOL)
+        if not base:
+            raise AsyncStackError(
+                "symbol %s not found: this program does not link async-stack"
+                % DESCRIPTOR_SYMBOL)
+        magic = memory.u64(base, "the descriptor's magic")
+        if magic != MAGIC:
+            raise AsyncStackError(
+                "bad descriptor magic %#x at %s (expected %r): corrupt memory"
+                % (magic, DESCRIPTOR_SYMBOL, b"ASYNCSTK"))
+        version = memory.u64(base + 8, "the descriptor's version")
+        if version != VERSION:
+            raise AsyncStackError(
+                "unknown descriptor version %d (these scripts read version %d)"
+                % (version, VERSION))
+        count = HEADER_WORDS + len(LAYOUT_FIELDS) + len(ADDRESS_FIELDS)
+        size = memory.u64(base + 16, "the descriptor's size")
+        if size < 8 * count:
+            raise AsyncStackError(
+                "descriptor too small: %d bytes, version %d has %d"
+                % (size, VERSION, 8 * count))
+        data = memory.bytes(base, 8 * count, "the descriptor")
+        words = struct.unpack("<%dQ" % count, data)[HEADER_WORDS:]
+        layout = _Fields(LAYOUT_FIELDS, words[:len(LAYOUT_FIELDS)])
+        addresses = _Fields(ADDRESS_FIELDS, words[len(LAYOUT_FIELDS):])
+        return cls(layout, addresses)
+
+
+class _Fields:
+    """Named words, as attributes."""
+
+    def __init__(self, names, values):
+        self.__dict__.update(zip(names, values))
+
+
+def _mask(bits):
+    return (1 << bits) - 1
+
+
+# ----------------------------------------------------------------- sites
+
+
+class Sites:
+    """The two interned site tables, and the site words that name them."""
+
+    def __init__(self, memory, descriptor):
+        self._memory = memory
+        self._l = descriptor.layout
+        self._a = descriptor.addresses
+        self._calls = {}
+        self._awaits = {}
+
+    def _entry(self, pages, count, size, site_id, what):
+        """The address of table entry ``site_id`` (id i + 1 is entry i)."""
+        if site_id == 0 or pages == 0 or count == 0:
+            return None
+        length = self._memory.u64(count, what + " table length")
+        index = site_id - 1
+        if index >= length:
+            return None
+        per_page = self._l.site_page_entries
+        page = self._memory.u64(pages + 8 * (index // per_page),
+                                what + " table page")
+        return page + (index % per_page) * size if page else None
+
+    def call(self, site_id):
+        """The :class:`CallSite` with interned id ``site_id``, or None."""
+        if site_id not in self._calls:
+            self._calls[site_id] = self._read_call(site_id)
+        return self._calls[site_id]
+
+    def _read_call(self, site_id):
+        l, a, m = self._l, self._a, self._memory
+        entry = self._entry(a.call_site_pages, a.call_site_count,
+                            l.call_entry_size, site_id, "call-site")
+        if entry is None:
+            return None
+        what = "call site %d" % site_id
+        return CallSite(
+            m.raw_str(entry + l.call_entry_function, l, what),
+            Location(m.raw_str(entry + l.call_entry_file, l, what),
+                     m.u32(entry + l.call_entry_line, what),
+                     m.u32(entry + l.call_entry_column, what)),
+            m.raw_str(entry + l.call_entry_task_name, l, what) or None)
+
+    def await_site(self, site_id):
+        """The :class:`AwaitSite` with interned id ``site_id``, or None."""
+        if site_id not in self._awaits:
+            self._awaits[site_id] = self._read_await(site_id)
+        return self._awaits[site_id]
+
+    def _read_await(self, site_id):
+        l, a, m = self._l, self._a, self._memory
+        entry = self._entry(a.await_site_pages, a.await_site_count,
+                            l.await_entry_size, site_id, "await-site")
+        if entry is None:
+            return None
+        what = "await site %d" % site_id
+        call_id = m.u32(entry + l.await_entry_call_id, what)
+        return AwaitSite(
+            self.call(call_id),
+            Location(m.raw_str(entry + l.await_entry_file, l, what),
+                     m.u32(entry + l.await_entry_line, what),
+                     m.u32(entry + l.await_entry_column, what)))
+
+    def of_slot(self, field):
+        """``(call, await)`` of a published slot word's site field."""
+        flag = self._l.slot_await_flag
+        if field & flag:
+            at = self.await_site(field & ~flag)
+            return (at.call if at else None), at
+        return self.call(field), None
+
+    def of_frame(self, site_word, frame):
+        """``(call, await)`` of a live frame's ``site`` pointer word."""
+        l, m = self._l, self._memory
+        what = "the site of async frame %#x" % frame
+        if site_word & l.site_await_bit:
+            pointer = site_word & ~l.site_await_bit
+            at = self.await_site(m.u32(pointer + l.await_site_id, what))
+            if at is not None:
+                return at.call, at
+            call_pointer = m.u64(pointer + l.await_site_call_site, what)
+            return self.call(m.u32(call_pointer + l.call_site_id, what)), None
+        return self.call(m.u32(site_word + l.call_site_id, what)), None
+
+
+# ---------------------------------------------------------------- reader
+
+
+class Reader:
+    """async-stack's data in one stopped process or core file."""
+
+    def __init__(self, target):
+        self.target = target
+        self.memory = Memory(target)
+        self.descriptor = Descriptor.load(target, self.memory)
+        self.layout = self.descriptor.layout
+        self.addresses = self.descriptor.addresses
+        self.sites = Sites(self.memory, self.descriptor)
+
+    def _page_entry(self, pages, per_page, size, index, what):
+        """Entry ``index`` of an arena: a page table of ``per_page`` items."""
+        page = self.memory.u64(pages + 8 * (index // per_page), what + " page")
+        return page + (index % per_page) * size if page else None
+
+    # ---- threads and their chains
+
+    def thread_active(self, tid):
+        """The address of the thread state of OS thread ``tid``, or None."""
+        l, a, m = self.layout, self.addresses, self.memory
+        if not a.thread_pages or not a.thread_count:
+            return None
+        count = m.u64(a.thread_count, "the thread-root count")
+        for index in range(min(count, l.thread_page_entries * l.thread_pages)):
+            entry = self._page_entry(a.thread_pages, l.thread_page_entries,
+                                     l.thread_root_size, index, "thread-root")
+            if entry and m.u32(entry + l.thread_root_tid, "a thread root") == tid:
+                return m.u64(entry + l.thread_root_active, "a thread root")
+        return None
+
+    def untag(self, word):
+        """The frame address of a current-frame word."""
+        shift = self.layout.current_slot_shift
+        return word & _mask(shift) if shift else word
+
+    def running_slot(self, word):
+        """The slot carried by a current-frame word (`no_slot`: none)."""
+        shift = self.layout.current_slot_shift
+        if word == 0 or shift == 0:
+            return self.layout.no_slot
+        return word >> shift
+
+    def chain(self, tid):
+        """The async frames polled on OS thread ``tid``, innermost first."""
+        l, m = self.layout, self.memory
+        active = self.thread_active(tid)
+        if not active:
+            return []
+        word_pointer = m.u64(active + l.active_word, "a thread's state")
+        if word_pointer == 0:
+            return []
+        frame = self.untag(m.u64(word_pointer, "a current-frame word"))
+        frames, seen = [], set()
+        while frame:
+            if frame in seen:
+                raise AsyncStackError(
+                    "cycle in the async frame chain of thread %d: frame %#x "
+                    "is its own ancestor" % (tid, frame))
+            if len(frames) >= MAX_CHAIN_DEPTH:
+                raise AsyncStackError(
+                    "async frame chain of thread %d deeper than %d frames "
+                    "(corrupt parent links?)" % (tid, MAX_CHAIN_DEPTH))
+            seen.add(frame)
+            what = "async frame %#x" % frame
+            site_word = m.u64(frame + l.frame_site, what)
+            call, at = self.sites.of_frame(site_word, frame)
+            frames.append(ChainFrame(frame, call, at))
+            frame = m.u64(frame + l.frame_parent, what)
+        return frames
+
+    # ---- tasks
+
+    def records(self):
+        """Addresses of every record handed out, in registry order."""
+        l, a, m = self.layout, self.addresses, self.memory
+        if not a.record_pages or not a.record_count:
+            return []
+        count = min(m.u64(a.record_count, "the record count"),
+                    a.record_capacity)
+        found = []
+        for index in range(count):
+            record = self._page_entry(a.record_pages, l.arena_page_entries,
+                                      l.record_size, index, "record")
+            if record:
+                found.append(record)
+        return found
+
+    def tasks(self):
+        """Every live task, sorted by id as dumps are, with times measured
+        against one "now"."""
+        raw = [r for r in (self._raw_task(rec) for rec in self.records()) if r]
+        raw.sort(key=lambda r: r["id"])
+        now = self.now_ms(raw)
+        return [self._task(r, now) for r in raw]
+
+    def _raw_task(self, record):
+        """The words of a live record, or None for a free one."""
+        l, m = self.layout, self.memory
+        what = "task record %#x" % record
+        task_id = m.u64(record + l.record_id, what)
+        if task_id == 0:
+            return None
+        fields = {name: m.u64(record + getattr(l, "record_" + name), what)
+                  for name in ("state", "polls", "wakes", "current",
+                               "foreign", "meta")}
+        fields["ext"] = m.u32(record + l.record_ext, what)
+        fields["seq"] = m.u32(record + l.record_seq, what)
+        fields["id"] = task_id
+        fields["address"] = record
+        return fields
+
+    def now_ms(self, raw_tasks):
+        """The time that times in state are measured against, in ms."""
+        l = self.layout
+        if self.target.is_live() and l.clock_monotonic == 1 and hasattr(
+                time, "CLOCK_MONOTONIC_COARSE"):
+            return int(time.clock_gettime(time.CLOCK_MONOTONIC_COARSE) * 1000)
+        clock = self.addresses.clock
+        ticked = self.memory.u64(clock, "the clock word") if clock else 0
+        if ticked >> l.clock_shift:
+            return ticked >> l.clock_shift
+        stamps = [r["state"] >> l.state_time_shift for r in raw_tasks]
+        return max(stamps, default=0)
+
+    def _state(self, state, wakes, now):
+        """``(name, since_ms)``: idle becomes scheduled once woken."""
+        l = self.layout
+        kind = state & _mask(l.state_kind_bits)
+        seen = (state >> l.state_seen_shift) & _mask(l.state_seen_bits)
+        since = state >> l.state_time_shift
+        if kind == l.state_running:
+            return "running", since
+        if kind == l.state_scheduled:
+            return "scheduled", since
+        count = wakes & _mask(l.wakes_count_bits)
+        if count & _mask(l.state_seen_bits) != seen:
+            woken_mask = _mask(64 - l.wakes_count_bits)
+            low = wakes >> l.wakes_count_bits
+            woken = now - min((now - low) & woken_mask, now)
+            return "scheduled", max(woken, since)
+        return "idle", since
+
+    def _task(self, raw, now):
+        state, since = self._state(raw["state"], raw["wakes"], now)
+        words = self._slot_words(raw)
+        l = self.layout
+        open_sections = (raw["foreign"] >> l.foreign_open_shift) & _mask(
+            l.foreign_open_bits)
+        torn = raw["seq"] % 2 == 1 or open_sections != 0
+        frames, hidden = [], 0
+        if not torn:
+            running = self.running_slot(raw["current"])
+            copied, hidden = build_tree(l, words, raw["meta"], running,
+                                        raw["foreign"])
+            frames = [self._tree_frame(f) for f in copied]
+        name, parent, spawned_at = self._extension(raw["ext"])
+        if name is None and words:
+            root, _ = self.sites.of_slot(words[0] & _mask(l.slot_site_bits))
+            name = root.task_name if root is not None else None
+        return Task(raw["id"], name, state, max(now - since, 0), since,
+                    raw["polls"], parent, spawned_at, frames, hidden, torn)
+
+    def _tree_frame(self, copied):
+        depth, site, running, innermost = copied
+        call, at = self.sites.of_slot(site)
+        awaiting = at.location if at is not None and not innermost else None
+        return TreeFrame(depth, call.function if call else "<unknown>",
+                         call.location if call else None, awaiting, running)
+
+    def _slot_words(self, raw):
+        """The published slot words ``0..top`` of a record."""
+        l = self.layout
+        top = min(raw["meta"] >> l.meta_top_shift, l.no_slot)
+        return [self._slot_word(raw, slot) for slot in range(top)]
+
+    def _slot_word(self, raw, slot):
+        """The word of one slot: inline, in the head chunk, or in a chunk
+        named by the head chunk's directory (`locate()`, `dir_get()`)."""
+        l, m = self.layout, self.memory
+        what = "the stack of task %d" % raw["id"]
+        if slot < l.inline_slots:
+            return m.u64(raw["address"] + l.record_slots + 8 * slot, what)
+        head = self._chunk(m.u32(raw["address"] + l.record_chunk, what), what)
+        index = slot - l.inline_slots
+        if index < l.head_slots:
+            return m.u64(head + 8 * index, what)
+        entry, index = divmod(index - l.head_slots, l.chunk_slots)
+        if entry >= l.dir_entries:
+            raise AsyncStackError("%s: slot %d past the directory" % (what, slot))
+        directory = m.u64(head + 8 * (l.head_slots + entry // 2), what)
+        handle = (directory >> (32 * (entry % 2))) & _mask(32)
+        return m.u64(self._chunk(handle, what) + 8 * index, what)
+
+    def _chunk(self, handle, what):
+        """The address of chunk ``handle`` (index + 1)."""
+        l = self.layout
+        chunk = None
+        if handle and self.addresses.chunk_pages:
+            chunk = self._page_entry(self.addresses.chunk_pages,
+                                     l.arena_page_entries, l.chunk_size,
+                                     handle - 1, "chunk")
+        if not chunk:
+            raise AsyncStackError("%s: missing stack chunk %d" % (what, handle))
+        return chunk
+
+    def _extension(self, handle):
+        """``(name, parent, spawned_at)`` from a task's extension."""
+        l, m = self.layout, self.memory
+        if handle == 0 or not self.addresses.ext_pages:
+            return None, None, None
+        ext = self._page_entry(self.addresses.ext_pages, l.arena_page_entries,
+                               l.ext_size, handle - 1, "extension")
+        if not ext:
+            return None, None, None
+        what = "task extension %d" % handle
+        name_pointer = m.u64(ext + l.ext_name, what)
+        name = None
+        if name_pointer:
+            name = m.text(m.u64(name_pointer + l.name_ptr, what),
+                          m.u64(name_pointer + l.name_len, what), "a task name")
+        parent = m.u64(ext + l.ext_parent, what) or None
+        site = self.sites.call(m.u32(ext + l.ext_spawn_site, what))
+        return name, parent, site.location if site else None
+
+
+def build_tree(layout, words, meta, running_slot, foreign):
+    """A port of `StackCopy::build`: the shown frames of a published stack
+    as ``(depth, site, running, innermost)`` in pre-order (siblings in
+    birth order), and the count of hidden live frames."""
+    l = layout
+    site_of = lambda w: w & _mask(l.slot_site_bits)
+    parent_of = lambda w: (w >> l.slot_parent_shift) & _mask(l.slot_parent_bits)
+    birth_of = lambda w: (w >> l.slot_birth_shift) & _mask(l.slot_birth_bits)
+    hidden_bits = (1 << l.slot_zombie_bit) | (1 << l.slot_retired_bit)
+    shown = lambda w: w != 0 and w & hidden_bits == 0
+
+    count = len(words)
+    live = sum(1 for w in words if shown(w))
+    seen_hidden = (meta >> l.meta_seen_hidden_shift) & _mask(l.foreign_hidden_bits)
+    unseen = (foreign - seen_hidden) & _mask(l.foreign_hidden_bits)
+    without_slot = max((meta & _mask(l.meta_hidden_bits)) - unseen, 0)
+    if not (words and shown(words[0]) and parent_of(words[0]) == l.no_slot):
+        return [], without_slot + live
+    if all(shown(words[i]) and parent_of(words[i]) == i - 1
+           for i in range(1, count)):
+        running = running_slot < count
+        return [(i, site_of(words[i]), running and i <= running_slot,
+                 i == running_slot) for i in range(count)], without_slot
+
+    children = {}
+    for slot in range(1, count):
+        w, parent = words[slot], parent_of(words[slot])
+        if w == 0 or parent >= count or parent == slot or words[parent] == 0:
+            continue
+        kids = children.setdefault(parent, [])
+        position = 0
+        while position < len(kids) and _born_before(
+                birth_of(words[kids[position]]), birth_of(w), l.slot_birth_bits):
+            position += 1
+        kids.insert(position, slot)
+
+    frames, slots, parents, visited = [], [], {}, set()
+    stack = [(0, 0)]
+    while stack:
+        slot, depth = stack.pop()
+        if slot in visited or not shown(words[slot]):
+            continue
+        visited.add(slot)
+        slots.append(slot)
+        frames.append([depth, site_of(words[slot]), False, slot == running_slot])
+        for kid in reversed(children.get(slot, [])):
+            parents[kid] = slot
+            stack.append((kid, depth + 1))
+    if running_slot < count and running_slot in visited:
+        on_path, slot = set(), running_slot
+        while True:
+            on_path.add(slot)
+            parent = parents.get(slot)
+            if slot == 0 or parent is None or parent in on_path:
+                break
+            slot = parent
+        for frame, slot in zip(frames, slots):
+            frame[2] = slot in on_path
+    return [tuple(f) for f in frames], without_slot + live - len(visited)
+
+
+def _born_before(a, b, bits):
+    """Serial-number order of two births (`word::born_before`)."""
+    d = (b - a) & _mask(bits)
+    return d != 0 and d < 1 << (bits - 1)
+
+
+# ------------------------------------------------------------ dump text
+
+
+def format_duration(ms):
+    """A time in state, as the dump writes it (`write_duration`)."""
+    if ms < 1000:
+        return "%dms" % ms
+    if ms < 60000:
+        return "%d.%ds" % (ms // 1000, (ms % 1000) // 100)
+    if ms < 3600000:
+        return "%dm%ds" % (ms // 60000, (ms % 60000) // 1000)
+    return "%dh%dm" % (ms // 3600000, (ms % 3600000) // 60000)
+
+
+def format_location(location):
+    """`file:line:column`."""
+    return "%s:%d:%d" % location
+
+
+def _quoted(name):
+    """A name as Rust's `{:?}` quotes it (exact for printable ASCII)."""
+    out = []
+    for ch in name:
+        if ch in "\"\\":
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7f:
+            out.append("\\u{%x}" % ord(ch))
+        else:
+            out.append(ch)
+    return '"%s"' % "".join(out)
+
+
+def innermost_first(frames):
+    """A task's tree frames in the order the dump writes them: post-order
+    of the pre-order tree, so each branch's leaf comes first
+    (`write_stack`)."""
+    ordered, open_ = [], []
+    for index, frame in enumerate(frames):
+        while open_ and frames[open_[-1]].depth >= frame.depth:
+            ordered.append(frames[open_.pop()])
+        open_.append(index)
+    while open_:
+        ordered.append(frames[open_.pop()])
+    return ordered
+
+
+def _frame_lines(frame):
+    pad = " " * (2 * (frame.depth + 1))
+    if frame.awaiting_at is not None:
+        status = "awaiting at " + format_location(frame.awaiting_at)
+    elif frame.running:
+        status = "running"
+    else:
+        status = "not suspended at an instrumented .await"
+    return [pad + frame.function + " [async]", pad + "    " + status]
+
+
+def format_task(task):
+    """One task, exactly as the in-process text dump writes it."""
+    header = "task %d" % task.id
+    if task.name is not None:
+        header += " " + _quoted(task.name)
+    lines = ["%s [%s %s, %d polls]:" % (header, task.state,
+                                       format_duration(task.state_ms),
+                                       task.polls)]
+    for frame in innermost_first(task.frames):
+        lines.extend(_frame_lines(frame))
+    if task.torn:
+        lines.append("  (stack caught in the middle of a write; not shown)")
+    if task.hidden:
+        lines.append("  ... %d more frames not shown" % task.hidden)
+    if task.spawned_at is not None:
+        by = " by task %d" % task.parent if task.parent else ""
+        lines.append("  spawned at %s%s" % (format_location(task.spawned_at), by))
+    elif task.parent:
+        lines.append("  spawned by task %d" % task.parent)
+    elif task.frames and task.frames[0].defined_at is not None:
+        lines.append("  root future defined at "
+                     + format_location(task.frames[0].defined_at))
+    return "\n".join(lines)
+
+
+def innermost_await(task):
+    """What a task's innermost frame waits on: `function at file:l:c`,
+    `function running`, or `-` for a task without frames."""
+    frames = innermost_first(task.frames)
+    if not frames:
+        return "-"
+    frame = frames[0]
+    if frame.awaiting_at is not None:
+        return "%s at %s" % (frame.function, format_location(frame.awaiting_at))
+    if frame.running:
+        return frame.function + " running"
+    return frame.function + " (not at an instrumented .await)"
+
+
+def format_task_table(tasks):
+    """`async-tasks`: one aligned row per task."""
+    rows = [("ID", "NAME", "STATE", "TIME", "INNERMOST .await")]
+    rows += [(str(t.id), t.name if t.name else "-", t.state,
+              format_duration(t.state_ms), innermost_await(t)) for t in tasks]
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = []
+    for row in rows:
+        cells = [row[0].rjust(widths[0])]
+        cells += [cell.ljust(width) for cell, width in zip(row[1:4], widths[1:])]
+        lines.append("  ".join(cells + [row[4]]))
+    if not tasks:
+        lines.append("(no live task)")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ splicing
+
+_OWN_SOURCE = re.compile(r"(^|/)async-stack(-[0-9][^/]*)?/src/")
+_TRACED_SOURCE = re.compile(r"(^|/)async-stack(-[0-9][^/]*)?/src/record/traced\.rs$")
+
+
+def is_level(frame):
+    """Whether a native frame is `Traced::poll`, one per async level
+    whether inlined or not (the walker's anchor, `is_level`)."""
+    name = frame.name or ""
+    if frame.file:
+        return (bool(_TRACED_SOURCE.search(frame.file))
+                and _last_segment(name) == "poll")
+    return "async_stack::record::traced::" in name and "poll" in name
+
+
+def _last_segment(name):
+    """The last path segment of a symbol name, without generic arguments:
+    `poll` for `a::Traced<F>::poll<G>`, `<T as Future>::poll` and `poll`."""
+    if not name.startswith("<") and "<" in name:
+        name = name[:name.index("<")]
+    elif name.endswith(">") and "<" in name.rsplit("::", 1)[-1]:
+        name = name[:name.rindex("<")]
+    return name.rsplit("::", 1)[-1]
+
+
+def is_own_plumbing(frame):
+    """async-stack's own poll machinery, by name or source file."""
+    name = frame.name or ""
+    by_name = (name.startswith(("async_stack::", "<async_stack::"))
+               or name.startswith("std::thread::local::LocalKey"))
+    file = frame.file or ""
+    by_file = ((bool(_OWN_SOURCE.search(file))
+                and not file.endswith("/src/read/walker.rs"))
+               or file.endswith("std/src/thread/local.rs"))
+    return by_name or by_file
+
+
+def _async_entry(index, chain, body):
+    """The ``(function, verb, location)`` of async frame ``index``."""
+    frame = chain[index]
+    function = frame.call.function if frame.call else "<unknown>"
+    if index == 0 or frame.await_site is None:
+        if body is None or not body.file:
+            return function, "at", None
+        file = body.file
+        if index == 0 and frame.call and file.endswith(frame.call.location.file):
+            file = frame.call.location.file
+        verb = "at" if index == 0 else "awaiting at"
+        return function, verb, _native_location(file, body.line, body.column)
+    return function, "awaiting at", format_location(frame.await_site.location)
+
+
+def _native_location(file, line, column):
+    if not file:
+        return None
+    text = file
+    if line:
+        text += ":%d" % line
+        if column:
+            text += ":%d" % column
+    return text
+
+
+def splice(natives, chain):
+    """The spliced backtrace's entries, innermost first, as
+    ``(kind, function, verb, location)``: native frames inside the
+    innermost poll, the async frames, then the executor (a port of the
+    walker's `splice`; plumbing between levels is folded away)."""
+    levels = [i for i, f in enumerate(natives) if is_level(f)]
+    exact = len(levels) == len(chain)
+    anchors = levels if exact else [levels[0] if levels else 0] * len(chain)
+    bodies = []
+    for i in range(len(chain)):
+        body = anchors[i] - 1 if exact else -1
+        inner_edge = anchors[i - 1] + 1 if i else 0
+        ok = exact and body >= inner_edge and not is_own_plumbing(natives[body])
+        bodies.append(body if ok else None)
+
+    out, emitted, folding = [], 0, True
+    for index, native in enumerate(natives):
+        while emitted < len(chain) and anchors[emitted] <= index:
+            body = bodies[emitted]
+            out.append(("async",) + _async_entry(
+                emitted, chain, natives[body] if body is not None else None))
+            emitted += 1
+        if native.name and "__rust_begin_short_backtrace" in native.name:
+            break
+        outer = emitted == len(chain) and emitted > 0
+        if outer and folding:
+            if is_own_plumbing(native) or "{async_fn" in (native.name or ""):
+                continue
+            folding = False
+        hidden = (index in bodies or (0 < emitted < len(chain))
+                  or (emitted == 0 and chain and is_own_plumbing(native)))
+        if not hidden:
+            out.append(("native", native.name or "<unknown>", "at",
+                        _native_location(native.file, native.line,
+                                         native.column)))
+    while emitted < len(chain):
+        out.append(("async",) + _async_entry(emitted, chain, None))
+        emitted += 1
+    return out
+
+
+def format_backtrace(entries):
+    """Numbered lines, as `async_stack::Backtrace` displays itself."""
+    lines = []
+    for number, (kind, function, verb, location) in enumerate(entries):
+        tag = "[async] " if kind == "async" else ""
+        lines.append("%4d: %s%s" % (number, tag, function))
+        if location:
+            lines.append("             %s %s" % (verb, location))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------ commands
+
+
+def thread_backtrace(reader, thread):
+    """One thread's spliced backtrace."""
+    chain = reader.chain(thread.tid)
+    return format_backtrace(splice(reader.target.native_frames(thread), chain))
+
+
+def thread_header(thread):
+    """The line naming a thread in `async-bt all`: its OS thread id, the
+    one thing a live process and its core agree on."""
+    return "OS thread %d:" % thread.tid
+
+
+def async_bt(target, argument):
+    """`async-bt [all | task <id>]`."""
+    words = argument.split()
+    reader = Reader(target)
+    if not words:
+        return thread_backtrace(reader, target.current_thread())
+    if words == ["all"]:
+        parts = []
+        for thread in sorted(target.threads(), key=lambda t: t.tid):
+            parts.append(thread_header(thread) + "\n"
+                         + thread_backtrace(reader, thread))
+        return "\n\n".join(parts)
+    if len(words) == 2 and words[0] == "task":
+        try:
+            wanted = int(words[1], 0)
+        except ValueError:
+            raise AsyncStackError("not a task id: %r" % words[1])
+        for task in reader.tasks():
+            if task.id == wanted:
+                return format_task(task)
+        raise AsyncStackError("no live task with id %d" % wanted)
+    raise AsyncStackError("usage: async-bt [all | task <id>]")
+
+
+def async_tasks(target, argument):
+    """`async-tasks`."""
+    if argument.strip():
+        raise AsyncStackError("usage: async-tasks")
+    return format_task_table(Reader(target).tasks())
+
+
+COMMANDS = {"async-bt": async_bt, "async-tasks": async_tasks}
+
+
+def run_command(target, command, argument):
+    """The text a command prints: its output, or one `async-stack: ...`
+    line for any problem (never a traceback)."""
+    try:
+        return COMMANDS[command](target, argument or "")
+    except AsyncStackError as error:
+        return ERROR_PREFIX + str(error)
+    except Exception as error:  # a bug here must still print one line
+        return ERROR_PREFIX + "internal error: %s: %s" % (
+            type(error).__name__, error)

@@ -1,0 +1,649 @@
+//! Helpers of the debugger-script tests (`debugger_gdb.rs`,
+//! `debugger_lldb.rs`): run gdb or lldb in batch mode on the `debuggee`
+//! program stopped at its breakpoint (or on a core file), split what the
+//! commands print into sections, and read the in-process outputs the
+//! debuggee wrote, so that the tests compare the scripts with them.
+//!
+//! Included with `#[path = "common/debugger.rs"] mod debugger;`.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The longest one debugger run may take.
+pub const TIMEOUT: Duration = Duration::from_secs(180);
+
+/// The debugger a session runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tool {
+    Gdb,
+    Lldb,
+}
+
+/// One step of a session: a section marker, then the commands whose
+/// output goes in that section.
+#[derive(Clone, Debug)]
+pub enum Step {
+    Section(String),
+    Command(String),
+}
+
+/// `Step::Section(name)` then `Step::Command(command)`.
+pub fn section(name: &str, command: &str) -> [Step; 2] {
+    [
+        Step::Section(name.to_owned()),
+        Step::Command(command.to_owned()),
+    ]
+}
+
+/// The debuggee, built with the test's profile.
+pub fn debuggee() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_debuggee"))
+}
+
+/// The folder of the debugger scripts.
+pub fn scripts() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../debugger")
+        .canonicalize()
+        .expect("the debugger/ folder")
+}
+
+/// A fresh output folder for one debuggee run.
+pub fn out_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("debugger-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the output folder");
+    dir
+}
+
+/// Panics, never skips, when `program` is not installed.
+pub fn require(program: &str) {
+    let found = Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        found,
+        "`{program}` is not installed: run scripts/test.sh, which installs \
+         gdb, lldb and python3-lldb"
+    );
+}
+
+/// What one debugger run printed.
+#[derive(Debug)]
+pub struct Run {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The text of section `name` (up to the next section marker).
+    #[track_caller]
+    pub fn section(&self, name: &str) -> String {
+        let marker = format!("=={name}==");
+        let mut lines = self.stdout.lines().skip_while(|l| l.trim() != marker);
+        assert!(lines.next().is_some(), "no section {name} in\n{self}");
+        // lldb echoes each command after its prompt: not output.
+        let body: Vec<&str> = lines
+            .take_while(|l| !(l.starts_with("==") && l.trim_end().ends_with("==")))
+            .filter(|l| !l.starts_with("(lldb) "))
+            .collect();
+        body.join("\n")
+    }
+
+    /// Asserts that nothing printed a Python traceback.
+    #[track_caller]
+    pub fn assert_no_traceback(&self) {
+        assert!(
+            !self.stdout.contains("Traceback") && !self.stderr.contains("Traceback"),
+            "a Python traceback in\n{self}"
+        );
+    }
+}
+
+impl std::fmt::Display for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "--- stdout\n{}\n--- stderr\n{}",
+            self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `command` to its end or [`TIMEOUT`], whichever comes first (then
+/// it is killed and the test fails).
+#[track_caller]
+pub fn run_bounded(mut command: Command) -> Run {
+    let out = std::env::temp_dir().join(format!(
+        "async-stack-debugger-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let (stdout_path, stderr_path) = (out.with_extension("out"), out.with_extension("err"));
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&stdout_path).expect("stdout file"))
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
+        .spawn()
+        .expect("start the debugger");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for the debugger") {
+            break Some(status);
+        }
+        if start.elapsed() > TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let run = Run {
+        stdout: std::fs::read_to_string(&stdout_path).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&stderr_path).unwrap_or_default(),
+    };
+    let _ = std::fs::remove_file(stdout_path);
+    let _ = std::fs::remove_file(stderr_path);
+    assert!(
+        status.is_some(),
+        "the debugger ran past {TIMEOUT:?}:\n{run}"
+    );
+    run
+}
+
+/// The folder of lldb's Python module (Debian's lldb needs it on
+/// `PYTHONPATH`), found by globbing `/usr/lib/llvm-*/lib/python3*/dist-packages`.
+pub fn lldb_python_path() -> Option<PathBuf> {
+    let mut found = Vec::new();
+    for llvm in std::fs::read_dir("/usr/lib").ok()?.flatten() {
+        if !llvm.file_name().to_string_lossy().starts_with("llvm-") {
+            continue;
+        }
+        let Ok(libs) = std::fs::read_dir(llvm.path().join("lib")) else {
+            continue;
+        };
+        for python in libs.flatten() {
+            let packages = python.path().join("dist-packages");
+            if python.file_name().to_string_lossy().starts_with("python3")
+                && packages.join("lldb").is_dir()
+            {
+                found.push(packages);
+            }
+        }
+    }
+    found.sort();
+    found.pop()
+}
+
+impl Tool {
+    fn program(self) -> &'static str {
+        match self {
+            Tool::Gdb => "gdb",
+            Tool::Lldb => "lldb",
+        }
+    }
+
+    fn script(self) -> PathBuf {
+        scripts().join(match self {
+            Tool::Gdb => "async_stack_gdb.py",
+            Tool::Lldb => "async_stack_lldb.py",
+        })
+    }
+
+    fn command(self) -> Command {
+        require(self.program());
+        let mut command = Command::new(self.program());
+        match self {
+            Tool::Gdb => {
+                command.args(["-batch", "-nx", "-ex", "set pagination off"]);
+                command.args(["-ex", "set confirm off"]);
+            }
+            Tool::Lldb => {
+                command.arg("--batch");
+                if let Some(path) = lldb_python_path() {
+                    command.env("PYTHONPATH", path);
+                }
+            }
+        }
+        command
+    }
+
+    fn push(self, command: &mut Command, line: &str) {
+        let flag = match self {
+            Tool::Gdb => "-ex",
+            Tool::Lldb => "-o",
+        };
+        command.args([flag, line]);
+    }
+
+    fn load_script(self, command: &mut Command) {
+        let script = self.script();
+        let line = match self {
+            Tool::Gdb => format!("source {}", script.display()),
+            Tool::Lldb => format!("command script import {}", script.display()),
+        };
+        self.push(command, &line);
+    }
+
+    /// Pushes `steps`, then an `END` section marker that closes the last
+    /// section.
+    fn push_steps(self, command: &mut Command, steps: &[Step]) {
+        for step in steps.iter().chain([&Step::Section("END".to_owned())]) {
+            let line = match (step, self) {
+                (Step::Section(name), Tool::Gdb) => format!("echo =={name}==\\n"),
+                (Step::Section(name), Tool::Lldb) => format!("script print('=={name}==')"),
+                (Step::Command(c), _) => c.clone(),
+            };
+            self.push(command, &line);
+        }
+    }
+
+    /// Runs `binary args...` to its breakpoint, loads the script, runs
+    /// `steps`, then kills the process.
+    #[track_caller]
+    pub fn live(self, binary: &Path, args: &[&str], steps: &[Step]) -> Run {
+        let mut command = self.command();
+        match self {
+            Tool::Gdb => {
+                self.push(&mut command, "break async_stack_debug_break");
+                self.push(&mut command, &format!("run {}", args.join(" ")));
+            }
+            Tool::Lldb => {
+                command.arg(binary);
+                self.push(&mut command, "breakpoint set -n async_stack_debug_break");
+                self.push(
+                    &mut command,
+                    &format!("process launch -- {}", args.join(" ")),
+                );
+            }
+        }
+        self.load_script(&mut command);
+        self.push_steps(&mut command, steps);
+        self.push(&mut command, "kill");
+        if self == Tool::Gdb {
+            command.arg(binary);
+        }
+        run_bounded(command)
+    }
+
+    /// Runs `binary` stopped at its first instruction, loads the script and
+    /// runs `steps`.
+    #[track_caller]
+    pub fn at_entry(self, binary: &Path, steps: &[Step]) -> Run {
+        let mut command = self.command();
+        match self {
+            Tool::Gdb => self.push(&mut command, "starti"),
+            Tool::Lldb => {
+                command.arg(binary);
+                self.push(&mut command, "process launch --stop-at-entry");
+            }
+        }
+        self.load_script(&mut command);
+        self.push_steps(&mut command, steps);
+        self.push(&mut command, "kill");
+        if self == Tool::Gdb {
+            command.arg(binary);
+        }
+        run_bounded(command)
+    }
+
+    /// Loads `core` of `binary`, loads the script and runs `steps`.
+    #[track_caller]
+    pub fn core(self, binary: &Path, core: &Path, steps: &[Step]) -> Run {
+        let mut command = self.command();
+        if self == Tool::Lldb {
+            command.arg("-c").arg(core).arg(binary);
+        }
+        self.load_script(&mut command);
+        self.push_steps(&mut command, steps);
+        if self == Tool::Gdb {
+            command.arg(binary).arg(core);
+        }
+        run_bounded(command)
+    }
+}
+
+/// Runs the debuggee in `mode` under gdb to its breakpoint and saves a
+/// core with `gcore` (lldb cannot write cores on Linux). Returns the core.
+#[track_caller]
+pub fn gcore(mode: &str, out: &Path) -> PathBuf {
+    let core = out.join("core");
+    let out_arg = out.display().to_string();
+    let run = Tool::Gdb.live(
+        &debuggee(),
+        &[mode, &out_arg],
+        &[Step::Command(format!("gcore {}", core.display()))],
+    );
+    assert!(core.is_file(), "gcore wrote no core:\n{run}");
+    core
+}
+
+/// One async frame of a printed backtrace: `function`, whether it shows
+/// `awaiting at` (else `at`), and the location text (`file:line[:col]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AsyncLine {
+    pub function: String,
+    pub awaiting: bool,
+    pub location: Option<String>,
+}
+
+/// The `[async]` frames of a backtrace printed as `Backtrace` displays
+/// itself (the walker's files and `async-bt`), innermost first.
+pub fn async_lines(text: &str) -> Vec<AsyncLine> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some((_, rest)) = line.split_once(": [async] ") else {
+            continue;
+        };
+        let next = lines.get(i + 1).map(|l| l.trim_start()).unwrap_or("");
+        let (awaiting, location) = if let Some(at) = next.strip_prefix("awaiting at ") {
+            (true, Some(at.to_owned()))
+        } else if let Some(at) = next.strip_prefix("at ") {
+            (false, Some(at.to_owned()))
+        } else {
+            (false, None)
+        };
+        out.push(AsyncLine {
+            function: rest.trim().to_owned(),
+            awaiting,
+            location,
+        });
+    }
+    out
+}
+
+/// `file:line` of a `file:line[:col]` location, the file made absolute
+/// and canonical (see `common::normalize`).
+pub fn file_line(location: &str) -> (PathBuf, u32) {
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let (rest, last) = location
+        .rsplit_once(':')
+        .unwrap_or_else(|| panic!("not a location: {location}"));
+    // `file:line:col` or `file:line`.
+    let (file, line) = match rest.rsplit_once(':') {
+        Some((file, line)) if numeric(line) && numeric(last) => (file, line),
+        _ => (rest, last),
+    };
+    let line = line
+        .parse()
+        .unwrap_or_else(|_| panic!("not a location: {location}"));
+    (super::common::normalize(file), line)
+}
+
+/// Asserts that `script` shows the async frames of `walker` (innermost
+/// first): same functions in order, the same `.await` locations, and for
+/// the running frame the same file and line (a debugger gives no column).
+/// `running_line` false skips the running frame's line (a thread that
+/// moved on since the walker ran).
+#[track_caller]
+pub fn assert_same_async_frames(script: &str, walker: &str, running_line: bool) {
+    let (got, want) = (async_lines(script), async_lines(walker));
+    assert!(
+        !want.is_empty(),
+        "no async frames in the walker's\n{walker}"
+    );
+    let names = |v: &[AsyncLine]| v.iter().map(|l| l.function.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&got),
+        names(&want),
+        "async frames of\n{script}\nwalker:\n{walker}"
+    );
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(g.awaiting, w.awaiting, "frame {i} of\n{script}");
+        if w.awaiting {
+            assert_eq!(g.location, w.location, "frame {i} of\n{script}");
+        } else if running_line {
+            let g = g
+                .location
+                .as_deref()
+                .unwrap_or_else(|| panic!("no location for the running frame in\n{script}"));
+            assert_eq!(
+                file_line(g),
+                file_line(w.location.as_deref().expect("walker location")),
+                "running frame of\n{script}"
+            );
+        }
+    }
+}
+
+/// Whether `word` is a time as the dump writes it (`24ms`, `1.2s`,
+/// `3m4s`, `5h6m`).
+fn is_duration(word: &str) -> bool {
+    let digits_then = |s: &str, unit: &str| {
+        s.strip_suffix(unit)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let split2 = |s: &str, a: char, b: &str| {
+        s.strip_suffix(b)
+            .and_then(|s| s.split_once(a))
+            .is_some_and(|(x, y)| {
+                !x.is_empty()
+                    && !y.is_empty()
+                    && x.bytes().all(|c| c.is_ascii_digit())
+                    && y.bytes().all(|c| c.is_ascii_digit())
+            })
+    };
+    digits_then(word, "ms")
+        || split2(word, '.', "s")
+        || split2(word, 'm', "s")
+        || split2(word, 'h', "m")
+}
+
+/// `text` with every time replaced by `<T>`, and runs of spaces inside a
+/// line after its indentation collapsed when `collapse` (table columns
+/// move with the times' widths).
+pub fn mask_times(text: &str, collapse: bool) -> String {
+    text.lines()
+        .map(|line| {
+            let masked: Vec<String> = line
+                .split(' ')
+                .map(|w| {
+                    let core = w.trim_end_matches(',');
+                    if is_duration(core) {
+                        format!("<T>{}", &w[core.len()..])
+                    } else {
+                        w.to_owned()
+                    }
+                })
+                .collect();
+            let masked = masked.join(" ");
+            if collapse {
+                masked.split_whitespace().collect::<Vec<_>>().join(" ")
+            } else {
+                masked
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// One task of the in-process text dump.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DumpTask {
+    pub id: u64,
+    pub name: String,
+    pub state: String,
+    /// What the first (innermost) frame shows: `function at file:l:c` or
+    /// `function running`.
+    pub innermost: String,
+    /// The task's whole text.
+    pub text: String,
+}
+
+/// The tasks of a text dump (`dump.txt`).
+pub fn dump_tasks(dump: &str) -> Vec<DumpTask> {
+    dump.split("\n\n")
+        .filter(|block| block.starts_with("task "))
+        .map(|block| {
+            let lines: Vec<&str> = block.lines().collect();
+            let header = lines[0].strip_prefix("task ").expect("a task header");
+            let (id, rest) = header.split_once(' ').expect("id");
+            let (name, rest) = match rest.strip_prefix('"') {
+                Some(r) => {
+                    let (name, rest) = r.split_once("\" ").expect("a quoted name");
+                    (name.to_owned(), rest)
+                }
+                None => ("-".to_owned(), rest),
+            };
+            let state = rest
+                .trim_start_matches('[')
+                .split(' ')
+                .next()
+                .expect("state")
+                .to_owned();
+            let function = lines[1].trim().trim_end_matches(" [async]");
+            let status = lines[2].trim();
+            let innermost = match status.strip_prefix("awaiting at ") {
+                Some(at) => format!("{function} at {at}"),
+                None => format!("{function} {status}"),
+            };
+            DumpTask {
+                id: id.parse().expect("a task id"),
+                name,
+                state,
+                innermost,
+                text: block.trim_end().to_owned(),
+            }
+        })
+        .collect()
+}
+
+/// The rows of `async-tasks`, as `(id, name, state, innermost)`; the
+/// header row left out.
+pub fn task_rows(table: &str) -> Vec<(u64, String, String, String)> {
+    table
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('('))
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let id = words.next().expect("id").parse().expect("a task id");
+            let name = words.next().expect("name").to_owned();
+            let state = words.next().expect("state").to_owned();
+            let _time = words.next().expect("time");
+            let innermost = words.collect::<Vec<_>>().join(" ");
+            (id, name, state, innermost)
+        })
+        .collect()
+}
+
+/// Asserts that `run` printed exactly one `async-stack: ` error line
+/// (per section) mentioning `problem`, and no traceback.
+#[track_caller]
+pub fn assert_one_line_error(run: &Run, sections: &[&str], problem: &str) {
+    run.assert_no_traceback();
+    for name in sections {
+        let text = run.section(name);
+        let errors: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("async-stack: "))
+            .collect();
+        assert_eq!(errors.len(), 1, "section {name}: one error line in\n{run}");
+        assert!(
+            errors[0].contains(problem),
+            "section {name}: the error names {problem:?}:\n{run}"
+        );
+        assert_eq!(
+            text.trim(),
+            errors[0],
+            "section {name}: nothing but the error line:\n{run}"
+        );
+    }
+}
+
+/// The in-process outputs of one debuggee run, by file name.
+pub fn outputs(out: &Path) -> BTreeMap<String, String> {
+    std::fs::read_dir(out)
+        .expect("the output folder")
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "txt"))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read_to_string(e.path()).expect("an output"),
+            )
+        })
+        .collect()
+}
+
+/// `async-bt all` on the debuggee in mode `two`: each task's chain is shown
+/// under its own thread, as that thread's in-process walker showed it.
+#[track_caller]
+pub fn check_bt_all(tool: Tool) {
+    let out = out_dir(&format!("{}-two", tool.program()));
+    let out_arg = out.display().to_string();
+    let run = tool.live(
+        &debuggee(),
+        &["two", &out_arg],
+        &section("ALL", "async-bt all"),
+    );
+    run.assert_no_traceback();
+    let files = outputs(&out);
+    let all = run.section("ALL");
+    for (side, running_line) in [("left", true), ("right", false)] {
+        let tid = files[&format!("tid-{side}.txt")].trim().to_owned();
+        let header = format!("OS thread {tid}:");
+        let block = all
+            .split("\n\n")
+            .find(|b| b.lines().next().is_some_and(|h| h.contains(&header)))
+            .unwrap_or_else(|| panic!("no block for {header} in\n{all}"));
+        assert_same_async_frames(block, &files[&format!("walker-{side}.txt")], running_line);
+    }
+}
+
+/// Corrupt chains and descriptors (debuggee modes `cycle`, `wild`,
+/// `magic`), and a program without async-stack: one `async-stack: ` line
+/// naming the problem, no traceback.
+#[track_caller]
+pub fn check_corruption(tool: Tool) {
+    let steps: Vec<Step> = [section("BT", "async-bt"), section("TASKS", "async-tasks")]
+        .into_iter()
+        .flatten()
+        .collect();
+    for (mode, problem, sections) in [
+        ("cycle", "cycle", &["BT"][..]),
+        ("wild", "unreadable memory", &["BT"][..]),
+        ("magic", "bad descriptor magic", &["BT", "TASKS"][..]),
+    ] {
+        let out = out_dir(&format!("{}-{mode}", tool.program()));
+        let out_arg = out.display().to_string();
+        let run = tool.live(&debuggee(), &[mode, &out_arg], &steps);
+        assert_one_line_error(&run, sections, problem);
+    }
+    let run = tool.at_entry(Path::new("/bin/true"), &steps);
+    assert_one_line_error(&run, &["BT", "TASKS"], "ASYNC_STACK_DEBUG not found");
+}
+
+/// On a core: `async-tasks` lists the tasks of `dump` (the in-process dump
+/// written just before the stop: ids, names, states, innermost `.await`),
+/// and `async-bt task <id>` prints each one's text as the dump does (times
+/// masked). `run` has a section `TASKS` and one `TASK<id>` per task.
+#[track_caller]
+pub fn assert_matches_dump(run: &Run, dump: &str, tasks: usize) {
+    let dumped = dump_tasks(dump);
+    let want: Vec<_> = dumped
+        .iter()
+        .map(|t| (t.id, t.name.clone(), t.state.clone(), t.innermost.clone()))
+        .collect();
+    assert_eq!(want.len(), tasks, "the dump:\n{dump}");
+    let table = run.section("TASKS");
+    assert_eq!(task_rows(&table), want, "async-tasks:\n{table}");
+    for task in &dumped {
+        let got = run.section(&format!("TASK{}", task.id));
+        assert_eq!(
+            mask_times(got.trim_end(), false),
+            mask_times(&task.text, false),
+            "task {}",
+            task.id
+        );
+    }
+}

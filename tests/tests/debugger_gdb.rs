@@ -1,0 +1,146 @@
+//! The gdb commands of `debugger/async_stack_gdb.py` (`async-bt`,
+//! `async-tasks`) on the `debuggee` program stopped at its breakpoint, live
+//! and from a core file, compared with what the in-process walker and dump
+//! wrote at that point. Needs gdb (`scripts/test.sh` installs it).
+
+mod common;
+#[path = "common/debugger.rs"]
+mod debugger;
+
+use debugger::{Step, Tool, section};
+
+const TOOL: Tool = Tool::Gdb;
+
+/// The session every chain test shares: live commands, then a core of the
+/// same stop, then the same commands on the core.
+struct Chain {
+    live: debugger::Run,
+    core: debugger::Run,
+    walker: String,
+    dump: String,
+}
+
+fn steps(task_ids: &[u64]) -> Vec<Step> {
+    let mut steps: Vec<Step> = [
+        section("BT", "async-bt"),
+        section("ALL", "async-bt all"),
+        section("TASKS", "async-tasks"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    for id in task_ids {
+        steps.push(Step::Section(format!("TASK{id}")));
+        steps.push(Step::Command(format!("async-bt task {id}")));
+    }
+    steps
+}
+
+fn chain() -> Chain {
+    let out = debugger::out_dir("gdb-chain");
+    let core = out.join("core");
+    let out_arg = out.display().to_string();
+    let mut live_steps = steps(&[]);
+    live_steps.extend(section("GCORE", &format!("gcore {}", core.display())));
+    let live = TOOL.live(&debugger::debuggee(), &["chain", &out_arg], &live_steps);
+    live.assert_no_traceback();
+    let files = debugger::outputs(&out);
+    let dump = files.get("dump.txt").cloned().expect("dump.txt");
+    let ids: Vec<u64> = debugger::dump_tasks(&dump).iter().map(|t| t.id).collect();
+    assert!(core.is_file(), "gcore wrote no core:\n{live}");
+    let core_run = TOOL.core(&debugger::debuggee(), &core, &steps(&ids));
+    core_run.assert_no_traceback();
+    let _ = std::fs::remove_file(&core);
+    Chain {
+        live,
+        core: core_run,
+        walker: files.get("walker.txt").cloned().expect("walker.txt"),
+        dump,
+    }
+}
+
+/// Tests 1, 3, 4 and 5 share one debuggee run (and its core): starting
+/// gdb on the debuggee is the slow part.
+#[test]
+fn gdb_async_bt_and_tasks_match_the_process_live_and_on_a_core() {
+    let c = chain();
+
+    // 1. `async-bt` shows the walker's async frames.
+    debugger::assert_same_async_frames(&c.live.section("BT"), &c.walker, true);
+
+    // 3. The core shows what the live process showed (times masked).
+    for name in ["BT", "ALL", "TASKS"] {
+        assert_eq!(
+            debugger::mask_times(&c.core.section(name), true),
+            debugger::mask_times(&c.live.section(name), true),
+            "section {name}: core and live differ:\nlive:\n{}\ncore:\n{}",
+            c.live,
+            c.core
+        );
+    }
+
+    // 4 and 5. `async-tasks` on the core lists the dump's tasks, and
+    // `async-bt task <id>` prints each as the dump does.
+    debugger::assert_matches_dump(&c.core, &c.dump, 5);
+}
+
+/// Case 2: `async-bt all` shows each task's chain under its own thread.
+#[test]
+fn gdb_async_bt_all_shows_each_thread_chain() {
+    debugger::check_bt_all(TOOL);
+}
+
+/// Case 6: corrupt chains and descriptors, and a program without
+/// async-stack: one `async-stack: ` line naming the problem, no traceback.
+#[test]
+fn gdb_reports_corruption_in_one_line() {
+    debugger::check_corruption(TOOL);
+}
+
+/// The script embedded in the binary (`.debug_gdb_scripts`) loads by itself
+/// once the binary's path is one gdb trusts: no `source` needed.
+#[test]
+fn gdb_auto_loads_the_script_embedded_in_the_binary() {
+    debugger::require("gdb");
+    let binary = debugger::debuggee();
+    let out = debugger::out_dir("gdb-autoload");
+    let mut command = std::process::Command::new("gdb");
+    command
+        .args(["-batch", "-nx", "-iex"])
+        .arg(format!("add-auto-load-safe-path {}", binary.display()))
+        .args([
+            "-ex",
+            "set pagination off",
+            "-ex",
+            "break async_stack_debug_break",
+        ])
+        .arg("-ex")
+        .arg(format!("run chain {}", out.display()))
+        .args(["-ex", "info auto-load python-scripts async_stack"])
+        .args([
+            "-ex",
+            "echo ==TASKS==\\n",
+            "-ex",
+            "async-tasks",
+            "-ex",
+            "echo ==END==\\n",
+        ])
+        .args(["-ex", "kill"])
+        .arg(&binary);
+    let run = debugger::run_bounded(command);
+    run.assert_no_traceback();
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("Yes") && l.trim_end().ends_with("async_stack_gdb.py")),
+        "gdb did not auto-load the embedded script:\n{run}"
+    );
+    let dump = debugger::outputs(&out)["dump.txt"].clone();
+    let want: Vec<_> = debugger::dump_tasks(&dump)
+        .into_iter()
+        .map(|t| (t.id, t.name, t.state, t.innermost))
+        .collect();
+    assert_eq!(want.len(), 5, "the dump:\n{dump}");
+    let table = run.section("TASKS");
+    assert_eq!(debugger::task_rows(&table), want, "async-tasks:\n{table}");
+}
