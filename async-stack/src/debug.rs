@@ -233,7 +233,7 @@ pub struct DebugDescriptor {
     /// [`MAGIC`].
     magic: AtomicU64,
     /// [`VERSION`].
-    pub version: u64,
+    version: AtomicU64,
     /// The size of the descriptor in bytes.
     pub size: u64,
     /// Sizes, offsets and bit layouts.
@@ -346,7 +346,7 @@ const fn current_slot_shift() -> u64 {
 #[used]
 pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
     magic: AtomicU64::new(MAGIC),
-    version: VERSION,
+    version: AtomicU64::new(VERSION),
     size: size_of::<DebugDescriptor>() as u64,
     layout: LAYOUT,
     addresses: Addresses {
@@ -774,6 +774,27 @@ pub mod __testing {
         ASYNC_STACK_DEBUG
             .magic
             .store(0x0bad_0bad, Ordering::Relaxed);
+    }
+
+    /// Overwrites the descriptor's version with one no script knows.
+    pub fn corrupt_descriptor_version() {
+        ASYNC_STACK_DEBUG
+            .version
+            .store(VERSION + 1000, Ordering::Relaxed);
+    }
+
+    /// A chain of `n` frames, each the parent of the one before, all at one
+    /// call site, leaked: a parent for a chain deeper than a script's limit.
+    pub fn leaked_chain(n: usize) -> *const AsyncStackFrame {
+        static SITE: CallSite = CallSite::new("leaked_chain", "", file!(), line!(), 1, true);
+        let frames: &'static [AsyncStackFrame] =
+            Vec::leak((0..n).map(|_| AsyncStackFrame::new(&SITE)).collect());
+        for pair in frames.windows(2) {
+            pair[0]
+                .parent
+                .store(std::ptr::from_ref(&pair[1]).cast_mut(), Ordering::Relaxed);
+        }
+        frames.first().map_or(std::ptr::null(), std::ptr::from_ref)
     }
 
     /// Sets the parent link of the frame being polled on this thread to

@@ -21,12 +21,14 @@
 //! million) gets [`UNKNOWN_SITE`] for the rest, which dumps show as
 //! `<unknown>`.
 
+use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::sync::{Mutex, OnceLock};
 
-// Always std atomics: these records are `static`s built by `const fn`,
-// which loom's atomics cannot be; no loom model involves them.
-use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+// Always std atomics: these records and tables are `static`s built by
+// `const fn`, which loom's atomics cannot be. The table's code is generic
+// over its word, and its loom model runs it on loom's.
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 
 /// Static description of an instrumented function or `.traced()` call.
 ///
@@ -336,24 +338,56 @@ pub(crate) const SITE_PAGES: usize = (UNKNOWN_SITE as usize).div_ceil(SITE_PAGE)
 /// allocated once and never freed, and a length. A writer (under `write`)
 /// fills entry `len` and only then publishes `len + 1` with release
 /// ordering; a reader loads `len` with acquire ordering and reads entries
-/// below it. `#[repr(C)]`: the debug descriptor points at `pages` and
-/// `len`.
+/// below it. `#[repr(C)]`: the debug descriptor points at `pages` (page
+/// addresses) and `len`.
+///
+/// Generic over its atomic word `W` and its geometry so that the loom
+/// model below runs this very code on loom's atomics, with pages of two
+/// entries; the process's tables use std's, with [`SITE_PAGE`] entries a
+/// page.
 #[repr(C)]
-pub(crate) struct SiteTable<E: 'static> {
-    pub(crate) pages: [AtomicPtr<E>; SITE_PAGES],
-    pub(crate) len: AtomicUsize,
+pub(crate) struct SiteTable<
+    E: 'static,
+    W = AtomicUsize,
+    const PAGE: usize = SITE_PAGE,
+    const PAGES: usize = SITE_PAGES,
+> {
+    /// Page addresses (`0`: not allocated yet).
+    pub(crate) pages: [W; PAGES],
+    pub(crate) len: W,
     write: Mutex<()>,
+    entries: PhantomData<&'static E>,
+}
+
+/// An atomic word of a [`SiteTable`].
+pub(crate) trait TableWord: Sync {
+    fn load(&self, order: Ordering) -> usize;
+    fn store(&self, value: usize, order: Ordering);
+}
+
+impl TableWord for AtomicUsize {
+    #[inline]
+    fn load(&self, order: Ordering) -> usize {
+        AtomicUsize::load(self, order)
+    }
+    #[inline]
+    fn store(&self, value: usize, order: Ordering) {
+        AtomicUsize::store(self, value, order);
+    }
 }
 
 impl<E: 'static> SiteTable<E> {
     const fn new() -> Self {
         SiteTable {
-            pages: [const { AtomicPtr::new(std::ptr::null_mut()) }; SITE_PAGES],
+            pages: [const { AtomicUsize::new(0) }; SITE_PAGES],
             len: AtomicUsize::new(0),
             write: Mutex::new(()),
+            entries: PhantomData,
         }
     }
+}
 
+impl<E: 'static, W: TableWord, const PAGE: usize, const PAGES: usize> SiteTable<E, W, PAGE, PAGES> {
     /// The entry of id `id`, if registered.
     #[inline]
     pub(crate) fn get(&self, id: u32) -> Option<&'static E> {
@@ -361,12 +395,14 @@ impl<E: 'static> SiteTable<E> {
         if index >= self.len.load(Ordering::Acquire) {
             return None;
         }
-        let page = self.pages[index / SITE_PAGE].load(Ordering::Acquire);
-        // SAFETY: `index < len`, so the page holding it was allocated,
-        // stored before `len` was published (release, acquire above), and
-        // is never freed; its entry `index % SITE_PAGE` was written before
-        // `len` too and never again.
-        unsafe { page.add(index % SITE_PAGE).as_ref() }
+        let page = self.pages[index / PAGE].load(Ordering::Acquire);
+        let page = std::ptr::with_exposed_provenance::<E>(page);
+        // SAFETY: `index < len`, so the page holding it was allocated (a
+        // leaked block of `PAGE` entries whose address was exposed), stored
+        // before `len` was published (release, acquire above), and is never
+        // freed; its entry `index % PAGE` was written before `len` too and
+        // never again.
+        unsafe { page.add(index % PAGE).as_ref() }
     }
 
     /// Registers the site whose id word is `id` with the entry `make`
@@ -381,19 +417,20 @@ impl<E: 'static> SiteTable<E> {
             return current;
         }
         let index = self.len.load(Ordering::Relaxed);
-        let new_id = if index + 1 < UNKNOWN_SITE as usize {
-            let cell = &self.pages[index / SITE_PAGE];
+        let new_id = if index + 1 < (PAGE * PAGES).min(UNKNOWN_SITE as usize) {
+            let cell = &self.pages[index / PAGE];
             let mut page = cell.load(Ordering::Relaxed);
-            if page.is_null() {
-                let fresh: Box<[MaybeUninit<E>]> = Box::new_uninit_slice(SITE_PAGE);
-                page = Box::into_raw(fresh).cast::<E>();
+            if page == 0 {
+                let fresh: Box<[MaybeUninit<E>]> = Box::new_uninit_slice(PAGE);
+                page = Box::into_raw(fresh).cast::<E>().expose_provenance();
                 cell.store(page, Ordering::Release);
             }
-            // SAFETY: `page` is a leaked allocation of `SITE_PAGE` entries,
-            // never freed; entry `index % SITE_PAGE` is past `len`, so no
-            // reader looks at it until `len` is published below, and only
-            // this thread (holding the lock) writes it.
-            unsafe { page.add(index % SITE_PAGE).write(make()) };
+            let page = std::ptr::with_exposed_provenance_mut::<E>(page);
+            // SAFETY: `page` is a leaked allocation of `PAGE` entries, never
+            // freed; entry `index % PAGE` is past `len`, so no reader looks
+            // at it until `len` is published below, and only this thread
+            // (holding the lock) writes it.
+            unsafe { page.add(index % PAGE).write(make()) };
             self.len.store(index + 1, Ordering::Release);
             index as u32 + 1
         } else {
@@ -539,4 +576,53 @@ fn caller_site_slow(
         )))
     });
     site
+}
+
+#[cfg(all(test, async_stack_loom))]
+mod loom_tests {
+    use super::*;
+
+    impl TableWord for loom::sync::atomic::AtomicUsize {
+        fn load(&self, order: Ordering) -> usize {
+            loom::sync::atomic::AtomicUsize::load(self, order)
+        }
+        fn store(&self, value: usize, order: Ordering) {
+            loom::sync::atomic::AtomicUsize::store(self, value, order);
+        }
+    }
+
+    /// Pages of two entries, three pages.
+    type LoomTable = SiteTable<u64, loom::sync::atomic::AtomicUsize, 2, 3>;
+
+    /// A reader that sees a length sees every entry below it, whole, across
+    /// page boundaries, while the writer registers: never a page it cannot
+    /// reach, never an entry of another id.
+    #[test]
+    fn every_id_below_the_published_length_resolves() {
+        loom::model(|| {
+            let table: &'static LoomTable = Box::leak(Box::new(SiteTable {
+                pages: std::array::from_fn(|_| loom::sync::atomic::AtomicUsize::new(0)),
+                len: loom::sync::atomic::AtomicUsize::new(0),
+                write: Mutex::new(()),
+                entries: PhantomData,
+            }));
+            let ids: &'static [AtomicU32; 3] = Box::leak(Box::default());
+            let writer = loom::thread::spawn(move || {
+                for (i, id) in ids.iter().enumerate() {
+                    table.register(id, || 10 * (i as u64 + 1));
+                }
+            });
+            loop {
+                let n = table.len() as u32;
+                for id in 1..=n {
+                    assert_eq!(table.get(id), Some(&(10 * u64::from(id))), "id {id} of {n}");
+                }
+                if n == 3 {
+                    break;
+                }
+                loom::thread::yield_now();
+            }
+            writer.join().unwrap();
+        });
+    }
 }

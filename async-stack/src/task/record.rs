@@ -574,7 +574,9 @@ unsafe impl Sync for TaskName {}
 
 impl TaskName {
     /// Where a debugger finds the text's address and length.
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) const PTR_OFFSET: usize = std::mem::offset_of!(TaskName, ptr);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) const LEN_OFFSET: usize = std::mem::offset_of!(TaskName, len);
 
     pub(crate) fn new(text: String) -> Self {

@@ -24,7 +24,10 @@
 //! - `cycle`, `wild`: as `chain`, but before stopping `chain_inner` makes
 //!   its frame its own parent (`cycle`) or gives it the parent `0x10`
 //!   (`wild`), an address that cannot be read.
-//! - `magic`: as `chain`, with the descriptor's magic number overwritten.
+//! - `deep`: as `chain`, but `chain_inner`'s parent is a chain of 2,000
+//!   frames, past any script's depth limit.
+//! - `magic`, `version`: as `chain`, with the descriptor's magic number or
+//!   version overwritten.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -92,7 +95,12 @@ async fn chain_inner() {
         Some("wild") => {
             async_stack::debug::__testing::set_current_parent(0x10 as *const _);
         }
+        Some("deep") => {
+            let chain = async_stack::debug::__testing::leaked_chain(2000);
+            async_stack::debug::__testing::set_current_parent(chain);
+        }
         Some("magic") => async_stack::debug::__testing::corrupt_descriptor_magic(),
+        Some("version") => async_stack::debug::__testing::corrupt_descriptor_version(),
         _ => {}
     }
     stop_here("walker.txt", async_stack::backtrace());
@@ -168,7 +176,7 @@ async fn right_outer(barrier: Arc<Barrier>) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(mode), Some(out)) = (args.next(), args.next()) else {
-        eprintln!("usage: debuggee <chain|two|cycle|wild|magic> <out-dir>");
+        eprintln!("usage: debuggee <chain|two|cycle|wild|deep|magic|version> <out-dir>");
         std::process::exit(2);
     };
     OUT.set(PathBuf::from(out)).expect("set once");
@@ -179,7 +187,7 @@ fn main() {
         .build()
         .expect("a runtime");
     match mode.as_str() {
-        "chain" | "cycle" | "wild" | "magic" => rt.block_on(chain()),
+        "chain" | "cycle" | "wild" | "deep" | "magic" | "version" => rt.block_on(chain()),
         "two" => {
             let barrier = Arc::new(Barrier::new(2));
             let left =

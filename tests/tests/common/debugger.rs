@@ -601,7 +601,7 @@ pub fn check_bt_all(tool: Tool) {
 }
 
 /// Corrupt chains and descriptors (debuggee modes `cycle`, `wild`,
-/// `magic`), and a program without async-stack: one `async-stack: ` line
+/// `deep`, `magic`, `version`), and a program without async-stack: one `async-stack: ` line
 /// naming the problem, no traceback.
 #[track_caller]
 pub fn check_corruption(tool: Tool) {
@@ -612,7 +612,13 @@ pub fn check_corruption(tool: Tool) {
     for (mode, problem, sections) in [
         ("cycle", "cycle", &["BT"][..]),
         ("wild", "unreadable memory", &["BT"][..]),
+        ("deep", "deeper than 1024 frames", &["BT"][..]),
         ("magic", "bad descriptor magic", &["BT", "TASKS"][..]),
+        (
+            "version",
+            "unknown descriptor version",
+            &["BT", "TASKS"][..],
+        ),
     ] {
         let out = out_dir(&format!("{}-{mode}", tool.program()));
         let out_arg = out.display().to_string();
