@@ -144,3 +144,9 @@ fn gdb_auto_loads_the_script_embedded_in_the_binary() {
     let table = run.section("TASKS");
     assert_eq!(debugger::task_rows(&table), want, "async-tasks:\n{table}");
 }
+
+/// Arguments the commands do not take get a one-line error.
+#[test]
+fn gdb_rejects_bad_arguments_in_one_line() {
+    debugger::check_bad_arguments(TOOL);
+}

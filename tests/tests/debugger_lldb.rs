@@ -92,3 +92,9 @@ fn lldb_async_bt_all_shows_each_thread_chain() {
 fn lldb_reports_corruption_in_one_line() {
     debugger::check_corruption(TOOL);
 }
+
+/// Arguments the commands do not take get a one-line error.
+#[test]
+fn lldb_rejects_bad_arguments_in_one_line() {
+    debugger::check_bad_arguments(TOOL);
+}

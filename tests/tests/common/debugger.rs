@@ -653,3 +653,34 @@ pub fn assert_matches_dump(run: &Run, dump: &str, tasks: usize) {
         );
     }
 }
+
+/// Arguments the commands do not take: one `async-stack: ` line saying
+/// what is wrong, and no traceback.
+#[track_caller]
+pub fn check_bad_arguments(tool: Tool) {
+    let cases = [
+        ("NOTID", "async-bt task nope", "not a task id: 'nope'"),
+        ("NOID", "async-bt task", "usage: async-bt [all | task <id>]"),
+        (
+            "NOTASK",
+            "async-bt task 999999",
+            "no live task with id 999999",
+        ),
+        (
+            "WORD",
+            "async-bt sideways",
+            "usage: async-bt [all | task <id>]",
+        ),
+        ("EXTRA", "async-tasks everything", "usage: async-tasks"),
+    ];
+    let steps: Vec<Step> = cases
+        .iter()
+        .flat_map(|(name, command, _)| section(name, command))
+        .collect();
+    let out = out_dir(&format!("{}-arguments", tool.program()));
+    let out_arg = out.display().to_string();
+    let run = tool.live(&debuggee(), &["chain", &out_arg], &steps);
+    for (name, _, problem) in cases {
+        assert_one_line_error(&run, &[name], problem);
+    }
+}
