@@ -30,7 +30,8 @@
 //!   records were handed out, the page tables of stack chunks and task
 //!   extensions, the thread-root list, the two site tables, and the ticking
 //!   clock word. Those of structures built at run time are `0` until the
-//!   first task registers.
+//!   first task registers (the thread-root list: until a thread first
+//!   polls a task root).
 //!
 //! # Reading the data
 //!
@@ -42,7 +43,9 @@
 //!   `i % site_page_entries`, valid for `i < len`. Entries hold strings as
 //!   pointer and length (UTF-8). The call-site entry's `function` is the
 //!   name dumps and the walker print.
-//! - **Thread roots**: the list's entries for `i < len`, with `tid` (the
+//! - **Thread roots**: entry `i` is entry `i % thread_page_entries` of
+//!   page `i / thread_page_entries` (a page not allocated yet is `0`), for
+//!   `i` below the smaller of the count and the capacity, with `tid` (the
 //!   OS thread id, `0` for a free entry) and the address of the thread's
 //!   state, whose `word` field points to the current-frame word (null when
 //!   no task root is polling on that thread) and whose `record` field
@@ -82,7 +85,7 @@ use crate::record::frame::AsyncStackFrame;
 use crate::record::site::{
     AWAIT_SITES, AwaitSite, AwaitSiteEntry, CALL_SITES, CallSite, CallSiteEntry, RawStr, SITE_PAGE,
 };
-use crate::record::threads::{THREAD_PAGE, THREAD_PAGES, THREAD_ROOTS, ThreadRoot};
+use crate::record::threads::{MAX_THREADS, ThreadRoot};
 use crate::task::record::{TaskExt, TaskName, TaskRecord, state, wakes};
 use crate::task::registry::{Chunk, PAGE};
 use crate::task::stack::{self, foreign, meta, word};
@@ -215,7 +218,9 @@ pub struct Addresses {
     pub(crate) chunk_page_count: AtomicU64,
     pub(crate) ext_pages: AtomicPtr<()>,
     pub(crate) ext_page_count: AtomicU64,
-    /// The thread-root page table, then its `usize` length.
+    /// The thread-root page table, then its `usize` count of entries handed
+    /// out (may briefly exceed the capacity, `thread_page_entries` ×
+    /// `thread_pages`).
     pub(crate) thread_pages: AtomicPtr<()>,
     pub(crate) thread_count: AtomicPtr<()>,
     pub(crate) call_site_pages: AtomicPtr<()>,
@@ -272,8 +277,8 @@ const LAYOUT: Layout = Layout {
     thread_root_size: o(size_of::<ThreadRoot>()),
     thread_root_tid: o(offset_of!(ThreadRoot, tid)),
     thread_root_active: o(offset_of!(ThreadRoot, active)),
-    thread_page_entries: o(THREAD_PAGE),
-    thread_pages: o(THREAD_PAGES),
+    thread_page_entries: o(PAGE),
+    thread_pages: o(MAX_THREADS.div_ceil(PAGE)),
     active_word: o(offset_of!(Active, word)),
     active_record: o(offset_of!(Active, record)),
     current_slot_shift: current_slot_shift(),
@@ -358,8 +363,8 @@ pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
         chunk_page_count: AtomicU64::new(0),
         ext_pages: AtomicPtr::new(std::ptr::null_mut()),
         ext_page_count: AtomicU64::new(0),
-        thread_pages: AtomicPtr::new(THREAD_ROOTS.pages.as_ptr().cast_mut().cast()),
-        thread_count: AtomicPtr::new(std::ptr::from_ref(&THREAD_ROOTS.len).cast_mut().cast()),
+        thread_pages: AtomicPtr::new(std::ptr::null_mut()),
+        thread_count: AtomicPtr::new(std::ptr::null_mut()),
         call_site_pages: AtomicPtr::new(CALL_SITES.pages.as_ptr().cast_mut().cast()),
         call_site_count: AtomicPtr::new(std::ptr::from_ref(&CALL_SITES.len).cast_mut().cast()),
         await_site_pages: AtomicPtr::new(AWAIT_SITES.pages.as_ptr().cast_mut().cast()),
@@ -398,6 +403,18 @@ pub(crate) fn publish_registry<C, E>(
     a.ext_pages
         .store(exts.as_ptr().cast_mut().cast(), Ordering::Release);
     a.ext_page_count.store(exts.len() as u64, Ordering::Release);
+}
+
+/// Stores the addresses of the thread-root list, built when the first
+/// thread polls a task root: its page table and its count.
+pub(crate) fn publish_thread_roots(pages: &'static [AtomicPtr<ThreadRoot>], count: &AtomicUsize) {
+    let a = &ASYNC_STACK_DEBUG.addresses;
+    a.thread_pages
+        .store(pages.as_ptr().cast_mut().cast(), Ordering::Release);
+    a.thread_count.store(
+        std::ptr::from_ref(count).cast_mut().cast(),
+        Ordering::Release,
+    );
 }
 
 #[cfg(test)]

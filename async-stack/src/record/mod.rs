@@ -14,5 +14,6 @@ pub(crate) mod clock;
 pub(crate) mod current;
 pub(crate) mod frame;
 pub(crate) mod site;
+#[cfg(not(async_stack_loom))]
 pub(crate) mod threads;
 pub(crate) mod traced;

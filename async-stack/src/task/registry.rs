@@ -53,19 +53,21 @@ pub(crate) struct Chunk {
 /// Items per page of every arena.
 pub(crate) const PAGE: usize = if cfg!(async_stack_loom) { 2 } else { 256 };
 
-/// An arena of `T`s in pages that are never freed, indexed from 0.
-struct Arena<T: 'static> {
-    pages: &'static [AtomicPtr<T>],
-    /// How many items exist: indices `0..fresh` have been handed out.
-    fresh: AtomicUsize,
-    capacity: usize,
+/// An arena of `T`s in pages that are never freed, indexed from 0. Also
+/// the storage of the thread-root list ([`crate::record::threads`]).
+pub(crate) struct Arena<T: 'static> {
+    pub(crate) pages: &'static [AtomicPtr<T>],
+    /// How many items exist: indices `0..fresh` have been handed out (it
+    /// may briefly exceed `capacity`).
+    pub(crate) fresh: AtomicUsize,
+    pub(crate) capacity: usize,
     free: Mutex<Vec<u32>>,
     make: fn() -> T,
 }
 
 impl<T: 'static> Arena<T> {
     /// An arena of up to `capacity` items, with a page table of its own.
-    fn new(capacity: usize, make: fn() -> T) -> Self {
+    pub(crate) fn new(capacity: usize, make: fn() -> T) -> Self {
         let pages: Box<[AtomicPtr<T>]> = (0..capacity.div_ceil(PAGE))
             .map(|_| AtomicPtr::new(std::ptr::null_mut()))
             .collect();
@@ -85,7 +87,7 @@ impl<T: 'static> Arena<T> {
 
     /// Item `index`, if it was ever handed out.
     #[inline]
-    fn get(&self, index: usize) -> Option<&'static T> {
+    pub(crate) fn get(&self, index: usize) -> Option<&'static T> {
         let page = self.pages.get(index / PAGE)?.load(Ordering::Acquire);
         if page.is_null() {
             return None;
@@ -126,19 +128,19 @@ impl<T: 'static> Arena<T> {
     }
 
     /// A free index, from the free list or fresh.
-    fn alloc(&self) -> Option<usize> {
+    pub(crate) fn alloc(&self) -> Option<usize> {
         if let Some(i) = lock(&self.free).pop() {
             return Some(i as usize);
         }
         self.fresh()
     }
 
-    fn release(&self, index: usize) {
+    pub(crate) fn release(&self, index: usize) {
         lock(&self.free).push(index as u32);
     }
 
     /// Items handed out so far (free or not).
-    fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.fresh.load(Ordering::Acquire).min(self.capacity)
     }
 }
