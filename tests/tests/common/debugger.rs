@@ -246,6 +246,19 @@ impl Tool {
         }
     }
 
+    /// The end of a session on a process `command` started: load the
+    /// script, run `steps`, kill the process (gdb takes the binary last).
+    #[track_caller]
+    fn finish(self, mut command: Command, binary: &Path, steps: &[Step]) -> Run {
+        self.load_script(&mut command);
+        self.push_steps(&mut command, steps);
+        self.push(&mut command, "kill");
+        if self == Tool::Gdb {
+            command.arg(binary);
+        }
+        run_bounded(command)
+    }
+
     /// Runs `binary args...` to its breakpoint, loads the script, runs
     /// `steps`, then kills the process.
     #[track_caller]
@@ -265,13 +278,7 @@ impl Tool {
                 );
             }
         }
-        self.load_script(&mut command);
-        self.push_steps(&mut command, steps);
-        self.push(&mut command, "kill");
-        if self == Tool::Gdb {
-            command.arg(binary);
-        }
-        run_bounded(command)
+        self.finish(command, binary, steps)
     }
 
     /// Runs `binary` stopped at its first instruction, loads the script and
@@ -286,13 +293,7 @@ impl Tool {
                 self.push(&mut command, "process launch --stop-at-entry");
             }
         }
-        self.load_script(&mut command);
-        self.push_steps(&mut command, steps);
-        self.push(&mut command, "kill");
-        if self == Tool::Gdb {
-            command.arg(binary);
-        }
-        run_bounded(command)
+        self.finish(command, binary, steps)
     }
 
     /// Loads `core` of `binary`, loads the script and runs `steps`.
