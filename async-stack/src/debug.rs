@@ -446,8 +446,7 @@ mod tests {
         unsafe { std::ptr::read_volatile(addr as usize as *const u32) }
     }
 
-    fn str_at(raw_str: u64) -> String {
-        let l = layout_words();
+    fn str_at(l: &Named, raw_str: u64) -> String {
         let ptr = word_at(raw_str + l.get("raw_str_ptr"));
         let len = word_at(raw_str + l.get("raw_str_len"));
         // SAFETY: a `RawStr` of a site entry or a task name describes
@@ -559,12 +558,13 @@ mod tests {
         "clock",
     ];
 
-    struct Named<'a> {
-        names: &'a [&'a str],
-        values: &'a [u64],
+    /// Descriptor words by field name.
+    struct Named {
+        names: &'static [&'static str],
+        values: Vec<u64>,
     }
 
-    impl Named<'_> {
+    impl Named {
         fn get(&self, name: &str) -> u64 {
             let i = self.names.iter().position(|n| *n == name).unwrap();
             self.values[i]
@@ -579,19 +579,19 @@ mod tests {
         }
     }
 
-    fn layout_words() -> Named<'static> {
-        let r = Box::leak(Box::new(raw()));
+    /// The layout part, read now.
+    fn layout_words() -> Named {
         Named {
             names: LAYOUT_FIELDS,
-            values: &r.words[3..3 + LAYOUT_FIELDS.len()],
+            values: raw().words[3..3 + LAYOUT_FIELDS.len()].to_vec(),
         }
     }
 
-    fn address_words() -> Named<'static> {
-        let r = Box::leak(Box::new(raw()));
+    /// The address part, read now (some addresses are published late).
+    fn address_words() -> Named {
         Named {
             names: ADDRESS_FIELDS,
-            values: &r.words[3 + LAYOUT_FIELDS.len()..],
+            values: raw().words[3 + LAYOUT_FIELDS.len()..].to_vec(),
         }
     }
 
@@ -671,8 +671,11 @@ mod tests {
         let parent = (slot0 >> l.get("slot_parent_shift")) & ((1 << l.get("slot_parent_bits")) - 1);
         assert_eq!(parent, l.get("no_slot"));
         let entry = call_site_entry(site);
-        assert_eq!(str_at(entry + l.get("call_entry_function")), "debug-layout");
-        assert_eq!(str_at(entry + l.get("call_entry_file")), file!());
+        assert_eq!(
+            str_at(&l, entry + l.get("call_entry_function")),
+            "debug-layout"
+        );
+        assert_eq!(str_at(&l, entry + l.get("call_entry_file")), file!());
         assert_eq!(u32_at(entry + l.get("call_entry_line")), root_line);
         // The extension: the name, and the spawn site.
         let ext_handle = u64::from(u32_at(rec + l.get("record_ext")));
@@ -689,7 +692,7 @@ mod tests {
         let bytes = unsafe { std::slice::from_raw_parts(text as usize as *const u8, len as usize) };
         assert_eq!(bytes, b"raw-reader");
         let spawn = call_site_entry(u64::from(u32_at(ext + l.get("ext_spawn_site"))));
-        assert_eq!(str_at(spawn + l.get("call_entry_file")), file!());
+        assert_eq!(str_at(&l, spawn + l.get("call_entry_file")), file!());
         assert_eq!(u32_at(spawn + l.get("call_entry_line")), spawn_line);
         drop(task);
         assert_eq!(word_at(rec + l.get("record_id")), 0, "a free record");
