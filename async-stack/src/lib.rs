@@ -109,6 +109,7 @@ pub mod debug;
 mod read;
 mod record;
 mod report;
+pub mod sampler;
 pub(crate) mod sync;
 pub mod task;
 mod warn;

@@ -1,0 +1,249 @@
+//! A sampling profiler for async tasks: consistent stacks of every task,
+//! read from another thread without pausing any.
+//!
+//! ```no_run
+//! use async_stack::sampler::{Profile, Sampler};
+//!
+//! # fn main() -> std::io::Result<()> {
+//! let sampler = Sampler::builder()
+//!     .frequency_hz(99) // the default
+//!     .on_cpu(true)     // Linux: native and async frames from one instant
+//!     .start()?;
+//! // ... the program runs ...
+//! let profile: Profile = sampler.stop();
+//! println!("{:?}", profile.stats());
+//! profile.write_folded(&mut std::fs::File::create("profile.folded")?)?;
+//! profile.save("app.asprof")?;
+//! let again = Profile::load("app.asprof").expect("a valid snapshot");
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Wall-clock sampling (every platform)
+//!
+//! A background thread, `async-stack-sampler`, wakes `frequency_hz` times
+//! a second. On each tick it copies the published stack of every live
+//! task (see [`crate::task`]) under the task's sequence counter: a copy
+//! that raced with the task's thread is retried, and after 16 tries
+//! dropped and counted ([`Stats::dropped_torn`]). Each copy is one instant
+//! of one task, so a reported stack is always one that existed.
+//!
+//! - A task inside a poll gives one **on-CPU** sample: the path from the
+//!   task root to the frame being polled.
+//! - A suspended task gives one **off-CPU** sample per pending branch (a
+//!   `join!` has several), each ending at the `.await` it waits on; the
+//!   tick's weight is shared among the branches.
+//! - With more live tasks than [`SamplerBuilder::max_tasks_per_tick`], the
+//!   sampler keeps every running task and a uniform random subset
+//!   (reservoir sampling) of the others, and gives each kept task the
+//!   weight of the ones it stands for, so that totals stay unbiased.
+//!
+//! # On-CPU sampling (Linux)
+//!
+//! With [`SamplerBuilder::on_cpu`], every thread that polls tasks gets a
+//! timer on its own CPU-time clock (`timer_create` with
+//! `CLOCK_THREAD_CPUTIME_ID`, delivered to that thread). The signal
+//! handler, on the interrupted thread, takes from one instant:
+//!
+//! - the native frames, by following frame pointers from the interrupted
+//!   registers, bounded by the thread's stack;
+//! - the thread's async chain, by following the live frames' parent
+//!   pointers, and a copy of the task's published stack.
+//!
+//! It allocates nothing and takes no lock: it writes into a buffer the
+//! sampler preallocated for the thread, which the sampler thread drains.
+//! Native frames are stored as module, build id and offset (see
+//! [`FrameRef::Native`]) and symbolised at export, so a profile loaded in
+//! another process still symbolises while the binary is at hand.
+//!
+//! Native frames beyond the interrupted function need frame pointers
+//! (`-C force-frame-pointers=yes`). Without them, or when the walk does not
+//! reach the innermost poll, a sample keeps only the interrupted address
+//! above its async frames: never frames the walk cannot vouch for.
+//!
+//! # Verification
+//!
+//! The polling thread can read its live chain soundly, and other threads
+//! read the published stack; the two must tell the same story. Every
+//! on-CPU sample compares them at the same instant, and so does every
+//! [`backtrace()`](crate::backtrace) capture in debug builds or when the
+//! environment variable `ASYNC_STACK_VERIFY=1` is set. A disagreement is a
+//! [`Mismatch`], counted in [`Stats::mismatches`] (and, for captures, in
+//! [`verify_mismatches`]).
+//!
+//! # Memory
+//!
+//! The profile keeps its tables within a budget (4 MiB by default, at most
+//! 20 MiB): see [`Profile`] and [`SamplerBuilder::memory_budget`].
+
+mod export;
+mod native;
+mod profile;
+mod snapshot;
+mod wall;
+
+pub use profile::{
+    DEFAULT_BUDGET, FrameRef, Grouping, MAX_BUDGET, MAX_MISMATCHES, MIN_BUDGET, Mismatch, Profile,
+    SampleState, StackSample, Stats, Weights,
+};
+
+use std::io;
+use std::time::Duration;
+
+/// The default sampling frequency, in Hz.
+pub const DEFAULT_FREQUENCY_HZ: u32 = 99;
+/// The highest sampling frequency accepted, in Hz.
+pub const MAX_FREQUENCY_HZ: u32 = 10_000;
+/// The default per-tick task limit.
+pub const DEFAULT_MAX_TASKS_PER_TICK: usize = 10_000;
+/// The deepest stack a sample keeps, in frames (async and native each).
+pub const MAX_DEPTH: usize = 128;
+
+/// Configures and starts a [`Sampler`].
+#[derive(Debug)]
+pub struct SamplerBuilder {
+    pub(crate) frequency_hz: u32,
+    pub(crate) on_cpu: bool,
+    pub(crate) max_tasks_per_tick: usize,
+    pub(crate) budget: usize,
+    pub(crate) grouping: Grouping,
+    pub(crate) resume: Option<Profile>,
+    pub(crate) seed: u64,
+}
+
+impl Default for SamplerBuilder {
+    fn default() -> Self {
+        SamplerBuilder {
+            frequency_hz: DEFAULT_FREQUENCY_HZ,
+            on_cpu: false,
+            max_tasks_per_tick: DEFAULT_MAX_TASKS_PER_TICK,
+            budget: DEFAULT_BUDGET,
+            grouping: Grouping::default(),
+            resume: None,
+            seed: 0x9e37_79b9_7f4a_7c15,
+        }
+    }
+}
+
+impl SamplerBuilder {
+    /// Samples per second, for the wall-clock ticks and for each thread's
+    /// on-CPU timer (per second of that thread's CPU time). Default 99;
+    /// `start` rejects 0 and anything above [`MAX_FREQUENCY_HZ`].
+    pub fn frequency_hz(mut self, hz: u32) -> Self {
+        self.frequency_hz = hz;
+        self
+    }
+
+    /// On-CPU sampling with native frames (Linux only; `start` fails with
+    /// [`io::ErrorKind::Unsupported`] elsewhere). Default off.
+    pub fn on_cpu(mut self, on: bool) -> Self {
+        self.on_cpu = on;
+        self
+    }
+
+    /// The most tasks sampled per wall-clock tick; above it, the sampler
+    /// reservoir-samples (see the module docs). Default 10,000; `start`
+    /// rejects 0.
+    pub fn max_tasks_per_tick(mut self, n: usize) -> Self {
+        self.max_tasks_per_tick = n;
+        self
+    }
+
+    /// The profile's memory budget in bytes. Default 4 MiB; `start`
+    /// rejects values below [`MIN_BUDGET`] or above [`MAX_BUDGET`].
+    pub fn memory_budget(mut self, bytes: usize) -> Self {
+        self.budget = bytes;
+        self
+    }
+
+    /// How stacks are grouped (default: by task name).
+    pub fn grouping(mut self, grouping: Grouping) -> Self {
+        self.grouping = grouping;
+        self
+    }
+
+    /// Continues aggregating into `profile` (for example one loaded with
+    /// [`Profile::load`] after a restart): its stacks, weights and counters
+    /// carry on.
+    pub fn resume(mut self, profile: Profile) -> Self {
+        self.resume = Some(profile);
+        self
+    }
+
+    /// The seed of the reservoir sampling's random choices (fixed by
+    /// default, so runs are reproducible).
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    fn check(&self) -> io::Result<()> {
+        let bad = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
+        if self.frequency_hz == 0 || self.frequency_hz > MAX_FREQUENCY_HZ {
+            return bad(format!(
+                "sampler frequency_hz must be between 1 and {MAX_FREQUENCY_HZ}, not {}",
+                self.frequency_hz
+            ));
+        }
+        if self.max_tasks_per_tick == 0 {
+            return bad("sampler max_tasks_per_tick must be at least 1".into());
+        }
+        if !(MIN_BUDGET..=MAX_BUDGET).contains(&self.budget) {
+            return bad(format!(
+                "sampler memory_budget must be between {MIN_BUDGET} and {MAX_BUDGET} bytes, not {}",
+                self.budget
+            ));
+        }
+        if self.on_cpu && !cfg!(target_os = "linux") {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "on-CPU sampling needs Linux (per-thread CPU-time timers)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts the sampler thread (and the on-CPU timers).
+    ///
+    /// # Errors
+    ///
+    /// [`io::ErrorKind::InvalidInput`] for a setting out of range,
+    /// [`io::ErrorKind::Unsupported`] for on-CPU sampling off Linux,
+    /// [`io::ErrorKind::AlreadyExists`] if on-CPU sampling is already
+    /// running in this process, and the OS error if the thread or the
+    /// signal handler cannot be set up.
+    pub fn start(self) -> io::Result<Sampler> {
+        self.check()?;
+        wall::start(self).map(|inner| Sampler { inner })
+    }
+}
+
+/// A running sampler. [`stop`](Self::stop) ends it and returns its
+/// profile; dropping it stops it too, discarding the profile.
+#[derive(Debug)]
+pub struct Sampler {
+    inner: wall::Running,
+}
+
+impl Sampler {
+    /// A builder with the defaults: 99 Hz, wall-clock only, 4 MiB.
+    pub fn builder() -> SamplerBuilder {
+        SamplerBuilder::default()
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> Stats {
+        self.inner.stats()
+    }
+
+    /// Stops sampling (the last tick finishes first) and returns the
+    /// profile.
+    pub fn stop(self) -> Profile {
+        self.inner.stop()
+    }
+
+    /// The interval between wall-clock ticks.
+    pub fn interval(&self) -> Duration {
+        self.inner.interval
+    }
+}
