@@ -78,6 +78,8 @@
 
 mod export;
 mod native;
+#[cfg(target_os = "linux")]
+mod oncpu;
 mod profile;
 mod snapshot;
 mod wall;

@@ -1,29 +1,443 @@
-//! The wall-clock sampler thread.
+//! The sampler thread: wall-clock ticks over every task, and the drain of
+//! on-CPU samples (see the module docs of [`crate::sampler`]).
 
 use std::io;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-use super::{Profile, SamplerBuilder, Stats};
+use super::profile::RawFrame;
+use super::{Grouping, MAX_DEPTH, Profile, SampleState, SamplerBuilder, Stats, Weights};
+use crate::record::site::{CallSite, await_site_by_id, call_site_by_id};
+use crate::task::TaskState;
+use crate::task::record::{RawTask, TaskRecord};
+use crate::task::registry;
+use crate::task::stack::{CopiedFrame, StackCopy, word};
 
+/// What the sampler thread shares with its handle.
+#[derive(Debug, Default)]
+struct Shared {
+    stop: Mutex<bool>,
+    wake: Condvar,
+    stats: Mutex<Stats>,
+}
+
+/// A running sampler thread.
 #[derive(Debug)]
 pub(crate) struct Running {
     pub(crate) interval: Duration,
-    profile: Profile,
+    shared: Arc<Shared>,
+    thread: Option<std::thread::JoinHandle<Profile>>,
 }
 
 pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
+    let interval = Duration::from_nanos(1_000_000_000 / u64::from(b.frequency_hz));
+    let mut profile = match b.resume {
+        Some(mut p) => {
+            if p.budget != b.budget {
+                p.budget = b.budget;
+                if p.memory_bytes() > p.budget {
+                    p.shed();
+                }
+            }
+            p
+        }
+        None => Profile::new(b.budget),
+    };
+    profile.frequency_hz = b.frequency_hz;
+    profile.grouping = b.grouping;
+    if profile.start_unix_ns == 0 {
+        profile.start_unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+    }
+    let shared = Arc::new(Shared::default());
+    *shared.stats.lock().unwrap_or_else(PoisonError::into_inner) = profile.stats;
+    #[cfg(target_os = "linux")]
+    let on_cpu = if b.on_cpu {
+        Some(super::oncpu::Session::start(b.frequency_hz)?)
+    } else {
+        None
+    };
+    let mut state = Sampling {
+        profile,
+        interval,
+        max_tasks: b.max_tasks_per_tick,
+        rng: b.seed | 1,
+        last_cpu: 0,
+        copy: StackCopy::default(),
+        running: Vec::new(),
+        reservoir: Vec::new(),
+        leaves: Vec::new(),
+        frames: Vec::new(),
+        #[cfg(target_os = "linux")]
+        on_cpu,
+    };
+    let thread_shared = shared.clone();
+    let thread = std::thread::Builder::new()
+        .name("async-stack-sampler".into())
+        .spawn(move || {
+            state.run(&thread_shared);
+            state.finish()
+        })?;
     Ok(Running {
-        interval: Duration::from_secs(1) / b.frequency_hz,
-        profile: b.resume.unwrap_or_else(|| Profile::new(b.budget)),
+        interval,
+        shared,
+        thread: Some(thread),
     })
 }
 
 impl Running {
     pub(crate) fn stats(&self) -> Stats {
-        self.profile.stats
+        *self
+            .shared
+            .stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn stop(self) -> Profile {
+    pub(crate) fn stop(mut self) -> Profile {
+        self.signal_stop();
+        match self.thread.take().map(std::thread::JoinHandle::join) {
+            Some(Ok(p)) => p,
+            // The sampler thread panicked: a bug; its profile is lost.
+            Some(Err(e)) => std::panic::resume_unwind(e),
+            None => Profile::default(),
+        }
+    }
+
+    fn signal_stop(&self) {
+        *self
+            .shared
+            .stop
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = true;
+        self.shared.wake.notify_all();
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            self.signal_stop();
+            let _ = t.join();
+        }
+    }
+}
+
+/// The sampler thread's state.
+pub(crate) struct Sampling {
+    pub(crate) profile: Profile,
+    interval: Duration,
+    max_tasks: usize,
+    rng: u64,
+    /// The sampler thread's CPU time at the end of the last tick.
+    last_cpu: u64,
+    copy: StackCopy,
+    /// Scratch: the tick's running tasks and reservoir.
+    running: Vec<&'static TaskRecord>,
+    reservoir: Vec<&'static TaskRecord>,
+    /// Scratch: indices of a copy's leaves, and a sample's frames.
+    leaves: Vec<usize>,
+    frames: Vec<RawFrame<'static>>,
+    #[cfg(target_os = "linux")]
+    on_cpu: Option<super::oncpu::Session>,
+}
+
+impl Sampling {
+    fn run(&mut self, shared: &Shared) {
+        let started = Instant::now();
+        self.last_cpu = thread_cpu_ns();
+        let mut next = started;
+        loop {
+            {
+                let mut stop = shared.stop.lock().unwrap_or_else(PoisonError::into_inner);
+                loop {
+                    if *stop {
+                        self.profile.duration_ns = self
+                            .profile
+                            .duration_ns
+                            .saturating_add(started.elapsed().as_nanos() as u64);
+                        return;
+                    }
+                    let now = Instant::now();
+                    if now >= next {
+                        break;
+                    }
+                    stop = shared
+                        .wake
+                        .wait_timeout(stop, next - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+            }
+            let now = Instant::now();
+            if now > next + self.interval {
+                self.profile.stats.late_ticks += 1;
+                next = now;
+            }
+            next += self.interval;
+            self.tick();
+            #[cfg(target_os = "linux")]
+            self.drain_on_cpu();
+            let cpu = thread_cpu_ns();
+            self.profile.stats.sampler_cpu_ns = self
+                .profile
+                .stats
+                .sampler_cpu_ns
+                .saturating_add(cpu.saturating_sub(self.last_cpu));
+            self.last_cpu = cpu;
+            *shared.stats.lock().unwrap_or_else(PoisonError::into_inner) = self.profile.stats;
+        }
+    }
+
+    fn finish(mut self) -> Profile {
+        #[cfg(target_os = "linux")]
+        if let Some(s) = self.on_cpu.take() {
+            s.stop();
+            self.drain_on_cpu_final();
+        }
         self.profile
+    }
+
+    /// One wall-clock tick: every running task, and a reservoir of the
+    /// others.
+    pub(crate) fn tick(&mut self) {
+        self.profile.stats.ticks += 1;
+        let now_ms = crate::record::clock::system_ms();
+        self.running.clear();
+        self.reservoir.clear();
+        let k = self.max_tasks;
+        let mut others = 0u64;
+        let mut rng = self.rng;
+        let (running, reservoir) = (&mut self.running, &mut self.reservoir);
+        registry::for_each_record(|r| {
+            let Some((_, state, _)) = r.peek(now_ms) else {
+                return;
+            };
+            if state == TaskState::Running {
+                running.push(r);
+                return;
+            }
+            others += 1;
+            if reservoir.len() < k {
+                reservoir.push(r);
+            } else {
+                // Algorithm R: keep the n-th with probability k/n.
+                let j = next_random(&mut rng) % others;
+                if (j as usize) < k {
+                    reservoir[j as usize] = r;
+                }
+            }
+        });
+        self.rng = rng;
+        let kept = self.reservoir.len() as u64;
+        self.profile.stats.reservoir_skipped += others - kept;
+        // Each kept task stands for `others / kept` tasks: whole samples,
+        // with the remainder spread one each over the first ones, so the
+        // tick's total is exactly one sample per live task.
+        let (per, extra) = if kept == 0 {
+            (1, 0)
+        } else {
+            (others / kept, others % kept)
+        };
+        let running = std::mem::take(&mut self.running);
+        for r in &running {
+            self.sample(r, now_ms, 1);
+        }
+        self.running = running;
+        let reservoir = std::mem::take(&mut self.reservoir);
+        for (i, r) in reservoir.iter().enumerate() {
+            self.sample(r, now_ms, per + u64::from((i as u64) < extra));
+        }
+        self.reservoir = reservoir;
+    }
+
+    /// Reads one task and adds its sample(s), standing for `times` tasks.
+    fn sample(&mut self, r: &TaskRecord, now_ms: u64, times: u64) {
+        let Some(raw) = r.read(&mut self.copy, now_ms) else {
+            // The task ended between the scan and the read.
+            return;
+        };
+        let stats = &mut self.profile.stats;
+        stats.attempted += 1;
+        stats.retried += u64::from(raw.torn);
+        if !raw.stack_copied {
+            stats.dropped_torn += 1;
+            return;
+        }
+        let frames = &self.copy.frames;
+        if frames.is_empty() {
+            stats.dropped_inconsistent += 1;
+            return;
+        }
+        stats.ok += 1;
+        if self.copy.hidden > 0 {
+            stats.truncated += 1;
+        }
+        let group = group_of(&raw, self.profile.grouping);
+        let name = raw.name.as_deref().map_or("", |n| n.as_str());
+        let wall = self.interval.as_nanos() as u64 * times;
+        if raw.state == TaskState::Running {
+            // The path to the polled frame; without one (the polled frame
+            // holds no slot, or the platform does not tag the current
+            // word), the running path as far as it is known.
+            let end = frames
+                .iter()
+                .position(|f| f.innermost)
+                .or_else(|| frames.iter().rposition(|f| f.running))
+                .unwrap_or(0);
+            fill_path(&mut self.frames, frames, end);
+            let weights = Weights {
+                samples: times,
+                wall_ns: wall,
+                cpu_ns: 0,
+            };
+            self.profile.add(
+                &group,
+                raw.id,
+                name,
+                SampleState::OnCpu,
+                &self.frames,
+                weights,
+            );
+            return;
+        }
+        // Suspended: one stack per pending branch (leaf of the tree).
+        self.leaves.clear();
+        for i in 0..frames.len() {
+            let next_depth = frames.get(i + 1).map(|f| f.depth);
+            if next_depth.is_none_or(|d| d <= frames[i].depth) {
+                self.leaves.push(i);
+            }
+        }
+        let n = self.leaves.len() as u64;
+        let leaves = std::mem::take(&mut self.leaves);
+        for (j, &leaf) in leaves.iter().enumerate() {
+            fill_path(&mut self.frames, &self.copy.frames, leaf);
+            // The wall time is shared among the branches, the remainder
+            // to the first, so the task's total is exact.
+            let share = wall / n + if j == 0 { wall % n } else { 0 };
+            let weights = Weights {
+                samples: times,
+                wall_ns: share,
+                cpu_ns: 0,
+            };
+            self.profile.add(
+                &group,
+                raw.id,
+                name,
+                SampleState::OffCpu,
+                &self.frames,
+                weights,
+            );
+        }
+        self.leaves = leaves;
+    }
+}
+
+/// This thread's CPU time, in nanoseconds (`0` where unknown).
+pub(crate) fn thread_cpu_ns() -> u64 {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec.
+        let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+        if rc != 0 {
+            return 0;
+        }
+        (ts.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(ts.tv_nsec as u64)
+    }
+    #[cfg(not(unix))]
+    {
+        0
+    }
+}
+
+fn next_random(state: &mut u64) -> u64 {
+    // xorshift64*: enough for choosing which tasks to sample.
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+}
+
+/// The frames from the root to `copied[end]` (a pre-order tree), root
+/// first, cut at [`MAX_DEPTH`].
+fn fill_path(out: &mut Vec<RawFrame<'static>>, copied: &[CopiedFrame], end: usize) {
+    out.clear();
+    let mut want = copied[end].depth;
+    let mut path = [0usize; crate::task::STACK_CAPACITY];
+    let mut n = 0;
+    // Walk back from `end`: each ancestor is the nearest earlier frame
+    // one level up.
+    for i in (0..=end).rev() {
+        if copied[i].depth == want && n < path.len() {
+            path[n] = i;
+            n += 1;
+            if want == 0 {
+                break;
+            }
+            want -= 1;
+        }
+    }
+    for &i in path[..n].iter().rev().take(MAX_DEPTH) {
+        out.push(site_frame(copied[i].site));
+    }
+}
+
+/// An interned site id as a profile frame.
+pub(crate) fn site_frame(site: u32) -> RawFrame<'static> {
+    if site & word::AWAIT != 0
+        && let Some(a) = await_site_by_id(site & !word::AWAIT)
+    {
+        return RawFrame::Async {
+            function: a.call_site().function_static(),
+            file: a.file(),
+            line: a.line(),
+            column: a.column(),
+        };
+    }
+    match call_site_by_id(site & !word::AWAIT) {
+        Some(c) => RawFrame::Async {
+            function: c.function_static(),
+            file: c.file(),
+            line: c.line(),
+            column: c.column(),
+        },
+        None => RawFrame::Async {
+            function: "<unknown>",
+            file: "",
+            line: 0,
+            column: 0,
+        },
+    }
+}
+
+/// The group of a task (see [`Grouping`]).
+fn group_of(raw: &RawTask, grouping: Grouping) -> String {
+    let root = || {
+        call_site_by_id(raw.root_site & !word::AWAIT)
+            .or_else(|| await_site_by_id(raw.root_site & !word::AWAIT).map(|a| a.call_site()))
+            .map_or("<unknown>", CallSite::function_static)
+    };
+    let spawn = || {
+        raw.location
+            .map(|l| format!("{}:{}", l.file(), l.line()))
+    };
+    match grouping {
+        Grouping::TaskName => raw
+            .name
+            .as_deref()
+            .map(|n| n.as_str().to_owned())
+            .or_else(spawn)
+            .unwrap_or_else(|| root().to_owned()),
+        Grouping::SpawnSite => spawn().unwrap_or_else(|| root().to_owned()),
     }
 }

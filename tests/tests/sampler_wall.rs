@@ -1,0 +1,240 @@
+//! The wall-clock sampler, as a user drives it: start, let tasks run,
+//! stop, read the profile. Exact stacks and exact counts.
+//!
+//! Tasks are process-wide, so the tests of this file take turns (`SERIAL`)
+//! and each ends its tasks before the next starts.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use async_stack::sampler::{FrameRef, Grouping, Profile, SampleState, Sampler};
+use async_stack::traced_async;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const FILE: &str = file!();
+
+#[traced_async]
+async fn wait_leaf(rx: tokio::sync::oneshot::Receiver<()>) {
+    let _ = rx.await; // LEAF_AWAIT
+}
+
+#[traced_async]
+async fn waiter(rx: tokio::sync::oneshot::Receiver<()>) {
+    wait_leaf(rx).await; // WAITER_AWAIT
+}
+
+#[traced_async]
+async fn joiner(a: tokio::sync::oneshot::Receiver<()>, b: tokio::sync::oneshot::Receiver<()>) {
+    let _ = tokio::join!(wait_leaf(a), waiter(b)); // JOIN_AWAIT
+}
+
+/// The line of the marker comment in this file.
+fn line_of(marker: &str) -> u32 {
+    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sampler_wall.rs"))
+        .expect("this file");
+    let needle = format!("// {marker}");
+    src.lines()
+        .position(|l| l.trim_end().ends_with(&needle))
+        .map(|i| i as u32 + 1)
+        .unwrap_or_else(|| panic!("no {needle} in this file"))
+}
+
+fn at(function: &'static str, marker: &str) -> (String, u32) {
+    (format!("sampler_wall::{function}"), line_of(marker))
+}
+
+/// The async frames of a stack as (function, line), for comparison.
+fn frames(s: &async_stack::sampler::StackSample<'_>) -> Vec<(String, u32)> {
+    s.frames()
+        .map(|f| match f {
+            FrameRef::Async {
+                function,
+                file,
+                line,
+                ..
+            } => {
+                assert!(file.ends_with("sampler_wall.rs"), "{file} vs {FILE}");
+                (function.to_owned(), line)
+            }
+            other => panic!("a wall-clock sample has only async frames: {other:?}"),
+        })
+        .collect()
+}
+
+fn run_with<T>(n: usize, ticks: u64, f: impl FnOnce(&tokio::runtime::Runtime) -> T) -> T {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _ = (n, ticks);
+    f(&rt)
+}
+
+/// Samples until at least `ticks` ticks were taken.
+fn sample_for(builder: async_stack::sampler::SamplerBuilder, ticks: u64) -> Profile {
+    let sampler = builder.start().expect("sampler starts");
+    while sampler.stats().ticks < ticks {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    sampler.stop()
+}
+
+#[test]
+fn every_suspended_task_gives_one_sample_per_tick_at_its_await() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const N: usize = 20;
+    run_with(N, 0, |rt| {
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for _ in 0..N {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            senders.push(tx);
+            handles.push(rt.spawn(async_stack::task::spawned(waiter(rx)).named("waiters")));
+        }
+        // Every task is parked at its leaf before sampling starts.
+        rt.block_on(async {
+            while async_stack::dump().tasks.len() < N
+                || async_stack::dump()
+                    .tasks
+                    .iter()
+                    .any(|t| t.frames.len() < 2)
+            {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        let profile = sample_for(Sampler::builder().frequency_hz(1000), 20);
+        drop(senders);
+        for h in handles {
+            rt.block_on(h).unwrap();
+        }
+        let stats = *profile.stats();
+        assert_eq!(stats.dropped_torn, 0);
+        assert_eq!(stats.dropped_inconsistent, 0);
+        assert_eq!(stats.attempted, stats.ok);
+        assert_eq!(stats.ok, stats.ticks * N as u64);
+        let want = vec![at("waiter", "WAITER_AWAIT"), at("wait_leaf", "LEAF_AWAIT")];
+        let mut total = 0;
+        let mut tasks = std::collections::HashSet::new();
+        for s in profile.stacks() {
+            assert_eq!(s.group(), "waiters");
+            assert_eq!(s.task_name(), "waiters");
+            assert_eq!(s.state(), SampleState::OffCpu);
+            assert_eq!(frames(&s), want);
+            tasks.insert(s.task_id());
+            total += s.weights().samples;
+            assert_eq!(
+                s.weights().wall_ns,
+                s.weights().samples * 1_000_000,
+                "one interval per sample"
+            );
+        }
+        assert_eq!(tasks.len(), N);
+        assert_eq!(total, stats.ticks * N as u64);
+        assert_eq!(profile.totals().samples, total);
+    });
+}
+
+#[test]
+fn a_join_gives_one_stack_per_pending_branch() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    run_with(1, 0, |rt| {
+        let (ta, ra) = tokio::sync::oneshot::channel::<()>();
+        let (tb, rb) = tokio::sync::oneshot::channel::<()>();
+        let h = rt.spawn(joiner(ra, rb));
+        rt.block_on(async {
+            while async_stack::dump()
+                .tasks
+                .iter()
+                .all(|t| t.frames.len() < 4)
+            {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        let profile = sample_for(
+            Sampler::builder()
+                .frequency_hz(1000)
+                .grouping(Grouping::SpawnSite),
+            10,
+        );
+        drop((ta, tb));
+        rt.block_on(h).unwrap();
+        let ticks = profile.stats().ticks;
+        let mut got: Vec<(Vec<(String, u32)>, u64, u64)> = profile
+            .stacks()
+            .map(|s| {
+                assert_eq!(s.group(), "sampler_wall::joiner", "no spawn site: the root");
+                (frames(&s), s.weights().samples, s.weights().wall_ns)
+            })
+            .collect();
+        got.sort();
+        let join = at("joiner", "JOIN_AWAIT");
+        let mut want = vec![
+            (
+                vec![join.clone(), at("wait_leaf", "LEAF_AWAIT")],
+                ticks,
+                ticks * 500_000,
+            ),
+            (
+                vec![
+                    join,
+                    at("waiter", "WAITER_AWAIT"),
+                    at("wait_leaf", "LEAF_AWAIT"),
+                ],
+                ticks,
+                ticks * 500_000,
+            ),
+        ];
+        want.sort();
+        assert_eq!(got, want);
+    });
+}
+
+#[test]
+fn above_the_per_tick_limit_totals_stay_exact() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const N: usize = 100;
+    run_with(N, 0, |rt| {
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for _ in 0..N {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            senders.push(tx);
+            handles.push(rt.spawn(waiter(rx)));
+        }
+        rt.block_on(async {
+            while async_stack::dump().tasks.len() < N {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        let profile = sample_for(
+            Sampler::builder().frequency_hz(1000).max_tasks_per_tick(10),
+            10,
+        );
+        drop(senders);
+        for h in handles {
+            rt.block_on(h).unwrap();
+        }
+        let s = *profile.stats();
+        assert_eq!(s.attempted, s.ticks * 10);
+        assert_eq!(s.reservoir_skipped, s.ticks * 90);
+        assert_eq!(profile.totals().samples, s.ticks * N as u64);
+        assert_eq!(profile.totals().wall_ns, s.ticks * N as u64 * 1_000_000);
+    });
+}
+
+#[test]
+fn bad_settings_are_refused_with_a_clear_error() {
+    for (b, needle) in [
+        (Sampler::builder().frequency_hz(0), "frequency_hz"),
+        (Sampler::builder().frequency_hz(1_000_000), "frequency_hz"),
+        (Sampler::builder().max_tasks_per_tick(0), "max_tasks_per_tick"),
+        (Sampler::builder().memory_budget(1), "memory_budget"),
+        (Sampler::builder().memory_budget(1 << 30), "memory_budget"),
+    ] {
+        let e = b.start().expect_err("refused");
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains(needle), "{e}");
+    }
+}
