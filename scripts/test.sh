@@ -21,6 +21,7 @@ cd "$(dirname "$0")/.."
 need=()
 command -v gdb >/dev/null 2>&1 || need+=(gdb)
 command -v gcore >/dev/null 2>&1 || need+=(gdb)
+command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v lldb >/dev/null 2>&1 || need+=(lldb)
 dpkg -s python3-lldb-14 >/dev/null 2>&1 || need+=(python3-lldb-14)
 if [ ${#need[@]} -gt 0 ]; then
@@ -39,7 +40,7 @@ echo "== 1/4 workspace tests (debug)"
 cargo test --workspace --all-features
 
 echo "== 2/4 walker, frame, await-site, dump, debugger and million-task tests (release, line tables only)"
-walker_tests=(--test registry_million)
+walker_tests=(--test registry_million --test sampler_torture)
 for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_sites.rs tests/tests/dump_*.rs tests/tests/debugger_*.rs; do
     [ -e "$t" ] && walker_tests+=(--test "$(basename "$t" .rs)")
 done

@@ -31,8 +31,11 @@ async fn joiner(a: tokio::sync::oneshot::Receiver<()>, b: tokio::sync::oneshot::
 
 /// The line of the marker comment in this file.
 fn line_of(marker: &str) -> u32 {
-    let src = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sampler_wall.rs"))
-        .expect("this file");
+    let src = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/sampler_wall.rs"
+    ))
+    .expect("this file");
     let needle = format!("// {marker}");
     src.lines()
         .position(|l| l.trim_end().ends_with(&needle))
@@ -96,10 +99,7 @@ fn every_suspended_task_gives_one_sample_per_tick_at_its_await() {
         // Every task is parked at its leaf before sampling starts.
         rt.block_on(async {
             while async_stack::dump().tasks.len() < N
-                || async_stack::dump()
-                    .tasks
-                    .iter()
-                    .any(|t| t.frames.len() < 2)
+                || async_stack::dump().tasks.iter().any(|t| t.frames.len() < 2)
             {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
@@ -144,11 +144,7 @@ fn a_join_gives_one_stack_per_pending_branch() {
         let (tb, rb) = tokio::sync::oneshot::channel::<()>();
         let h = rt.spawn(joiner(ra, rb));
         rt.block_on(async {
-            while async_stack::dump()
-                .tasks
-                .iter()
-                .all(|t| t.frames.len() < 4)
-            {
+            while async_stack::dump().tasks.iter().all(|t| t.frames.len() < 4) {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         });
@@ -229,7 +225,10 @@ fn bad_settings_are_refused_with_a_clear_error() {
     for (b, needle) in [
         (Sampler::builder().frequency_hz(0), "frequency_hz"),
         (Sampler::builder().frequency_hz(1_000_000), "frequency_hz"),
-        (Sampler::builder().max_tasks_per_tick(0), "max_tasks_per_tick"),
+        (
+            Sampler::builder().max_tasks_per_tick(0),
+            "max_tasks_per_tick",
+        ),
         (Sampler::builder().memory_budget(1), "memory_budget"),
         (Sampler::builder().memory_budget(1 << 30), "memory_budget"),
     ] {

@@ -183,6 +183,9 @@ impl Backtrace {
 
     #[inline(never)]
     fn create(entry: usize) -> Backtrace {
+        if crate::sampler::verify::enabled() {
+            crate::sampler::verify::check_current_thread();
+        }
         let chain = capture_chain();
         let mut natives = Vec::with_capacity(64);
         let mut skip_until = None;
@@ -304,7 +307,7 @@ fn is_short_backtrace_marker(name: Option<&str>) -> bool {
 /// Whether `s` is `Traced::poll`, which polls the inner future from exactly
 /// one place: one per instrumented level on the stack, inlined or not (the
 /// walker's anchor for each async frame; see `traced.rs`).
-fn is_level(s: &Symbol) -> bool {
+pub(crate) fn is_level(s: &Symbol) -> bool {
     const TRACED_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/record/traced.rs");
     let Some(name) = s.name.as_deref() else {
         return false;

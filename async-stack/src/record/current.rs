@@ -30,10 +30,18 @@
 //!   stack, and is then that task's record (records are never freed), and
 //!   `key` is that task's place key (see [`crate::task::place`]); for an
 //!   untracked root they are null and the untracked key.
-//! - Every field is a plain `Cell` or an atomic word; a signal handler on
-//!   this thread only ever reads them.
+//! - A signal handler on this thread (the sampler's on-CPU handler) reads
+//!   `word`, `record`, the current-frame word and the frames' `parent`
+//!   links. So these are atomic words (relaxed: plain moves), and a
+//!   compiler fence orders each store that makes a frame reachable after
+//!   the stores that make it whole: the handler, interrupting the thread
+//!   between any two instructions, sees `record` set whenever `word` is,
+//!   and a frame's `parent` set whenever the frame is current. `key`,
+//!   `self_wakes` and `thread` are plain `Cell`s that only this thread's
+//!   own code reads.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicPtr as LocalPtr, compiler_fence};
 
 use crate::record::frame::AsyncStackFrame;
 use crate::sync::{AtomicPtr, Ordering};
@@ -45,11 +53,11 @@ use crate::task::record::TaskRecord;
 pub(crate) struct Active {
     /// The current-frame word (see the module docs); null outside task
     /// roots' polls.
-    pub(crate) word: Cell<*const AtomicPtr<AsyncStackFrame>>,
+    pub(crate) word: LocalPtr<AtomicPtr<AsyncStackFrame>>,
     /// The place key of the task being polled (`0`: none).
     key: Cell<u64>,
     /// The record of the task being polled (null: none, or untracked).
-    pub(crate) record: Cell<*const TaskRecord>,
+    pub(crate) record: LocalPtr<TaskRecord>,
     /// The current-frame word of an untracked root.
     untracked: AtomicPtr<AsyncStackFrame>,
     /// How many times the task being polled woke itself during this poll.
@@ -61,9 +69,9 @@ pub(crate) struct Active {
 macro_rules! new_active {
     () => {
         Active {
-            word: Cell::new(std::ptr::null()),
+            word: LocalPtr::new(std::ptr::null_mut()),
             key: Cell::new(0),
-            record: Cell::new(std::ptr::null()),
+            record: LocalPtr::new(std::ptr::null_mut()),
             untracked: AtomicPtr::new(std::ptr::null_mut()),
             self_wakes: Cell::new(0),
             thread: Cell::new(0),
@@ -96,7 +104,7 @@ impl Active {
         // SAFETY: `word` is null, or points to `untracked` (which lives as
         // long as `self`) or to the `current` word of a record, which is
         // never freed (module invariant).
-        unsafe { self.word.get().as_ref() }
+        unsafe { self.word.load(Ordering::Relaxed).as_ref() }
     }
 
     /// The place key of the task being polled (`0`: none).
@@ -108,7 +116,7 @@ impl Active {
     /// The record of the task being polled (null: none, or untracked).
     #[inline(always)]
     pub(crate) fn record(&self) -> *const TaskRecord {
-        self.record.get()
+        self.record.load(Ordering::Relaxed)
     }
 
     /// The frame being polled on this thread; null if none.
@@ -124,20 +132,30 @@ impl Active {
     /// word becomes the thread's, `root` its current frame (in slot 0).
     #[inline(always)]
     pub(crate) fn enter_task(&self, record: &TaskRecord, key: u64, root: &AsyncStackFrame) {
-        self.record.set(record);
+        self.record
+            .store(std::ptr::from_ref(record).cast_mut(), Ordering::Relaxed);
         self.key.set(key);
         record.current.store(tag(root, 0), Ordering::Relaxed);
         // Last: the guard that clears the state exists only once the root
-        // entry returns, so nothing above may leave `word` set.
-        self.word.set(&record.current);
+        // entry returns, so nothing above may leave `word` set. A signal
+        // handler that sees `word` sees the stores above (module docs).
+        compiler_fence(Ordering::Release);
+        self.word.store(
+            std::ptr::from_ref(&record.current).cast_mut(),
+            Ordering::Relaxed,
+        );
     }
 
     /// An untracked root's poll starts on this thread.
     pub(crate) fn enter_untracked(&self, root: &AsyncStackFrame, key: u64) {
-        self.record.set(std::ptr::null());
+        self.record.store(std::ptr::null_mut(), Ordering::Relaxed);
         self.key.set(key);
         self.untracked.store(tag(root, NO_SLOT), Ordering::Relaxed);
-        self.word.set(&self.untracked);
+        compiler_fence(Ordering::Release);
+        self.word.store(
+            std::ptr::from_ref(&self.untracked).cast_mut(),
+            Ordering::Relaxed,
+        );
     }
 
     /// A task root's poll ends on this thread, by return or unwinding: no
@@ -147,9 +165,10 @@ impl Active {
         if let Some(word) = self.word() {
             word.store(std::ptr::null_mut(), Ordering::Relaxed);
         }
-        self.word.set(std::ptr::null());
+        self.word.store(std::ptr::null_mut(), Ordering::Relaxed);
+        compiler_fence(Ordering::Release);
         self.key.set(0);
-        self.record.set(std::ptr::null());
+        self.record.store(std::ptr::null_mut(), Ordering::Relaxed);
         self.self_wakes.replace(0)
     }
 

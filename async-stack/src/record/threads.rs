@@ -25,7 +25,7 @@
 
 use std::cell::Cell;
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
 use crate::record::current::Active;
 use crate::task::registry::Arena;
@@ -39,6 +39,11 @@ pub(crate) struct ThreadRoot {
     _pad: u32,
     /// The thread's [`Active`], in its thread-local storage.
     pub(crate) active: AtomicPtr<Active>,
+    /// The lowest and one past the highest address of the thread's stack
+    /// (`0`, `0` when unknown), so that the sampler's signal handler never
+    /// reads outside it while following frame pointers.
+    pub(crate) stack_lo: AtomicUsize,
+    pub(crate) stack_hi: AtomicUsize,
 }
 
 impl ThreadRoot {
@@ -47,6 +52,8 @@ impl ThreadRoot {
             tid: AtomicU32::new(0),
             _pad: 0,
             active: AtomicPtr::new(std::ptr::null_mut()),
+            stack_lo: AtomicUsize::new(0),
+            stack_hi: AtomicUsize::new(0),
         }
     }
 }
@@ -105,9 +112,40 @@ pub(crate) fn register(active: &Active, tid: u32) {
         entry
             .active
             .store(std::ptr::from_ref(active).cast_mut(), Ordering::Release);
+        let (lo, hi) = stack_bounds();
+        entry.stack_lo.store(lo, Ordering::Release);
+        entry.stack_hi.store(hi, Ordering::Release);
         entry.tid.store(tid, Ordering::Release);
         r.0.set(Some(index));
     });
+}
+
+/// The calling thread's stack, as its lowest address and one past its
+/// highest; `(0, 0)` when unknown.
+fn stack_bounds() -> (usize, usize) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: `attr` is initialised by `pthread_getattr_np` before it
+        // is read, and destroyed once; the out-pointers are valid.
+        unsafe {
+            let mut attr = std::mem::MaybeUninit::<libc::pthread_attr_t>::uninit();
+            if libc::pthread_getattr_np(libc::pthread_self(), attr.as_mut_ptr()) != 0 {
+                return (0, 0);
+            }
+            let mut addr = std::ptr::null_mut();
+            let mut size = 0;
+            let rc = libc::pthread_attr_getstack(attr.as_ptr(), &mut addr, &mut size);
+            libc::pthread_attr_destroy(attr.as_mut_ptr());
+            if rc != 0 {
+                return (0, 0);
+            }
+            (addr as usize, (addr as usize).saturating_add(size))
+        }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        (0, 0)
+    }
 }
 
 /// The registered threads, as `(OS id, state address)`: for tests.

@@ -259,6 +259,9 @@ fn enter_child(
     if !place::holds(p, a.key(), parent_slot) {
         p = place::relink(frame, p, parent_slot, a);
     }
+    // A signal handler on this thread that finds the frame current finds
+    // its parent set (see `current`'s invariants). No instruction.
+    std::sync::atomic::compiler_fence(Ordering::Release);
     word.store(current::tag(frame, place::own(p)), Ordering::Relaxed);
 }
 

@@ -81,8 +81,12 @@ mod native;
 #[cfg(target_os = "linux")]
 mod oncpu;
 mod profile;
-mod snapshot;
+pub mod snapshot;
+pub(crate) mod verify;
 mod wall;
+
+pub use snapshot::SnapshotError;
+pub use verify::{verify_mismatches, verify_reports};
 
 pub use profile::{
     DEFAULT_BUDGET, FrameRef, Grouping, MAX_BUDGET, MAX_MISMATCHES, MIN_BUDGET, Mismatch, Profile,

@@ -61,10 +61,7 @@ impl Weights {
 
     /// The order in which the budget sheds entries: samples, then time.
     fn rank(&self) -> (u64, u64) {
-        (
-            self.samples,
-            self.wall_ns.saturating_add(self.cpu_ns),
-        )
+        (self.samples, self.wall_ns.saturating_add(self.cpu_ns))
     }
 }
 
@@ -173,7 +170,11 @@ pub(crate) enum Frame {
     /// A native frame: an address as a module id and an offset from the
     /// module's load address. `call` is set for a return address (an
     /// address after a call): it symbolises as `offset - 1`.
-    Native { module: u32, offset: u64, call: bool },
+    Native {
+        module: u32,
+        offset: u64,
+        call: bool,
+    },
     /// The synthetic frame standing for stacks cleared by the budget.
     Cleared,
 }
@@ -754,29 +755,6 @@ impl Profile {
         into.intern_frame(frame)
     }
 
-    /// Merges `other` into this profile (a resumed run): weights add up,
-    /// counters add up, and the budget is kept.
-    pub(crate) fn merge(&mut self, other: &Profile) {
-        for e in &other.entries {
-            let mut frames = Vec::new();
-            for &f in other.stacks.get(e.stack).map_or(&[][..], |s| s) {
-                frames.push(other.copy_frame(self, f));
-            }
-            let stack = self.stack(&frames);
-            let key = EntryKey {
-                group: self.string(other.str(e.group)),
-                task_id: e.task_id,
-                task_name: self.string(other.str(e.task_name)),
-                state: e.state,
-                stack,
-            };
-            self.add_entry(key, e.weights);
-        }
-        if self.bytes > self.budget {
-            self.shed();
-        }
-    }
-
     /// Records a mismatch (counted always, kept in full for the first
     /// few).
     pub(crate) fn add_mismatch(&mut self, m: Mismatch) {
@@ -995,18 +973,5 @@ mod tests {
         assert!(kept.iter().any(|(g, _)| g.ends_with("00019999")));
         let min_kept = kept.iter().map(|(_, w)| w.samples).min().unwrap();
         assert!(min_kept >= s.dropped.samples / s.dropped_groups);
-    }
-
-    #[test]
-    fn merge_adds_weights() {
-        let mut a = Profile::default();
-        a.add("g", 1, "", SampleState::OffCpu, &[f("r", 1)], w(2));
-        a.stats.ticks = 5;
-        let mut b = Profile::default();
-        b.add("g", 1, "", SampleState::OffCpu, &[f("r", 1)], w(3));
-        b.add("h", 2, "", SampleState::OnCpu, &[f("s", 1)], w(1));
-        b.merge(&a);
-        assert_eq!(b.totals(), w(6));
-        assert_eq!(b.entries.len(), 2);
     }
 }

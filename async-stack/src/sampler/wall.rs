@@ -13,6 +13,9 @@ use crate::task::record::{RawTask, TaskRecord};
 use crate::task::registry;
 use crate::task::stack::{CopiedFrame, StackCopy, word};
 
+/// Copy attempts per task and tick before a sample is dropped as torn.
+const COPY_TRIES: u32 = 64;
+
 /// What the sampler thread shares with its handle.
 #[derive(Debug, Default)]
 struct Shared {
@@ -71,6 +74,7 @@ pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
         frames: Vec::new(),
         #[cfg(target_os = "linux")]
         on_cpu,
+        modules: super::native::Modules::new(),
     };
     let thread_shared = shared.clone();
     let thread = std::thread::Builder::new()
@@ -140,7 +144,9 @@ pub(crate) struct Sampling {
     leaves: Vec<usize>,
     frames: Vec<RawFrame<'static>>,
     #[cfg(target_os = "linux")]
-    on_cpu: Option<super::oncpu::Session>,
+    pub(crate) on_cpu: Option<super::oncpu::Session>,
+    /// Where native addresses live, for on-CPU samples.
+    pub(crate) modules: super::native::Modules,
 }
 
 impl Sampling {
@@ -193,8 +199,7 @@ impl Sampling {
     fn finish(mut self) -> Profile {
         #[cfg(target_os = "linux")]
         if let Some(s) = self.on_cpu.take() {
-            s.stop();
-            self.drain_on_cpu_final();
+            self.drain_stopped(s);
         }
         self.profile
     }
@@ -235,10 +240,9 @@ impl Sampling {
         // Each kept task stands for `others / kept` tasks: whole samples,
         // with the remainder spread one each over the first ones, so the
         // tick's total is exactly one sample per live task.
-        let (per, extra) = if kept == 0 {
-            (1, 0)
-        } else {
-            (others / kept, others % kept)
+        let (per, extra) = match others.checked_div(kept) {
+            Some(per) => (per, others % kept),
+            None => (1, 0),
         };
         let running = std::mem::take(&mut self.running);
         for r in &running {
@@ -254,7 +258,7 @@ impl Sampling {
 
     /// Reads one task and adds its sample(s), standing for `times` tasks.
     fn sample(&mut self, r: &TaskRecord, now_ms: u64, times: u64) {
-        let Some(raw) = r.read(&mut self.copy, now_ms) else {
+        let Some(raw) = r.read_tries(&mut self.copy, now_ms, COPY_TRIES) else {
             // The task ended between the scan and the read.
             return;
         };
@@ -421,16 +425,13 @@ pub(crate) fn site_frame(site: u32) -> RawFrame<'static> {
 }
 
 /// The group of a task (see [`Grouping`]).
-fn group_of(raw: &RawTask, grouping: Grouping) -> String {
+pub(crate) fn group_of(raw: &RawTask, grouping: Grouping) -> String {
     let root = || {
         call_site_by_id(raw.root_site & !word::AWAIT)
             .or_else(|| await_site_by_id(raw.root_site & !word::AWAIT).map(|a| a.call_site()))
             .map_or("<unknown>", CallSite::function_static)
     };
-    let spawn = || {
-        raw.location
-            .map(|l| format!("{}:{}", l.file(), l.line()))
-    };
+    let spawn = || raw.location.map(|l| format!("{}:{}", l.file(), l.line()));
     match grouping {
         Grouping::TaskName => raw
             .name

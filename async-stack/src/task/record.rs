@@ -361,6 +361,10 @@ pub(crate) struct RawTask {
     pub(crate) torn: u32,
 }
 
+/// How long (spin-loop hints) a reader waits for a section in progress
+/// to end before an attempt at copying a record.
+const SECTION_SPINS: u32 = if cfg!(async_stack_loom) { 0 } else { 512 };
+
 /// How many times a reader retries a torn copy of a record before giving
 /// up on its stack (the task is still reported, without frames).
 pub(crate) const COPY_TRIES: u32 = if cfg!(async_stack_loom) { 2 } else { 16 };
@@ -401,13 +405,31 @@ impl TaskRecord {
     /// no waiting for a running poll. `None` for a free record or a task
     /// that ended while being read.
     pub(crate) fn read(&self, copy: &mut StackCopy, now_ms: u64) -> Option<RawTask> {
+        self.read_tries(copy, now_ms, COPY_TRIES)
+    }
+
+    /// [`read`](Self::read), with up to `tries` copy attempts. Before
+    /// each, a short bounded spin lets a section in progress (an odd
+    /// `seq`) end, so that attempts are not spent on a writer that is
+    /// known to be inside one.
+    pub(crate) fn read_tries(
+        &self,
+        copy: &mut StackCopy,
+        now_ms: u64,
+        tries: u32,
+    ) -> Option<RawTask> {
         let id = self.id.load(Ordering::Acquire);
         if id == 0 {
             return None;
         }
         let mut torn = 0;
         let mut header = None;
-        while torn < COPY_TRIES {
+        while torn < tries {
+            let mut spins = 0;
+            while self.seq.load(Ordering::Relaxed) & 1 == 1 && spins < SECTION_SPINS {
+                std::hint::spin_loop();
+                spins += 1;
+            }
             match self.copy_once(copy) {
                 Ok(h) => {
                     header = Some((h, true));

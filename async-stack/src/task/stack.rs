@@ -682,6 +682,65 @@ impl TaskRecord {
     }
 }
 
+/// What a signal handler copied of the published stack of the task its
+/// thread is polling: the raw words, and what [`StackCopy::build`] needs.
+#[cfg(not(async_stack_loom))]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SignalCopy {
+    pub(crate) words: [u64; STACK_CAPACITY],
+    pub(crate) len: u32,
+    pub(crate) meta: u64,
+    pub(crate) foreign: u64,
+}
+
+#[cfg(not(async_stack_loom))]
+impl TaskRecord {
+    /// Copies the published stack into `out` from a signal handler on the
+    /// thread that polls this task: no allocation, no lock, no retry. The
+    /// interrupted thread is the only writer of sections, so an odd `seq`
+    /// means it was interrupted inside one and nothing consistent can be
+    /// read (`Err`); otherwise the table cannot change under the handler,
+    /// except by foreign retirements, which the caller's `foreign` word
+    /// accounts for as it does for any reader.
+    pub(crate) fn copy_in_signal(&self, out: &mut SignalCopy) -> Result<(), Torn> {
+        let s1 = self.seq.load(Ordering::Relaxed);
+        if s1 & 1 == 1 {
+            return Err(Torn);
+        }
+        let f1 = self.foreign.load(Ordering::Acquire);
+        if foreign::open(f1) != 0 {
+            return Err(Torn);
+        }
+        let m = self.meta.load(Ordering::Relaxed);
+        let top = meta::unpack(m).top.min(NO_SLOT);
+        for slot in 0..top {
+            let w = self.slot_word(slot).ok_or(Torn)?;
+            out.words[slot as usize] = w.load(Ordering::Relaxed);
+        }
+        fence(Ordering::Acquire);
+        if self.foreign.load(Ordering::Relaxed) != f1 {
+            return Err(Torn);
+        }
+        out.len = top;
+        out.meta = m;
+        out.foreign = f1;
+        Ok(())
+    }
+}
+
+#[cfg(not(async_stack_loom))]
+impl StackCopy {
+    /// The tree of a [`SignalCopy`], with the slot that ran (from the
+    /// current-frame word the handler read).
+    pub(crate) fn build_from_signal(&mut self, c: &SignalCopy, running_slot: u32) {
+        self.raw.clear();
+        self.raw
+            .extend_from_slice(&c.words[..(c.len as usize).min(STACK_CAPACITY)]);
+        self.meta = meta::unpack(c.meta);
+        self.build(running_slot, c.foreign);
+    }
+}
+
 /// A copy raced with a writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Torn;

@@ -1,0 +1,246 @@
+//! The walker checked against the published stack: the live chain
+//! (parent pointers, which the polling thread reads soundly) and the
+//! published stack (what other threads read) must tell the same story.
+//!
+//! Checked on every on-CPU sample, and on every
+//! [`backtrace()`](crate::backtrace) capture in debug builds of this
+//! crate or when `ASYNC_STACK_VERIFY=1`. A mismatch is counted
+//! ([`verify_mismatches`]), the first [`MAX_MISMATCHES`] are kept
+//! ([`verify_reports`]), and when `ASYNC_STACK_VERIFY_LOG` names a file,
+//! each is appended to it as one line (the test suite runs with it and
+//! fails if the file is not empty at the end).
+
+use std::io::Write;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use super::profile::{MAX_MISMATCHES, Mismatch, RawFrame};
+use super::wall::site_frame;
+use crate::record::current::{Active, running_slot, untag};
+use crate::record::frame::{AT_AWAIT, AsyncStackFrame};
+use crate::record::site::{AwaitSite, CallSite, await_site_by_id};
+use crate::sync::Ordering;
+use crate::task::STACK_CAPACITY;
+use crate::task::stack::{SignalCopy, StackCopy, word};
+
+static COUNT: AtomicU64 = AtomicU64::new(0);
+static FIRST: Mutex<Vec<Mismatch>> = Mutex::new(Vec::new());
+
+/// Mismatches found by `backtrace()` captures and on-CPU samples in this
+/// process so far (see the sampler's "Verification").
+pub fn verify_mismatches() -> u64 {
+    COUNT.load(Ordering::Relaxed)
+}
+
+/// The first mismatches found in this process, with both stacks.
+pub fn verify_reports() -> Vec<Mismatch> {
+    FIRST.lock().unwrap_or_else(PoisonError::into_inner).clone()
+}
+
+/// Whether captures verify: debug builds, or `ASYNC_STACK_VERIFY=1`.
+pub(crate) fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        cfg!(debug_assertions) || std::env::var_os("ASYNC_STACK_VERIFY").is_some_and(|v| v == "1")
+    })
+}
+
+/// Counts, keeps and logs a mismatch.
+pub(crate) fn report(m: &Mismatch) {
+    COUNT.fetch_add(1, Ordering::Relaxed);
+    {
+        let mut first = FIRST.lock().unwrap_or_else(PoisonError::into_inner);
+        if first.len() < MAX_MISMATCHES {
+            first.push(m.clone());
+        }
+    }
+    if let Some(path) = std::env::var_os("ASYNC_STACK_VERIFY_LOG")
+        && let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+    {
+        let _ = writeln!(
+            f,
+            "async-stack mismatch: task {}: live [{}] published [{}]",
+            m.task_id,
+            m.live.join(" <- "),
+            m.published.join(" <- ")
+        );
+    }
+}
+
+/// The site id in a frame's site word, if that site was interned (`0`
+/// otherwise: no registration, so that a signal handler can call it).
+pub(crate) fn site_id(site: *mut u8) -> u32 {
+    if site.addr() & AT_AWAIT != 0 {
+        // SAFETY: with bit 0 set, `site` points to a `'static AwaitSite`
+        // (see `AsyncStackFrame`).
+        let a = unsafe { &*site.map_addr(|x| x & !AT_AWAIT).cast::<AwaitSite>() };
+        match a.id.load(Ordering::Acquire) {
+            0 => 0,
+            id => id | word::AWAIT,
+        }
+    } else {
+        // SAFETY: with bit 0 clear, `site` points to a `'static CallSite`.
+        let c = unsafe { &*site.cast::<CallSite>() };
+        c.id.load(Ordering::Acquire)
+    }
+}
+
+/// The live chain from the current-frame word `running`, innermost
+/// first, into `out`: how many frames, and whether the chain went on.
+///
+/// # Safety
+///
+/// `running` is the current-frame word of the calling thread (or of the
+/// thread a signal handler interrupted, called on that thread), read
+/// while a task root's poll is on its stack: every frame reachable from
+/// it is alive.
+pub(crate) unsafe fn live_chain(
+    running: *mut AsyncStackFrame,
+    out: &mut [u32; STACK_CAPACITY],
+) -> (usize, bool) {
+    let mut f = untag(running);
+    let mut k = 0;
+    while !f.is_null() && k < out.len() {
+        // SAFETY: the caller's contract: frames reachable from the current
+        // one are alive (their polls are on this thread's stack).
+        let frame: &AsyncStackFrame = unsafe { &*f };
+        out[k] = site_id(frame.site.load(Ordering::Relaxed));
+        k += 1;
+        f = frame.parent.load(Ordering::Relaxed);
+    }
+    (k, !f.is_null())
+}
+
+/// Compares a live chain (innermost first) with a published stack copied
+/// at the same instant with current-frame word `running`. `Some` with the
+/// published path (root first) when they disagree.
+pub(crate) fn compare(live: &[u32], copy: &SignalCopy, running: usize) -> Option<Vec<u32>> {
+    let mut tree = StackCopy::default();
+    tree.build_from_signal(
+        copy,
+        running_slot(std::ptr::without_provenance_mut(running)),
+    );
+    if tree.hidden > 0 {
+        // Frames without a slot: the published stack cannot hold the
+        // whole chain, so there is nothing to compare.
+        return None;
+    }
+    let Some(end) = tree.frames.iter().position(|f| f.innermost) else {
+        // Only x86-64 tags the current word with the running slot.
+        return (cfg!(target_arch = "x86_64") && !live.is_empty()).then(Vec::new);
+    };
+    let published = path_sites(&tree, end);
+    (!same_story(live, &published)).then_some(published)
+}
+
+/// A mismatch with both stacks written out.
+pub(crate) fn describe(task_id: u64, live: &[u32], published: &[u32]) -> Mismatch {
+    let show = |ids: &mut dyn Iterator<Item = u32>| -> Vec<String> {
+        ids.map(|id| match site_frame(id) {
+            RawFrame::Async {
+                function,
+                file,
+                line,
+                column,
+            } => format!("{function} at {file}:{line}:{column}"),
+            RawFrame::Native { .. } => String::new(),
+        })
+        .collect()
+    };
+    Mismatch {
+        task_id,
+        live: show(&mut live.iter().rev().copied()),
+        published: show(&mut published.iter().copied()),
+    }
+}
+
+/// Checks the calling thread's live chain against its task's published
+/// stack (a `backtrace()` capture). Outside a tracked task, nothing.
+pub(crate) fn check_current_thread() {
+    let _ = crate::record::current::with(check_active);
+}
+
+fn check_active(a: &Active) {
+    let Some(word) = a.word() else { return };
+    // SAFETY: null or the record of the task whose poll runs on this
+    // thread (invariant of `current`); records are never freed.
+    let Some(record) = (unsafe { a.record().as_ref() }) else {
+        return;
+    };
+    let running = word.load(Ordering::Relaxed);
+    let mut live = [0u32; STACK_CAPACITY];
+    // SAFETY: this thread's current-frame word, during its task's poll.
+    let (n, cut) = unsafe { live_chain(running, &mut live) };
+    if cut {
+        return;
+    }
+    let mut copy = SignalCopy {
+        words: [0; STACK_CAPACITY],
+        len: 0,
+        meta: 0,
+        foreign: 0,
+    };
+    // This thread writes the table, and is here: the copy holds unless
+    // another thread retires a frame meanwhile (then: no verdict).
+    if record.copy_in_signal(&mut copy).is_err() {
+        return;
+    }
+    if let Some(published) = compare(&live[..n], &copy, running.addr()) {
+        let id = record.id.load(Ordering::Relaxed);
+        report(&describe(id, &live[..n], &published));
+    }
+}
+
+/// The site ids from the root to `copy.frames[end]`.
+fn path_sites(copy: &StackCopy, end: usize) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut want = copy.frames[end].depth;
+    for i in (0..=end).rev() {
+        if copy.frames[i].depth == want {
+            out.push(copy.frames[i].site);
+            if want == 0 {
+                break;
+            }
+            want -= 1;
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// The call-site id of a site id.
+fn function_of(site: u32) -> u32 {
+    if site & word::AWAIT != 0 {
+        return await_site_by_id(site & !word::AWAIT).map_or(0, |a| a.call_site().id());
+    }
+    site
+}
+
+/// Whether a live chain (innermost first) and a published path (root
+/// first) tell the same story: the same functions, and the same `.await`
+/// for every frame but the innermost (which moves between `.await`s on
+/// its own; its published slot keeps the last one it reached).
+fn same_story(live: &[u32], published: &[u32]) -> bool {
+    if live.len() != published.len() {
+        return false;
+    }
+    let n = live.len();
+    live.iter()
+        .rev()
+        .zip(published)
+        .enumerate()
+        .all(|(i, (&l, &p))| {
+            if l == 0 {
+                // Never interned: the frame holds no slot (and then the
+                // copy has hidden frames), or it never published.
+                true
+            } else if i + 1 == n {
+                function_of(l) == function_of(p)
+            } else {
+                l == p
+            }
+        })
+}
