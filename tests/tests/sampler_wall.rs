@@ -237,3 +237,60 @@ fn bad_settings_are_refused_with_a_clear_error() {
         assert!(e.to_string().contains(needle), "{e}");
     }
 }
+
+#[test]
+fn a_profile_saved_loaded_and_resumed_keeps_aggregating() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const N: usize = 5;
+    run_with(N, 0, |rt| {
+        let mut senders = Vec::new();
+        let mut handles = Vec::new();
+        for _ in 0..N {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            senders.push(tx);
+            handles.push(rt.spawn(async_stack::task::spawned(waiter(rx)).named("resumed")));
+        }
+        rt.block_on(async {
+            while async_stack::dump().tasks.len() < N
+                || async_stack::dump().tasks.iter().any(|t| t.frames.len() < 2)
+            {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        let first = sample_for(Sampler::builder().frequency_hz(1000), 10);
+        let path = std::env::temp_dir().join(format!(
+            "async-stack-resume-{}.asprof",
+            std::process::id()
+        ));
+        first.save(&path).expect("saved");
+        let loaded = Profile::load(&path).expect("loaded");
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(loaded.stats(), first.stats());
+        assert_eq!(loaded.totals(), first.totals());
+
+        // A new sampler (as after a restart) continues the loaded profile.
+        let before = *loaded.stats();
+        let second = sample_for(
+            Sampler::builder().frequency_hz(1000).resume(loaded),
+            before.ticks + 10,
+        );
+        drop(senders);
+        for h in handles {
+            rt.block_on(h).unwrap();
+        }
+        let after = *second.stats();
+        assert!(after.ticks >= before.ticks + 10);
+        assert_eq!(after.ok, after.ticks * N as u64, "counters carry on");
+        assert_eq!(second.totals().samples, after.ticks * N as u64);
+        // The same tasks, the same stacks: entries grew, none were added.
+        assert_eq!(second.stacks().count(), first.stacks().count());
+        assert!(second.duration() > first.duration());
+        for s in second.stacks() {
+            assert_eq!(s.group(), "resumed");
+            assert_eq!(
+                frames(&s),
+                vec![at("waiter", "WAITER_AWAIT"), at("wait_leaf", "LEAF_AWAIT")]
+            );
+        }
+    });
+}

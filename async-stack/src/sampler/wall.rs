@@ -427,9 +427,13 @@ pub(crate) fn site_frame(site: u32) -> RawFrame<'static> {
 /// The group of a task (see [`Grouping`]).
 pub(crate) fn group_of(raw: &RawTask, grouping: Grouping) -> String {
     let root = || {
-        call_site_by_id(raw.root_site & !word::AWAIT)
-            .or_else(|| await_site_by_id(raw.root_site & !word::AWAIT).map(|a| a.call_site()))
-            .map_or("<unknown>", CallSite::function_static)
+        let id = raw.root_site & !word::AWAIT;
+        let call = if raw.root_site & word::AWAIT != 0 {
+            await_site_by_id(id).map(|a| a.call_site())
+        } else {
+            call_site_by_id(id)
+        };
+        call.map_or("<unknown>", CallSite::function_static)
     };
     let spawn = || raw.location.map(|l| format!("{}:{}", l.file(), l.line()));
     match grouping {
