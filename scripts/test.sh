@@ -36,6 +36,14 @@ if [ -n "$lldb_py" ]; then
     export PYTHONPATH="$lldb_py${PYTHONPATH:+:$PYTHONPATH}"
 fi
 
+# The walker is checked against the published stacks on every
+# `backtrace()` capture (on by default in debug builds, and through
+# ASYNC_STACK_VERIFY=1 in the release stage); every mismatch is appended
+# to this log, which must stay empty.
+export ASYNC_STACK_VERIFY_LOG="$PWD/target/verify-mismatches.log"
+mkdir -p target
+rm -f "$ASYNC_STACK_VERIFY_LOG"
+
 echo "== 1/4 workspace tests (debug)"
 cargo test --workspace --all-features
 
@@ -44,7 +52,7 @@ walker_tests=(--test registry_million --test sampler_torture)
 for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_sites.rs tests/tests/dump_*.rs tests/tests/debugger_*.rs; do
     [ -e "$t" ] && walker_tests+=(--test "$(basename "$t" .rs)")
 done
-cargo test -p tests --profile release-lines "${walker_tests[@]}"
+ASYNC_STACK_VERIFY=1 cargo test -p tests --profile release-lines "${walker_tests[@]}"
 
 echo "== 3/4 walker without debug info (release, no debug info)"
 cargo test -p tests --profile release-nodebug --test walker_no_debuginfo
@@ -52,3 +60,10 @@ cargo test -p tests --profile release-nodebug --test walker_no_debuginfo
 echo "== 4/4 loom models"
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg async_stack_loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p async-stack --lib --release loom
+
+if [ -s "$ASYNC_STACK_VERIFY_LOG" ]; then
+    echo "== walker verification found mismatches:"
+    cat "$ASYNC_STACK_VERIFY_LOG"
+    exit 1
+fi
+echo "== walker verification: no mismatch"

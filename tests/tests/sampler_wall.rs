@@ -258,10 +258,8 @@ fn a_profile_saved_loaded_and_resumed_keeps_aggregating() {
             }
         });
         let first = sample_for(Sampler::builder().frequency_hz(1000), 10);
-        let path = std::env::temp_dir().join(format!(
-            "async-stack-resume-{}.asprof",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("async-stack-resume-{}.asprof", std::process::id()));
         first.save(&path).expect("saved");
         let loaded = Profile::load(&path).expect("loaded");
         std::fs::remove_file(&path).unwrap();

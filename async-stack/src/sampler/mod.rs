@@ -78,9 +78,11 @@
 
 mod export;
 mod native;
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(async_stack_loom)))]
 mod oncpu;
 mod profile;
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+mod ring;
 pub mod snapshot;
 pub(crate) mod verify;
 mod wall;

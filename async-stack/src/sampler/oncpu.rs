@@ -37,10 +37,10 @@
 //! The handler allocates nothing, takes no lock, and calls only
 //! `gettid` and `clock_gettime`, both async-signal-safe.
 
-use std::cell::UnsafeCell;
 use std::io;
-use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use super::ring::Ring;
 use std::sync::{Mutex, PoisonError};
 
 use super::profile::RawFrame;
@@ -92,16 +92,10 @@ pub(crate) struct ThreadBuf {
     active: AtomicPtr<Active>,
     stack_hi: AtomicUsize,
     busy: AtomicBool,
-    head: AtomicU32,
-    tail: AtomicU32,
     lost: AtomicU64,
-    slots: [UnsafeCell<MaybeUninit<Sample>>; RING],
+    /// The samples (see [`super::ring`]).
+    ring: Ring<Sample, RING>,
 }
-
-// SAFETY: the slots are written only by the producer, in slots the
-// consumer has released (`tail`), and read only by the consumer, in slots
-// the producer has published (`head`); the other fields are atomics.
-unsafe impl Sync for ThreadBuf {}
 
 /// Every buffer ever allocated.
 static BUFS: [AtomicPtr<ThreadBuf>; MAX_BUFS] =
@@ -127,10 +121,8 @@ fn new_buf() -> Option<&'static ThreadBuf> {
         active: AtomicPtr::new(std::ptr::null_mut()),
         stack_hi: AtomicUsize::new(0),
         busy: AtomicBool::new(false),
-        head: AtomicU32::new(0),
-        tail: AtomicU32::new(0),
         lost: AtomicU64::new(0),
-        slots: [const { UnsafeCell::new(MaybeUninit::uninit()) }; RING],
+        ring: Ring::new(),
     }));
     BUFS[i].store(std::ptr::from_ref(buf).cast_mut(), Ordering::Release);
     // Only the sampler thread allocates (one session at a time).
@@ -143,21 +135,6 @@ fn is_buf(p: *const ThreadBuf) -> bool {
     BUFS[..n]
         .iter()
         .any(|b| std::ptr::eq(b.load(Ordering::Relaxed), p))
-}
-
-impl ThreadBuf {
-    /// The consumer: copies out the oldest sample, if any.
-    fn pop(&self, out: &mut Sample) -> bool {
-        let t = self.tail.load(Ordering::Relaxed);
-        if t == self.head.load(Ordering::Acquire) {
-            return false;
-        }
-        // SAFETY: slot `t` was published by the producer (`head` > t,
-        // acquire) and is not written again before `tail` moves past it.
-        *out = unsafe { (*self.slots[t as usize % RING].get()).assume_init_read() };
-        self.tail.store(t.wrapping_add(1), Ordering::Release);
-        true
-    }
 }
 
 /// A timer id, used only by the sampler thread.
@@ -239,8 +216,8 @@ impl Session {
                 .store(e.active.load(Ordering::Acquire), Ordering::Relaxed);
             buf.stack_hi
                 .store(e.stack_hi.load(Ordering::Acquire), Ordering::Relaxed);
-            let h = buf.head.load(Ordering::Relaxed);
-            buf.tail.store(h, Ordering::Relaxed);
+            // No producer: the buffer has no owner (`tid` is 0).
+            buf.ring.clear();
             buf.tid.store(tid, Ordering::Release);
             match create(tid, buf, self.period_ns) {
                 Some(id) => self.timers.push(Timer {
@@ -398,22 +375,18 @@ unsafe fn handle(info: &libc::siginfo_t, ctx: *const libc::ucontext_t) {
         buf.lost.fetch_add(1, Ordering::Relaxed);
         return;
     }
-    let h = buf.head.load(Ordering::Relaxed);
-    if h.wrapping_sub(buf.tail.load(Ordering::Acquire)) as usize >= RING {
+    // SAFETY: this handler is the only producer (`busy`); `capture`
+    // fills the whole sample. `ctx` is the interrupted context; `buf.active`
+    // is the state of this thread (its `tid` is ours), alive while it runs.
+    let pushed = unsafe {
+        buf.ring.push_with(|slot| {
+            capture(slot, ctx, buf);
+            (*slot).handler_ns = monotonic_ns().saturating_sub(t0);
+        })
+    };
+    if !pushed {
         buf.lost.fetch_add(1, Ordering::Relaxed);
-        buf.busy.store(false, Ordering::Release);
-        return;
     }
-    let slot = buf.slots[h as usize % RING].get().cast::<Sample>();
-    // SAFETY: the producer owns slot `h` (the consumer released it:
-    // `tail` was read with acquire ordering) and this handler is the only
-    // producer (`busy`); `ctx` is the interrupted context; `buf.active` is
-    // the state of this thread (its `tid` is ours), alive while it runs.
-    unsafe {
-        capture(slot, ctx, buf);
-        (*slot).handler_ns = monotonic_ns().saturating_sub(t0);
-    }
-    buf.head.store(h.wrapping_add(1), Ordering::Release);
     buf.busy.store(false, Ordering::Release);
 }
 
@@ -485,6 +458,10 @@ unsafe fn stack_word(addr: usize) -> usize {
 unsafe fn capture(s: *mut Sample, ctx: *const libc::ucontext_t, buf: &ThreadBuf) {
     // SAFETY: the caller's contract for every access below; see each.
     unsafe {
+        // The slot may never have held a sample: make it a valid one
+        // (all zeros: integers, arrays of them and `false`s) before taking
+        // a reference to it.
+        std::ptr::write_bytes(s, 0, 1);
         let s = &mut *s;
         // Native frames: the interrupted address, then frame pointers,
         // followed only while each frame lies above the last, inside the
@@ -577,16 +554,9 @@ impl Sampling {
     }
 
     fn drain(&mut self, bufs: &[&'static ThreadBuf], period_ns: u64) {
-        let mut s = Box::new(MaybeUninit::<Sample>::uninit());
-        // SAFETY: `Sample` is plain integers and arrays of them; all-zero
-        // is a valid value.
-        let s: &mut Sample = unsafe {
-            std::ptr::write_bytes(s.as_mut_ptr(), 0, 1);
-            s.assume_init_mut()
-        };
         for b in bufs {
-            while b.pop(s) {
-                self.on_cpu_sample(s, period_ns);
+            while let Some(s) = b.ring.pop() {
+                self.on_cpu_sample(&s, period_ns);
             }
         }
     }

@@ -244,3 +244,60 @@ fn same_story(live: &[u32], published: &[u32]) -> bool {
             }
         })
 }
+
+#[cfg(all(test, not(async_stack_loom), target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::task::place::NO_SLOT;
+
+    static ROOT: CallSite = CallSite::new("root", "m", "src/m.rs", 1, 1, false);
+    static CHILD: CallSite = CallSite::new("child", "m", "src/m.rs", 5, 1, false);
+    static OTHER: CallSite = CallSite::new("other", "m", "src/m.rs", 9, 1, false);
+    static ROOT_AWAIT: AwaitSite = AwaitSite::new(&ROOT, "src/m.rs", 2, 9);
+
+    /// A published chain of `sites` (root first), the last one running.
+    fn published(sites: &[u32]) -> (SignalCopy, usize) {
+        let mut c = SignalCopy {
+            words: [0; STACK_CAPACITY],
+            len: sites.len() as u32,
+            meta: 0,
+            foreign: 0,
+        };
+        for (i, &s) in sites.iter().enumerate() {
+            let parent = if i == 0 { NO_SLOT } else { i as u32 - 1 };
+            c.words[i] = word::pack(s, parent, i as u32 + 1);
+        }
+        let mut m = crate::task::stack::meta::unpack(0);
+        m.top = sites.len() as u32;
+        c.meta = crate::task::stack::meta::pack(m);
+        let running = (sites.len() - 1) << crate::record::current::SLOT_SHIFT | 0x1000;
+        (c, running)
+    }
+
+    #[test]
+    fn the_same_chain_agrees_and_another_is_a_mismatch() {
+        let root_at = ROOT_AWAIT.id() | word::AWAIT;
+        let (copy, running) = published(&[root_at, CHILD.id()]);
+        // Live chains are innermost first.
+        assert_eq!(compare(&[CHILD.id(), root_at], &copy, running), None);
+        // The innermost frame may have left the `.await` its slot keeps.
+        static CHILD_AWAIT: AwaitSite = AwaitSite::new(&CHILD, "src/m.rs", 6, 5);
+        let child_at = CHILD_AWAIT.id() | word::AWAIT;
+        let (copy2, running2) = published(&[root_at, child_at]);
+        assert_eq!(compare(&[CHILD.id(), root_at], &copy2, running2), None);
+        // Another function, a missing frame, an ancestor at another place.
+        assert!(compare(&[OTHER.id(), root_at], &copy, running).is_some());
+        assert!(compare(&[root_at], &copy, running).is_some());
+        assert!(compare(&[CHILD.id(), ROOT.id()], &copy, running).is_some());
+        let m = describe(7, &[OTHER.id(), root_at], &[root_at, CHILD.id()]);
+        assert_eq!(m.task_id, 7);
+        assert_eq!(
+            m.live,
+            ["m::root at src/m.rs:2:9", "m::other at src/m.rs:9:1"]
+        );
+        assert_eq!(
+            m.published,
+            ["m::root at src/m.rs:2:9", "m::child at src/m.rs:5:1"]
+        );
+    }
+}

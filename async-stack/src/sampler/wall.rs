@@ -55,7 +55,7 @@ pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
     }
     let shared = Arc::new(Shared::default());
     *shared.stats.lock().unwrap_or_else(PoisonError::into_inner) = profile.stats;
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(async_stack_loom)))]
     let on_cpu = if b.on_cpu {
         Some(super::oncpu::Session::start(b.frequency_hz)?)
     } else {
@@ -72,7 +72,7 @@ pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
         reservoir: Vec::new(),
         leaves: Vec::new(),
         frames: Vec::new(),
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(async_stack_loom)))]
         on_cpu,
         modules: super::native::Modules::new(),
     };
@@ -143,7 +143,7 @@ pub(crate) struct Sampling {
     /// Scratch: indices of a copy's leaves, and a sample's frames.
     leaves: Vec<usize>,
     frames: Vec<RawFrame<'static>>,
-    #[cfg(target_os = "linux")]
+    #[cfg(all(target_os = "linux", not(async_stack_loom)))]
     pub(crate) on_cpu: Option<super::oncpu::Session>,
     /// Where native addresses live, for on-CPU samples.
     pub(crate) modules: super::native::Modules,
@@ -183,7 +183,7 @@ impl Sampling {
             }
             next += self.interval;
             self.tick();
-            #[cfg(target_os = "linux")]
+            #[cfg(all(target_os = "linux", not(async_stack_loom)))]
             self.drain_on_cpu();
             let cpu = thread_cpu_ns();
             self.profile.stats.sampler_cpu_ns = self
@@ -197,7 +197,7 @@ impl Sampling {
     }
 
     fn finish(mut self) -> Profile {
-        #[cfg(target_os = "linux")]
+        #[cfg(all(target_os = "linux", not(async_stack_loom)))]
         if let Some(s) = self.on_cpu.take() {
             self.drain_stopped(s);
         }

@@ -684,7 +684,6 @@ impl TaskRecord {
 
 /// What a signal handler copied of the published stack of the task its
 /// thread is polling: the raw words, and what [`StackCopy::build`] needs.
-#[cfg(not(async_stack_loom))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SignalCopy {
     pub(crate) words: [u64; STACK_CAPACITY],
@@ -693,7 +692,6 @@ pub(crate) struct SignalCopy {
     pub(crate) foreign: u64,
 }
 
-#[cfg(not(async_stack_loom))]
 impl TaskRecord {
     /// Copies the published stack into `out` from a signal handler on the
     /// thread that polls this task: no allocation, no lock, no retry. The
@@ -728,7 +726,6 @@ impl TaskRecord {
     }
 }
 
-#[cfg(not(async_stack_loom))]
 impl StackCopy {
     /// The tree of a [`SignalCopy`], with the slot that ran (from the
     /// current-frame word the handler read).
