@@ -65,15 +65,54 @@ fn frames(s: &async_stack::sampler::StackSample<'_>) -> Vec<(String, u32)> {
         .collect()
 }
 
-fn run_with<T>(n: usize, ticks: u64, f: impl FnOnce(&tokio::runtime::Runtime) -> T) -> T {
+/// Runs `f` with a two-worker runtime.
+fn run_with<T>(f: impl FnOnce(&tokio::runtime::Runtime) -> T) -> T {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
-    let _ = (n, ticks);
     f(&rt)
 }
+
+type Parked = (
+    Vec<tokio::sync::oneshot::Sender<()>>,
+    Vec<tokio::task::JoinHandle<()>>,
+);
+
+/// Spawns `n` tasks (named `name`, if any) and waits until each is parked
+/// in `waiter` -> `wait_leaf`. Dropping the senders ends them.
+fn park_waiters(rt: &tokio::runtime::Runtime, n: usize, name: Option<&str>) -> Parked {
+    let mut senders = Vec::new();
+    let mut handles = Vec::new();
+    for _ in 0..n {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        senders.push(tx);
+        handles.push(match name {
+            Some(name) => rt.spawn(async_stack::task::spawned(waiter(rx)).named(name)),
+            None => rt.spawn(waiter(rx)),
+        });
+    }
+    rt.block_on(async {
+        while async_stack::dump().tasks.len() < n
+            || async_stack::dump().tasks.iter().any(|t| t.frames.len() < 2)
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    (senders, handles)
+}
+
+/// Ends the tasks of [`park_waiters`].
+fn end_waiters(rt: &tokio::runtime::Runtime, (senders, handles): Parked) {
+    drop(senders);
+    for h in handles {
+        rt.block_on(h).unwrap();
+    }
+}
+
+/// A stack's async frames, samples and wall time.
+type Shape = (Vec<(String, u32)>, u64, u64);
 
 /// Samples until at least `ticks` ticks were taken.
 fn sample_for(builder: async_stack::sampler::SamplerBuilder, ticks: u64) -> Profile {
@@ -88,27 +127,10 @@ fn sample_for(builder: async_stack::sampler::SamplerBuilder, ticks: u64) -> Prof
 fn every_suspended_task_gives_one_sample_per_tick_at_its_await() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     const N: usize = 20;
-    run_with(N, 0, |rt| {
-        let mut senders = Vec::new();
-        let mut handles = Vec::new();
-        for _ in 0..N {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            senders.push(tx);
-            handles.push(rt.spawn(async_stack::task::spawned(waiter(rx)).named("waiters")));
-        }
-        // Every task is parked at its leaf before sampling starts.
-        rt.block_on(async {
-            while async_stack::dump().tasks.len() < N
-                || async_stack::dump().tasks.iter().any(|t| t.frames.len() < 2)
-            {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        });
+    run_with(|rt| {
+        let parked = park_waiters(rt, N, Some("waiters"));
         let profile = sample_for(Sampler::builder().frequency_hz(1000), 20);
-        drop(senders);
-        for h in handles {
-            rt.block_on(h).unwrap();
-        }
+        end_waiters(rt, parked);
         let stats = *profile.stats();
         assert_eq!(stats.dropped_torn, 0);
         assert_eq!(stats.dropped_inconsistent, 0);
@@ -139,7 +161,7 @@ fn every_suspended_task_gives_one_sample_per_tick_at_its_await() {
 #[test]
 fn a_join_gives_one_stack_per_pending_branch() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    run_with(1, 0, |rt| {
+    run_with(|rt| {
         let (ta, ra) = tokio::sync::oneshot::channel::<()>();
         let (tb, rb) = tokio::sync::oneshot::channel::<()>();
         let h = rt.spawn(joiner(ra, rb));
@@ -157,7 +179,7 @@ fn a_join_gives_one_stack_per_pending_branch() {
         drop((ta, tb));
         rt.block_on(h).unwrap();
         let ticks = profile.stats().ticks;
-        let mut got: Vec<(Vec<(String, u32)>, u64, u64)> = profile
+        let mut got: Vec<Shape> = profile
             .stacks()
             .map(|s| {
                 assert_eq!(s.group(), "sampler_wall::joiner", "no spawn site: the root");
@@ -191,27 +213,13 @@ fn a_join_gives_one_stack_per_pending_branch() {
 fn above_the_per_tick_limit_totals_stay_exact() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     const N: usize = 100;
-    run_with(N, 0, |rt| {
-        let mut senders = Vec::new();
-        let mut handles = Vec::new();
-        for _ in 0..N {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            senders.push(tx);
-            handles.push(rt.spawn(waiter(rx)));
-        }
-        rt.block_on(async {
-            while async_stack::dump().tasks.len() < N {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        });
+    run_with(|rt| {
+        let parked = park_waiters(rt, N, None);
         let profile = sample_for(
             Sampler::builder().frequency_hz(1000).max_tasks_per_tick(10),
             10,
         );
-        drop(senders);
-        for h in handles {
-            rt.block_on(h).unwrap();
-        }
+        end_waiters(rt, parked);
         let s = *profile.stats();
         assert_eq!(s.attempted, s.ticks * 10);
         assert_eq!(s.reservoir_skipped, s.ticks * 90);
@@ -242,21 +250,8 @@ fn bad_settings_are_refused_with_a_clear_error() {
 fn a_profile_saved_loaded_and_resumed_keeps_aggregating() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     const N: usize = 5;
-    run_with(N, 0, |rt| {
-        let mut senders = Vec::new();
-        let mut handles = Vec::new();
-        for _ in 0..N {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            senders.push(tx);
-            handles.push(rt.spawn(async_stack::task::spawned(waiter(rx)).named("resumed")));
-        }
-        rt.block_on(async {
-            while async_stack::dump().tasks.len() < N
-                || async_stack::dump().tasks.iter().any(|t| t.frames.len() < 2)
-            {
-                tokio::time::sleep(Duration::from_millis(1)).await;
-            }
-        });
+    run_with(|rt| {
+        let parked = park_waiters(rt, N, Some("resumed"));
         let first = sample_for(Sampler::builder().frequency_hz(1000), 10);
         let path =
             std::env::temp_dir().join(format!("async-stack-resume-{}.asprof", std::process::id()));
@@ -272,10 +267,7 @@ fn a_profile_saved_loaded_and_resumed_keeps_aggregating() {
             Sampler::builder().frequency_hz(1000).resume(loaded),
             before.ticks + 10,
         );
-        drop(senders);
-        for h in handles {
-            rt.block_on(h).unwrap();
-        }
+        end_waiters(rt, parked);
         let after = *second.stats();
         assert!(after.ticks >= before.ticks + 10);
         assert_eq!(after.ok, after.ticks * N as u64, "counters carry on");
