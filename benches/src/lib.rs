@@ -31,9 +31,10 @@
 //! - [`park`]: the leaf of the suspended populations ([`dump_population`],
 //!   [`memory`]), which counts the tasks that reached it ([`parked`]).
 //! - [`names`], [`DEPTHS`], [`PENDING_PER_FUTURE`], [`SPAWN_TASKS`],
-//!   [`DUMP_TASKS`], [`DUMP_DEPTH`]: the benchmark ids and parameters, shared
-//!   by the benches and the `summary` binary that turns criterion's
-//!   `estimates.json` files into the tables of BENCHMARKS.md.
+//!   [`DUMP_TASKS`], [`DUMP_DEPTH`], the `SAMPLER_*` constants: the
+//!   benchmark ids and parameters, shared by the benches and the `summary`
+//!   binary that turns criterion's `estimates.json` files into the tables
+//!   of BENCHMARKS.md.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -71,6 +72,18 @@ pub const DUMP_TASKS: usize = 10_000;
 
 /// Instrumented frames per task in the `dump` bench.
 pub const DUMP_DEPTH: usize = 9;
+
+/// Live, idle tasks the `sampler` bench measures a tick over.
+pub const SAMPLER_TICK_TASKS: [usize; 2] = [1_000, 10_000];
+
+/// The `sampler` bench's tick frequency for the tick cost, in Hz.
+pub const SAMPLER_TICK_HZ: u32 = 1000;
+
+/// Tasks of the `sampler` bench's throughput workload.
+pub const SAMPLER_APP_TASKS: usize = 1_000;
+
+/// The `sampler` bench's frequency for the throughput workload, in Hz.
+pub const SAMPLER_APP_HZ: u32 = 99;
 
 /// Benchmark group and function ids, shared by the benches and `summary`.
 pub mod names {
@@ -148,6 +161,46 @@ pub mod names {
     pub const AT_COLLECT: &str = "await-tree collect_all()";
     /// `dump`: `collect_all()`, then every tree rendered to a string.
     pub const AT_COLLECT_TEXT: &str = "await-tree collect_all()+to_string";
+
+    /// Group of `benches/sampler.rs` whose "time" is process CPU time per
+    /// tick interval (or per dump) over idle tasks.
+    pub const SAMPLER_TICK: &str = "sampler_tick";
+    /// Group of `benches/sampler.rs`: process CPU time per round of the
+    /// ping-pong workload.
+    pub const SAMPLER_THROUGHPUT: &str = "sampler_throughput";
+    /// Group of `benches/sampler.rs` whose "time" is the on-CPU signal
+    /// handler's own time per signal (`handler_ns / signals`).
+    pub const SAMPLER_HANDLER: &str = "sampler_handler";
+    /// Group of `benches/sampler.rs`: snapshot encode, decode, save and
+    /// load of a profile filled to the default budget.
+    pub const SAMPLER_SNAPSHOT: &str = "sampler_snapshot";
+
+    /// `sampler_tick`: the idle tasks and no sampler, process CPU time
+    /// over one tick interval (the baseline).
+    pub const NO_SAMPLER: &str = "no sampler";
+    /// `sampler_tick`: process CPU time per tick of the wall-clock sampler.
+    pub const SAMPLER_TICK_PROCESS: &str = "sampler tick (process CPU)";
+    /// `sampler_tick`: the sampler thread's own account of a tick,
+    /// `Stats::sampler_cpu_ns / Stats::ticks`.
+    pub const SAMPLER_TICK_SELF: &str = "sampler tick (sampler_cpu_ns)";
+    /// `sampler_tick`: one `async_stack::dump()` of the same tasks, the
+    /// peer (a dump reads every task once too).
+    pub const SAMPLER_DUMP_PEER: &str = "async_stack::dump()";
+    /// `sampler_throughput`: the workload with the wall-clock sampler.
+    pub const SAMPLER_WALL: &str = "wall-clock sampler";
+    /// `sampler_throughput`: the workload with the on-CPU sampler (which
+    /// runs the wall-clock ticks too).
+    pub const SAMPLER_ON_CPU: &str = "on-CPU sampler";
+    /// `sampler_handler`: `handler_ns / signals`.
+    pub const HANDLER_PER_SIGNAL: &str = "handler per signal";
+    /// `sampler_snapshot`: `Profile::to_snapshot`.
+    pub const TO_SNAPSHOT: &str = "to_snapshot";
+    /// `sampler_snapshot`: `Profile::from_snapshot`.
+    pub const FROM_SNAPSHOT: &str = "from_snapshot";
+    /// `sampler_snapshot`: `Profile::save` into the temporary directory.
+    pub const SAVE: &str = "save";
+    /// `sampler_snapshot`: `Profile::load` of that file.
+    pub const LOAD: &str = "load";
 }
 
 /// Tasks of this process that have reached their [`Park`] leaf.

@@ -11,6 +11,10 @@
 //! printed after `time:` by `cargo bench`; for `dump_cold_alloc` that
 //! number is bytes allocated, and for `memory` resident bytes per live
 //! task, not a time (see `benches/dump_cold.rs` and `benches/memory.rs`).
+//! The `sampler` tables come from its four groups: CPU time per tick,
+//! per workload iteration, per signal handled, and per snapshot operation
+//! (whose byte count is the group's throughput, in `benchmark.json`); see
+//! `benches/sampler.rs`.
 //!
 //! ```text
 //! cargo run -p benches --bin summary [-- CRITERION_DIR]
@@ -24,7 +28,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use benches::memory::{self, Figures, Variant};
-use benches::{DEPTHS, DUMP_DEPTH, DUMP_TASKS, POLLS_PER_FUTURE, SPAWN_POLLS, SPAWN_TASKS, names};
+use benches::{
+    DEPTHS, DUMP_DEPTH, DUMP_TASKS, POLLS_PER_FUTURE, SAMPLER_APP_HZ, SAMPLER_APP_TASKS,
+    SAMPLER_TICK_HZ, SAMPLER_TICK_TASKS, SPAWN_POLLS, SPAWN_TASKS, names,
+};
 use serde_json::Value;
 
 /// Per-level cost the design aims for at depth 8, in ns per level per poll.
@@ -43,16 +50,23 @@ const TARGET_DUMP_MS: f64 = 5.0;
 const TARGET_COLD_DUMP_MS: f64 = 5.0;
 /// Most bytes the first streamed dump of those tasks may allocate, MB.
 const TARGET_COLD_DUMP_MB: f64 = 2.0;
+/// Most sampler CPU time per live task per wall-clock tick, ns.
+const TARGET_SAMPLER_TICK_NS: f64 = 50.0;
+/// Most application throughput a sampler at 99 Hz may take with 1,000
+/// tasks, percent (extra process CPU time per unit of work).
+const TARGET_SAMPLER_LOSS_PCT: f64 = 1.0;
 
 /// `(group, function, parameter)` -> criterion's typical time in ns.
 type Results = BTreeMap<(String, String, String), Estimate>;
 
-/// Criterion's typical estimate and its 95% confidence interval, in ns.
+/// Criterion's typical estimate and its 95% confidence interval, in ns,
+/// and the benchmark's throughput in bytes per iteration, if it has one.
 #[derive(Clone, Copy, Debug)]
 struct Estimate {
     point: f64,
     lower: f64,
     upper: f64,
+    bytes: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -82,6 +96,7 @@ fn main() -> ExitCode {
     dump(&r);
     dump_cold(&r);
     memory(&r);
+    sampler(&r);
     targets(&r);
     ExitCode::SUCCESS
 }
@@ -123,6 +138,7 @@ fn read_result(new: &Path) -> Option<((String, String, String), Estimate)> {
         point: typical["point_estimate"].as_f64()?,
         lower: ci["lower_bound"].as_f64()?,
         upper: ci["upper_bound"].as_f64()?,
+        bytes: id["throughput"]["Bytes"].as_u64(),
     };
     Some((
         (field("group_id"), field("function_id"), field("value_str")),
@@ -630,7 +646,8 @@ fn targets(r: &Lookup<'_>) {
         ))
         .chain([dump_target(r)])
         .chain(dump_cold_targets(r))
-        .chain([memory_target(r)]);
+        .chain([memory_target(r)])
+        .chain(sampler_targets(r));
     for t in all {
         println!(
             "| {} | {} | {} |",
@@ -640,4 +657,139 @@ fn targets(r: &Lookup<'_>) {
         );
     }
     println!();
+}
+
+/// Sampler CPU time per live task per tick, ns: process CPU per tick less
+/// the same program's with no sampler, over the tasks.
+fn sampler_tick_ns(r: &Lookup<'_>, tasks: usize) -> Option<f64> {
+    let g = names::SAMPLER_TICK;
+    let tick = r.get(g, names::SAMPLER_TICK_PROCESS, tasks)?;
+    Some((tick - r.get(g, names::NO_SAMPLER, tasks)?) / tasks as f64)
+}
+
+/// Extra process CPU time per unit of work with `variant` running, percent.
+fn sampler_loss_pct(r: &Lookup<'_>, variant: &str) -> Option<f64> {
+    let g = names::SAMPLER_THROUGHPUT;
+    let base = r.get(g, names::NO_SAMPLER, SAMPLER_APP_TASKS)?;
+    Some((r.get(g, variant, SAMPLER_APP_TASKS)? / base - 1.0) * 100.0)
+}
+
+fn sampler(r: &Lookup<'_>) {
+    println!("## sampler\n");
+    let g = names::SAMPLER_TICK;
+    println!(
+        "One wall-clock tick at {SAMPLER_TICK_HZ} Hz over idle tasks, 3 traced frames each; µs \
+         per tick of process CPU time (95% interval), the sampler's own account \
+         (`sampler_cpu_ns`), and one `dump()` of the same tasks:\n"
+    );
+    println!(
+        "| tasks | no sampler | tick | tick, sampler_cpu_ns | ns per task per tick | dump() | \
+         dump ns per task | tick / dump |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for tasks in SAMPLER_TICK_TASKS {
+        let per_task = sampler_tick_ns(r, tasks);
+        let dump = r.get(g, names::SAMPLER_DUMP_PEER, tasks);
+        println!(
+            "| {tasks} | {} | {} | {} | {} | {} | {} | {} |",
+            r.with_ci(g, names::NO_SAMPLER, tasks, 1e3, 3),
+            r.with_ci(g, names::SAMPLER_TICK_PROCESS, tasks, 1e3, 1),
+            r.with_ci(g, names::SAMPLER_TICK_SELF, tasks, 1e3, 1),
+            fmt(per_task, 1),
+            r.with_ci(g, names::SAMPLER_DUMP_PEER, tasks, 1e3, 1),
+            fmt(dump.map(|d| d / tasks as f64), 1),
+            fmt(ratio(per_task, dump.map(|d| d / tasks as f64)), 2)
+        );
+    }
+
+    let g = names::SAMPLER_THROUGHPUT;
+    println!(
+        "\nThe ping-pong workload, {SAMPLER_APP_TASKS} live tasks on 2 workers, samplers at \
+         {SAMPLER_APP_HZ} Hz; ms of process CPU time per iteration (95% interval):\n"
+    );
+    println!("| variant | ms per iteration | × no sampler | extra CPU |");
+    println!("|---|---:|---:|---:|");
+    let base = r.get(g, names::NO_SAMPLER, SAMPLER_APP_TASKS);
+    for variant in [
+        names::NO_SAMPLER,
+        names::SAMPLER_WALL,
+        names::SAMPLER_ON_CPU,
+    ] {
+        let t = r.get(g, variant, SAMPLER_APP_TASKS);
+        println!(
+            "| {variant} | {} | {} | {} % |",
+            r.with_ci(g, variant, SAMPLER_APP_TASKS, 1e6, 2),
+            fmt(ratio(t, base), 3),
+            fmt(sampler_loss_pct(r, variant), 1)
+        );
+    }
+
+    println!(
+        "\nOn-CPU signal handler, ns per signal (its own `handler_ns / signals`, 95% interval): \
+         {}\n",
+        r.with_ci(
+            names::SAMPLER_HANDLER,
+            names::HANDLER_PER_SIGNAL,
+            "",
+            1.0,
+            0
+        )
+    );
+
+    let g = names::SAMPLER_SNAPSHOT;
+    println!("Snapshot of a profile filled to the default 4 MiB budget:\n");
+    println!("| operation | ms (95% interval) | snapshot bytes | MiB/s |");
+    println!("|---|---:|---:|---:|");
+    for op in [
+        names::TO_SNAPSHOT,
+        names::FROM_SNAPSHOT,
+        names::SAVE,
+        names::LOAD,
+    ] {
+        let e = r.estimate(g, op, "");
+        let bytes = e.and_then(|e| e.bytes);
+        let rate = e
+            .zip(bytes)
+            .map(|(e, b)| b as f64 / f64::from(1 << 20) / (e.point / 1e9));
+        println!(
+            "| {op} | {} | {} | {} |",
+            r.with_ci(g, op, "", 1e6, 2),
+            bytes.map_or_else(|| "n/a".to_owned(), |b| b.to_string()),
+            fmt(rate, 0)
+        );
+    }
+    println!();
+    for target in sampler_targets(r) {
+        println!("- {}", target.line());
+    }
+    println!();
+}
+
+fn sampler_targets(r: &Lookup<'_>) -> Vec<Target> {
+    let ticks = SAMPLER_TICK_TASKS.into_iter().map(|tasks| {
+        Target::at_most(
+            format!(
+                "≤ {TARGET_SAMPLER_TICK_NS} ns of sampler CPU per task per tick ({tasks} idle tasks)"
+            ),
+            sampler_tick_ns(r, tasks),
+            TARGET_SAMPLER_TICK_NS,
+            " ns",
+            1,
+        )
+    });
+    let losses = [names::SAMPLER_WALL, names::SAMPLER_ON_CPU]
+        .into_iter()
+        .map(|variant| {
+            Target::at_most(
+                format!(
+                    "≤ {TARGET_SAMPLER_LOSS_PCT} % throughput lost, {variant} at {SAMPLER_APP_HZ} Hz, \
+                     {SAMPLER_APP_TASKS} tasks"
+                ),
+                sampler_loss_pct(r, variant),
+                TARGET_SAMPLER_LOSS_PCT,
+                " %",
+                1,
+            )
+        });
+    ticks.chain(losses).collect()
 }
