@@ -388,7 +388,7 @@ fn describe(label: &str, p: &Profile) {
     eprintln!(
         "{label}: {secs:.1} s, {} ticks ({} late), {:.0} samples per tick, retried {}, torn {}, \
          sampler CPU {:.3} % of a core ({:.1} µs per tick), {} signals ({:.1} per s, {} lost), \
-         handler {:.0} ns per signal, {} mismatches, {} stacks, {:.2} MiB of tables",
+         handler {:.0} ns per signal, {} mismatches, {} entries, {:.2} MiB of tables",
         s.ticks,
         s.late_ticks,
         per(s.ok, s.ticks),
