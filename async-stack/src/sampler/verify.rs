@@ -221,8 +221,10 @@ fn function_of(site: u32) -> u32 {
 
 /// Whether a live chain (innermost first) and a published path (root
 /// first) tell the same story: the same functions, and the same `.await`
-/// for every frame but the innermost (which moves between `.await`s on
-/// its own; its published slot keeps the last one it reached).
+/// for every frame the live chain shows at an `.await`. A frame between
+/// two `.await`s (the innermost, or one polling a child outside any
+/// `.await`) is matched by function: its slot keeps the last `.await` it
+/// reached.
 fn same_story(live: &[u32], published: &[u32]) -> bool {
     if live.len() != published.len() {
         return false;
@@ -237,7 +239,10 @@ fn same_story(live: &[u32], published: &[u32]) -> bool {
                 // Never interned: the frame holds no slot (and then the
                 // copy has hidden frames), or it never published.
                 true
-            } else if i + 1 == n {
+            } else if i + 1 == n || l & word::AWAIT == 0 {
+                // The innermost frame, or a frame between two `.await`s
+                // (polling a child outside one: `block_on`, a manual
+                // `poll`): its slot keeps the last `.await` it reached.
                 function_of(l) == function_of(p)
             } else {
                 l == p
@@ -288,7 +293,13 @@ mod tests {
         // Another function, a missing frame, an ancestor at another place.
         assert!(compare(&[OTHER.id(), root_at], &copy, running).is_some());
         assert!(compare(&[root_at], &copy, running).is_some());
-        assert!(compare(&[CHILD.id(), ROOT.id()], &copy, running).is_some());
+        // An ancestor polling its child outside any `.await` (`block_on`)
+        // keeps its last `.await` in its slot: the same story.
+        assert_eq!(compare(&[CHILD.id(), ROOT.id()], &copy, running), None);
+        // At another `.await` of the same function: not the same story.
+        static ROOT_AWAIT_2: AwaitSite = AwaitSite::new(&ROOT, "src/m.rs", 3, 9);
+        let root_at_2 = ROOT_AWAIT_2.id() | word::AWAIT;
+        assert!(compare(&[CHILD.id(), root_at_2], &copy, running).is_some());
         let m = describe(7, &[OTHER.id(), root_at], &[root_at, CHILD.id()]);
         assert_eq!(m.task_id, 7);
         assert_eq!(
