@@ -733,54 +733,8 @@ impl Profile {
 /// dropped weights as `dropped_samples`, `dropped_wall_ns` and
 /// `dropped_cpu_ns`.
 fn stats_comment(stats: &Stats) -> String {
-    // Destructured in full, so that a new counter cannot be left out.
-    let Stats {
-        ticks,
-        late_ticks,
-        attempted,
-        ok,
-        retried,
-        dropped_torn,
-        dropped_inconsistent,
-        truncated,
-        reservoir_skipped,
-        signals,
-        signals_lost,
-        mismatches,
-        sampler_cpu_ns,
-        handler_ns,
-        cleared_stacks,
-        dropped_groups,
-        dropped:
-            Weights {
-                samples: dropped_samples,
-                wall_ns: dropped_wall_ns,
-                cpu_ns: dropped_cpu_ns,
-            },
-    } = *stats;
-    let fields = [
-        ("ticks", ticks),
-        ("late_ticks", late_ticks),
-        ("attempted", attempted),
-        ("ok", ok),
-        ("retried", retried),
-        ("dropped_torn", dropped_torn),
-        ("dropped_inconsistent", dropped_inconsistent),
-        ("truncated", truncated),
-        ("reservoir_skipped", reservoir_skipped),
-        ("signals", signals),
-        ("signals_lost", signals_lost),
-        ("mismatches", mismatches),
-        ("sampler_cpu_ns", sampler_cpu_ns),
-        ("handler_ns", handler_ns),
-        ("cleared_stacks", cleared_stacks),
-        ("dropped_groups", dropped_groups),
-        ("dropped_samples", dropped_samples),
-        ("dropped_wall_ns", dropped_wall_ns),
-        ("dropped_cpu_ns", dropped_cpu_ns),
-    ];
     let mut s = String::from("async-stack stats:");
-    for (name, value) in fields {
+    for (name, value) in stats.fields() {
         let _ = write!(s, " {name}={value}");
     }
     s

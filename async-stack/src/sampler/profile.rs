@@ -147,6 +147,112 @@ pub struct Stats {
     pub dropped: Weights,
 }
 
+impl Stats {
+    /// How many counters [`fields`](Self::fields) lists.
+    pub const FIELDS: usize = 19;
+
+    /// Every counter with its name, in declaration order, the dropped
+    /// weights as `dropped_samples`, `dropped_wall_ns` and
+    /// `dropped_cpu_ns`: what exports and snapshots write.
+    pub fn fields(&self) -> [(&'static str, u64); Stats::FIELDS] {
+        // Destructured in full, so that a new counter cannot be left out.
+        let Stats {
+            ticks,
+            late_ticks,
+            attempted,
+            ok,
+            retried,
+            dropped_torn,
+            dropped_inconsistent,
+            truncated,
+            reservoir_skipped,
+            signals,
+            signals_lost,
+            mismatches,
+            sampler_cpu_ns,
+            handler_ns,
+            cleared_stacks,
+            dropped_groups,
+            dropped:
+                Weights {
+                    samples: dropped_samples,
+                    wall_ns: dropped_wall_ns,
+                    cpu_ns: dropped_cpu_ns,
+                },
+        } = *self;
+        [
+            ("ticks", ticks),
+            ("late_ticks", late_ticks),
+            ("attempted", attempted),
+            ("ok", ok),
+            ("retried", retried),
+            ("dropped_torn", dropped_torn),
+            ("dropped_inconsistent", dropped_inconsistent),
+            ("truncated", truncated),
+            ("reservoir_skipped", reservoir_skipped),
+            ("signals", signals),
+            ("signals_lost", signals_lost),
+            ("mismatches", mismatches),
+            ("sampler_cpu_ns", sampler_cpu_ns),
+            ("handler_ns", handler_ns),
+            ("cleared_stacks", cleared_stacks),
+            ("dropped_groups", dropped_groups),
+            ("dropped_samples", dropped_samples),
+            ("dropped_wall_ns", dropped_wall_ns),
+            ("dropped_cpu_ns", dropped_cpu_ns),
+        ]
+    }
+
+    /// The counters from the values of [`fields`](Self::fields), in its
+    /// order.
+    pub(crate) fn from_fields(v: [u64; Stats::FIELDS]) -> Stats {
+        let [
+            ticks,
+            late_ticks,
+            attempted,
+            ok,
+            retried,
+            dropped_torn,
+            dropped_inconsistent,
+            truncated,
+            reservoir_skipped,
+            signals,
+            signals_lost,
+            mismatches,
+            sampler_cpu_ns,
+            handler_ns,
+            cleared_stacks,
+            dropped_groups,
+            samples,
+            wall_ns,
+            cpu_ns,
+        ] = v;
+        Stats {
+            ticks,
+            late_ticks,
+            attempted,
+            ok,
+            retried,
+            dropped_torn,
+            dropped_inconsistent,
+            truncated,
+            reservoir_skipped,
+            signals,
+            signals_lost,
+            mismatches,
+            sampler_cpu_ns,
+            handler_ns,
+            cleared_stacks,
+            dropped_groups,
+            dropped: Weights {
+                samples,
+                wall_ns,
+                cpu_ns,
+            },
+        }
+    }
+}
+
 /// Where a native frame's code lives: a binary or shared library.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Module {

@@ -648,53 +648,9 @@ fn encode_meta(p: &Profile, w: &mut Writer) {
 }
 
 fn encode_stats(s: &Stats, w: &mut Writer) {
-    // Destructured in full, so that a new counter fails to compile here
-    // until the format (an extension record, and a minor version) has a
-    // place for it.
-    let Stats {
-        ticks,
-        late_ticks,
-        attempted,
-        ok,
-        retried,
-        dropped_torn,
-        dropped_inconsistent,
-        truncated,
-        reservoir_skipped,
-        signals,
-        signals_lost,
-        mismatches,
-        sampler_cpu_ns,
-        handler_ns,
-        cleared_stacks,
-        dropped_groups,
-        dropped: Weights {
-            samples,
-            wall_ns,
-            cpu_ns,
-        },
-    } = *s;
-    for v in [
-        ticks,
-        late_ticks,
-        attempted,
-        ok,
-        retried,
-        dropped_torn,
-        dropped_inconsistent,
-        truncated,
-        reservoir_skipped,
-        signals,
-        signals_lost,
-        mismatches,
-        sampler_cpu_ns,
-        handler_ns,
-        cleared_stacks,
-        dropped_groups,
-        samples,
-        wall_ns,
-        cpu_ns,
-    ] {
+    // Every counter, in `Stats::fields` order: a new counter changes the
+    // format, and needs an extension record and a minor version.
+    for (_, v) in s.fields() {
         w.varint(v);
     }
 }
@@ -1112,29 +1068,11 @@ fn check_unique<T: Eq + std::hash::Hash>(
 }
 
 fn decode_stats(r: &mut Reader<'_>) -> Result<Stats, SnapshotError> {
-    Ok(Stats {
-        ticks: r.varint("stats ticks")?,
-        late_ticks: r.varint("stats late_ticks")?,
-        attempted: r.varint("stats attempted")?,
-        ok: r.varint("stats ok")?,
-        retried: r.varint("stats retried")?,
-        dropped_torn: r.varint("stats dropped_torn")?,
-        dropped_inconsistent: r.varint("stats dropped_inconsistent")?,
-        truncated: r.varint("stats truncated")?,
-        reservoir_skipped: r.varint("stats reservoir_skipped")?,
-        signals: r.varint("stats signals")?,
-        signals_lost: r.varint("stats signals_lost")?,
-        mismatches: r.varint("stats mismatches")?,
-        sampler_cpu_ns: r.varint("stats sampler_cpu_ns")?,
-        handler_ns: r.varint("stats handler_ns")?,
-        cleared_stacks: r.varint("stats cleared_stacks")?,
-        dropped_groups: r.varint("stats dropped_groups")?,
-        dropped: Weights {
-            samples: r.varint("stats dropped samples")?,
-            wall_ns: r.varint("stats dropped wall_ns")?,
-            cpu_ns: r.varint("stats dropped cpu_ns")?,
-        },
-    })
+    let mut values = [0; Stats::FIELDS];
+    for (v, (name, _)) in values.iter_mut().zip(Stats::default().fields()) {
+        *v = r.varint(name)?;
+    }
+    Ok(Stats::from_fields(values))
 }
 
 fn decode_mismatches(r: &mut Reader<'_>) -> Result<Vec<Mismatch>, SnapshotError> {
