@@ -700,16 +700,21 @@ mod tests {
 
     #[test]
     fn this_thread_is_listed_with_its_id_and_a_chain_while_it_polls() {
-        let (l, a) = (layout_words(), address_words());
         let me = crate::record::current::current();
         let tid = me.thread_id();
+        // After this thread registered: the first registration publishes
+        // the list's addresses, and another test's thread may be that
+        // first one.
+        let (l, a) = (layout_words(), address_words());
         let listed = |tid: u32| {
             let n = word_at(a.get("thread_count"));
             let per = l.get("thread_page_entries");
+            // An entry can be counted before its page is published
+            // (module docs: a page not allocated yet is `0`).
             (0..n)
-                .map(|i| {
-                    word_at(a.get("thread_pages") + 8 * (i / per))
-                        + (i % per) * l.get("thread_root_size")
+                .filter_map(|i| {
+                    let page = word_at(a.get("thread_pages") + 8 * (i / per));
+                    (page != 0).then(|| page + (i % per) * l.get("thread_root_size"))
                 })
                 .find(|&e| u32_at(e + l.get("thread_root_tid")) == tid)
                 .map(|e| word_at(e + l.get("thread_root_active")))
