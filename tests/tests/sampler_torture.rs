@@ -13,6 +13,8 @@
 
 #![cfg(all(target_os = "linux", not(debug_assertions)))]
 
+mod common;
+
 use std::collections::HashSet;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,16 +29,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 const RUN: Duration = Duration::from_secs(2);
 
 fn line_of(marker: &str) -> u32 {
-    let src = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/sampler_torture.rs"
-    ))
-    .expect("this file");
-    let needle = format!("// {marker}");
-    src.lines()
-        .position(|l| l.trim_end().ends_with(&needle))
-        .map(|i| i as u32 + 1)
-        .unwrap_or_else(|| panic!("no {needle} in this file"))
+    common::marker_line("tests/sampler_torture.rs", marker)
 }
 
 /// The async frames of a stack as (short function name, line), and

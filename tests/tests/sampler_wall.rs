@@ -4,6 +4,8 @@
 //! Tasks are process-wide, so the tests of this file take turns (`SERIAL`)
 //! and each ends its tasks before the next starts.
 
+mod common;
+
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -31,16 +33,7 @@ async fn joiner(a: tokio::sync::oneshot::Receiver<()>, b: tokio::sync::oneshot::
 
 /// The line of the marker comment in this file.
 fn line_of(marker: &str) -> u32 {
-    let src = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/sampler_wall.rs"
-    ))
-    .expect("this file");
-    let needle = format!("// {marker}");
-    src.lines()
-        .position(|l| l.trim_end().ends_with(&needle))
-        .map(|i| i as u32 + 1)
-        .unwrap_or_else(|| panic!("no {needle} in this file"))
+    common::marker_line("tests/sampler_wall.rs", marker)
 }
 
 fn at(function: &'static str, marker: &str) -> (String, u32) {

@@ -578,7 +578,7 @@ impl Sampling {
             self.verify(s, live);
         }
         // The native frames above the innermost poll.
-        let keep = native_frames_to_keep(&s.native[..s.n_native as usize], !live.is_empty());
+        let keep = native_frames_to_keep(&s.native[..s.n_native as usize]);
         let natives = self.natives(&s.native[..keep]);
         for n in natives.iter().rev() {
             frames.push(RawFrame::Native {
@@ -657,15 +657,14 @@ impl Sampling {
 /// How many of the captured native frames (innermost first) belong above
 /// the async chain: up to the first physical frame that holds a
 /// `Traced::poll` (the innermost poll, whose inlined frames above the poll
-/// export keeps). Without one, when the task has async frames, only the
-/// interrupted address, which needs no unwinding to be right.
-fn native_frames_to_keep(pcs: &[usize], in_task: bool) -> usize {
+/// export keeps). Without one, only the interrupted address, which needs
+/// no unwinding to be right.
+fn native_frames_to_keep(pcs: &[usize]) -> usize {
     for (i, &pc) in pcs.iter().enumerate() {
         let syms = crate::read::symbolize::resolve(pc);
         if syms.iter().any(crate::read::walker::is_level) {
             return i + 1;
         }
     }
-    let _ = in_task;
     pcs.len().min(1)
 }

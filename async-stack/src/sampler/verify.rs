@@ -132,7 +132,8 @@ pub(crate) fn compare(live: &[u32], copy: &SignalCopy, running: usize) -> Option
         // Only x86-64 tags the current word with the running slot.
         return (cfg!(target_arch = "x86_64") && !live.is_empty()).then(Vec::new);
     };
-    let published = path_sites(&tree, end);
+    let mut published = Vec::new();
+    tree.path_sites(end, &mut published);
     (!same_story(live, &published)).then_some(published)
 }
 
@@ -192,23 +193,6 @@ fn check_active(a: &Active) {
         let id = record.id.load(Ordering::Relaxed);
         report(&describe(id, &live[..n], &published));
     }
-}
-
-/// The site ids from the root to `copy.frames[end]`.
-fn path_sites(copy: &StackCopy, end: usize) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut want = copy.frames[end].depth;
-    for i in (0..=end).rev() {
-        if copy.frames[i].depth == want {
-            out.push(copy.frames[i].site);
-            if want == 0 {
-                break;
-            }
-            want -= 1;
-        }
-    }
-    out.reverse();
-    out
 }
 
 /// The call-site id of a site id.

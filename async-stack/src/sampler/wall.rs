@@ -11,7 +11,7 @@ use crate::record::site::{CallSite, await_site_by_id, call_site_by_id};
 use crate::task::TaskState;
 use crate::task::record::{RawTask, TaskRecord};
 use crate::task::registry;
-use crate::task::stack::{CopiedFrame, StackCopy, word};
+use crate::task::stack::{StackCopy, word};
 
 /// Copy attempts per task and tick before a sample is dropped as torn.
 const COPY_TRIES: u32 = 64;
@@ -72,6 +72,7 @@ pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
         reservoir: Vec::new(),
         leaves: Vec::new(),
         frames: Vec::new(),
+        sites: Vec::new(),
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
         on_cpu,
         modules: super::native::Modules::new(),
@@ -143,6 +144,7 @@ pub(crate) struct Sampling {
     /// Scratch: indices of a copy's leaves, and a sample's frames.
     leaves: Vec<usize>,
     frames: Vec<RawFrame<'static>>,
+    sites: Vec<u32>,
     #[cfg(all(target_os = "linux", not(async_stack_loom)))]
     pub(crate) on_cpu: Option<super::oncpu::Session>,
     /// Where native addresses live, for on-CPU samples.
@@ -290,7 +292,7 @@ impl Sampling {
                 .position(|f| f.innermost)
                 .or_else(|| frames.iter().rposition(|f| f.running))
                 .unwrap_or(0);
-            fill_path(&mut self.frames, frames, end);
+            fill_path(&mut self.frames, &mut self.sites, &self.copy, end);
             let weights = Weights {
                 samples: times,
                 wall_ns: wall,
@@ -317,7 +319,7 @@ impl Sampling {
         let n = self.leaves.len() as u64;
         let leaves = std::mem::take(&mut self.leaves);
         for (j, &leaf) in leaves.iter().enumerate() {
-            fill_path(&mut self.frames, &self.copy.frames, leaf);
+            fill_path(&mut self.frames, &mut self.sites, &self.copy, leaf);
             // The wall time is shared among the branches, the remainder
             // to the first, so the task's total is exact.
             let share = wall / n + if j == 0 { wall % n } else { 0 };
@@ -372,28 +374,12 @@ fn next_random(state: &mut u64) -> u64 {
     x.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
-/// The frames from the root to `copied[end]` (a pre-order tree), root
-/// first, cut at [`MAX_DEPTH`].
-fn fill_path(out: &mut Vec<RawFrame<'static>>, copied: &[CopiedFrame], end: usize) {
+/// The frames from the root to `copy.frames[end]`, root first, cut at
+/// [`MAX_DEPTH`]; `sites` is scratch.
+fn fill_path(out: &mut Vec<RawFrame<'static>>, sites: &mut Vec<u32>, copy: &StackCopy, end: usize) {
+    copy.path_sites(end, sites);
     out.clear();
-    let mut want = copied[end].depth;
-    let mut path = [0usize; crate::task::STACK_CAPACITY];
-    let mut n = 0;
-    // Walk back from `end`: each ancestor is the nearest earlier frame
-    // one level up.
-    for i in (0..=end).rev() {
-        if copied[i].depth == want && n < path.len() {
-            path[n] = i;
-            n += 1;
-            if want == 0 {
-                break;
-            }
-            want -= 1;
-        }
-    }
-    for &i in path[..n].iter().rev().take(MAX_DEPTH) {
-        out.push(site_frame(copied[i].site));
-    }
+    out.extend(sites.iter().take(MAX_DEPTH).map(|&s| site_frame(s)));
 }
 
 /// An interned site id as a profile frame.

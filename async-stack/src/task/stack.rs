@@ -738,6 +738,29 @@ impl StackCopy {
     }
 }
 
+impl StackCopy {
+    /// The site ids on the path from the root to `frames[end]`, root
+    /// first, into `out`: in pre-order, each ancestor is the nearest
+    /// earlier frame one level up.
+    pub(crate) fn path_sites(&self, end: usize, out: &mut Vec<u32>) {
+        out.clear();
+        let Some(last) = self.frames.get(end) else {
+            return;
+        };
+        let mut want = last.depth;
+        for f in self.frames[..=end].iter().rev() {
+            if f.depth == want {
+                out.push(f.site);
+                if want == 0 {
+                    break;
+                }
+                want -= 1;
+            }
+        }
+        out.reverse();
+    }
+}
+
 /// A copy raced with a writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Torn;

@@ -199,3 +199,16 @@ pub fn block_on<F: Future>(fut: F) -> (F::Output, u32) {
 
 /// This file, for frames of the executor above.
 pub const FILE: &str = file!();
+
+/// The 1-based line of the test source `file` (relative to the `tests`
+/// package) whose text ends with the comment `// {marker}`.
+pub fn marker_line(file: &str, marker: &str) -> u32 {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(file);
+    let src = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    let needle = format!("// {marker}");
+    src.lines()
+        .position(|l| l.trim_end().ends_with(&needle))
+        .map(|i| i as u32 + 1)
+        .unwrap_or_else(|| panic!("no {needle} in {file}"))
+}
