@@ -22,6 +22,7 @@ need=()
 command -v gdb >/dev/null 2>&1 || need+=(gdb)
 command -v gcore >/dev/null 2>&1 || need+=(gdb)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
+command -v dot >/dev/null 2>&1 || need+=(graphviz)
 command -v lldb >/dev/null 2>&1 || need+=(lldb)
 dpkg -s python3-lldb-14 >/dev/null 2>&1 || need+=(python3-lldb-14)
 if [ ${#need[@]} -gt 0 ]; then

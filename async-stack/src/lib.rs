@@ -112,6 +112,8 @@ mod report;
 pub mod sampler;
 pub(crate) mod sync;
 pub mod task;
+#[cfg(not(async_stack_loom))]
+pub mod wake;
 mod warn;
 
 #[cfg(feature = "tokio")]

@@ -172,6 +172,13 @@ impl Active {
         self.self_wakes.replace(0)
     }
 
+    /// Whether a task root was ever polled on this thread (it is an
+    /// executor's thread).
+    #[inline]
+    pub(crate) fn polled_tasks(&self) -> bool {
+        self.thread.get() != 0
+    }
+
     /// This thread's OS id (Linux `gettid`; `0` elsewhere), read once, on
     /// the first task poll of the thread, which also lists the thread in
     /// [`crate::record::threads`].

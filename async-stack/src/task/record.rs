@@ -313,6 +313,12 @@ impl TaskRecord {
             .store(state::pack(next, seen, now_ms), Ordering::Release);
     }
 
+    /// The count of wakes from outside the task's polls so far.
+    #[inline]
+    pub(crate) fn woken_count(&self) -> u64 {
+        wakes::count(self.wakes.load(Ordering::Acquire))
+    }
+
     // ---- wakers ----
 
     /// A wake from outside the task's poll. The first one after a poll

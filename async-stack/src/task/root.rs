@@ -84,6 +84,10 @@ fn begin(r: &TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -> u64 {
     r.collect_foreign();
     let seen = r.start_poll(clock::now_ms(), a.thread_id());
     a.enter_task(r, key, root);
+    #[cfg(not(async_stack_loom))]
+    if crate::wake::recorder::on() {
+        crate::wake::recorder::poll_started(place::record(key), r, root);
+    }
     seen
 }
 
@@ -159,8 +163,15 @@ pub(crate) fn exit(
     task: Option<(&TaskRecord, u64)>,
     pending: bool,
 ) {
+    #[cfg(not(async_stack_loom))]
+    let index = place::record(a.key());
     let self_wakes = a.leave_task();
     if let Some((r, seen)) = task {
+        #[cfg(not(async_stack_loom))]
+        if crate::wake::recorder::on() {
+            let woken = (r.woken_count() ^ seen) & crate::task::record::state::SEEN_MASK != 0;
+            crate::wake::recorder::poll_ended(index, r, pending, self_wakes, woken);
+        }
         if pending {
             r.end_poll(clock::now_ms(), self_wakes, seen);
         } else {
@@ -186,6 +197,8 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     // parent now.
     place::unlink(frame.place.swap(0, Ordering::Relaxed), Some(a));
     frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
+    #[cfg(not(async_stack_loom))]
+    crate::wake::recorder::init_from_env();
     let spawn = spawn::take_pending();
     let Some(index) = registry::alloc_record() else {
         let p = place::root(UNTRACKED);
@@ -239,6 +252,10 @@ pub(crate) fn end_task(p: u64) {
     let Some(r) = registry::record(index) else {
         return;
     };
+    #[cfg(not(async_stack_loom))]
+    if crate::wake::recorder::on() {
+        crate::wake::recorder::task_ended(index, r.id.load(Ordering::Relaxed));
+    }
     r.id.store(0, Ordering::Release);
     r.close_incarnation();
     r.release_chunks();
@@ -257,7 +274,7 @@ pub(crate) fn end_task(p: u64) {
         }
         registry::free_ext(ext);
     }
-    waker::release(index);
+    let _ = waker::release(index);
 }
 
 /// The last reference to record `index` is gone: its executor waker is

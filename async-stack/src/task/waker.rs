@@ -95,6 +95,10 @@ static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, dr
 
 unsafe fn clone(data: *const ()) -> RawWaker {
     record_of(data).refs.fetch_add(1, Ordering::Relaxed);
+    #[cfg(not(async_stack_loom))]
+    if crate::wake::recorder::on() {
+        crate::wake::recorder::cloned(data.addr() as u32);
+    }
     RawWaker::new(data, &VTABLE)
 }
 
@@ -109,20 +113,27 @@ unsafe fn wake(data: *const ()) {
 
 unsafe fn wake_by_ref(data: *const ()) {
     let r = record_of(data);
-    count_wake(r);
+    count_wake(r, data.addr() as u32);
     // SAFETY: a reference (the caller's waker's) is held, so the record's
     // executor waker is alive and not written.
     unsafe { r.waker.get() }.wake_by_ref();
 }
 
 unsafe fn drop(data: *const ()) {
-    release(data.addr() as u32);
+    let index = data.addr() as u32;
+    let before = release(index);
+    #[cfg(not(async_stack_loom))]
+    if crate::wake::recorder::on() && before > 1 {
+        crate::wake::recorder::dropped(index, before - 1);
+    }
+    #[cfg(async_stack_loom)]
+    let _ = before;
 }
 
 /// Counts a wake of the task of `r`: in the thread state if `r`'s task is
 /// being polled on this thread (a yield), else in the record.
 #[inline(always)]
-fn count_wake(r: &TaskRecord) {
+fn count_wake(r: &TaskRecord, index: u32) {
     let own = current::with(|a| {
         let own = std::ptr::eq(a.record(), r);
         if own {
@@ -132,18 +143,25 @@ fn count_wake(r: &TaskRecord) {
     });
     if own != Some(true) {
         r.count_wake(crate::record::clock::now_ms);
+        #[cfg(not(async_stack_loom))]
+        if crate::wake::recorder::on() {
+            crate::wake::recorder::woken(index, r);
+        }
     }
 }
 
 /// Gives back one reference to record `index`; the last one recycles it.
-pub(crate) fn release(index: u32) {
+/// Returns how many there were.
+pub(crate) fn release(index: u32) -> u32 {
     let r = record_of(data_of(index));
-    if r.refs.fetch_sub(1, Ordering::Release) == 1 {
+    let before = r.refs.fetch_sub(1, Ordering::Release);
+    if before == 1 {
         // Every use of the record through another reference happens before
         // this (their decrements are releases).
         fence(Ordering::Acquire);
         root::recycle(r, index);
     }
+    before
 }
 
 /// The second waker of a root whose executor changed its waker: the new
@@ -155,7 +173,7 @@ pub(crate) struct Fallback {
 
 impl Drop for Fallback {
     fn drop(&mut self) {
-        release(self.index);
+        let _ = release(self.index);
     }
 }
 
@@ -198,7 +216,7 @@ impl Fallback {
 
     fn wake(&self) {
         let r = record_of(data_of(self.index));
-        count_wake(r);
+        count_wake(r, self.index);
         self.executor.wake_by_ref();
     }
 }

@@ -1,0 +1,523 @@
+//! The recording side of the wake graph: hooks that the task root, its
+//! waker and the registry call, and the tables they fill.
+//!
+//! # Cost
+//!
+//! Off (the default), each hook is one relaxed load of [`ON`] and a branch
+//! not taken: on a root's poll entry and exit, on a wake, and on a waker
+//! clone and drop. On, a poll reads the clock twice and updates its task's
+//! [`Slot`] (relaxed atomics on one cache line pair that the polling
+//! thread mostly owns); a wake reads the clock once, stamps the woken
+//! task's slot, and counts the edge in the waking thread's own edge table
+//! (an uncontended mutex: only [`super::graph`] takes it from another
+//! thread).
+//!
+//! # Where data lives
+//!
+//! - **Per task**, a [`Slot`] beside its registry record, in pages that are
+//!   allocated on first use while recording and never freed (like the
+//!   records). A slot belongs to the task whose id it holds: the first poll
+//!   of a task while recording (re)initialises it, so a task spawned before
+//!   recording started is counted from its next poll.
+//! - **Per task, once**: its name, spawn site and root function
+//!   ([`Meta`]), in a map under a mutex, written when the slot is
+//!   initialised and again, with the final counters, when the task ends.
+//!   Ended tasks are kept up to [`ENDED_LIMIT`]; beyond that the oldest are
+//!   forgotten and counted (`dropped_tasks`), so recording a million short
+//!   tasks does not grow without bound.
+//! - **Per edge**, a count in the waking thread's table, keyed by (waking
+//!   source, woken task id).
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::time::Instant;
+
+use rustc_hash::FxHashMap;
+
+use crate::record::current;
+use crate::record::frame::AsyncStackFrame;
+use crate::sync::lock;
+use crate::task::record::TaskRecord;
+use crate::task::registry;
+
+/// Whether recording is on.
+pub(crate) static ON: AtomicBool = AtomicBool::new(false);
+
+/// Polls longer than this are slow polls (nanoseconds).
+pub(crate) static SLOW_POLL_NS: AtomicU64 =
+    AtomicU64::new(super::DEFAULT_SLOW_POLL.as_nanos() as u64);
+
+/// How many ended tasks the recording keeps.
+pub(crate) const ENDED_LIMIT: usize = 100_000;
+
+/// The environment variable that turns recording on at start-up.
+pub(crate) const WAKES_VAR: &str = "ASYNC_STACK_WAKES";
+
+/// The source of an edge that is not a task: the waking thread polls tasks
+/// but was outside any task's poll (a runtime's I/O or timer driver, or
+/// code around `block_on`).
+pub(crate) const SOURCE_RUNTIME: u64 = u64::MAX;
+/// The source of an edge from a thread that never polled a task.
+pub(crate) const SOURCE_THREAD: u64 = u64::MAX - 1;
+
+/// Whether recording is on: one relaxed load, the whole cost when off.
+#[inline(always)]
+pub(crate) fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+/// Reads `ASYNC_STACK_WAKES` once (on the first task registration).
+#[cold]
+pub(crate) fn init_from_env() {
+    static ENV: Once = Once::new();
+    ENV.call_once(|| {
+        let value = std::env::var_os(WAKES_VAR);
+        match wanted(value.as_deref()) {
+            Ok(true) => super::record(true),
+            Ok(false) => {}
+            Err(message) => crate::warn::warn(format_args!("{message}")),
+        }
+    });
+}
+
+/// What `ASYNC_STACK_WAKES` asks for: `Ok(true)` to record, `Ok(false)`
+/// not to, `Err` naming a value it does not understand.
+pub(crate) fn wanted(value: Option<&std::ffi::OsStr>) -> Result<bool, String> {
+    let Some(value) = value else {
+        return Ok(false);
+    };
+    let text = value.to_string_lossy();
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Ok(true),
+        "" | "0" | "false" | "off" | "no" => Ok(false),
+        _ => Err(format!(
+            "async-stack: {WAKES_VAR}={text:?} is not understood (use 1 or 0); wake recording stays off"
+        )),
+    }
+}
+
+// ---- the clock ----
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// Nanoseconds since the recording's epoch; never 0 (0 means "unset" in a
+/// slot).
+#[inline]
+pub(crate) fn now_ns() -> u64 {
+    (epoch().elapsed().as_nanos() as u64).max(1)
+}
+
+// ---- per-task slots ----
+
+/// One task's counters. Written by the polling thread (poll fields) and by
+/// wakers on any thread (wake fields), all with relaxed atomics: these are
+/// statistics, and each field is meaningful on its own.
+#[derive(Default)]
+pub(crate) struct Slot {
+    /// The task this slot counts for (`0`: none).
+    pub(crate) task: AtomicU64,
+    pub(crate) polls: AtomicU64,
+    pub(crate) wakes: AtomicU64,
+    pub(crate) self_wakes: AtomicU64,
+    pub(crate) clones: AtomicU64,
+    pub(crate) drops: AtomicU64,
+    pub(crate) slow_polls: AtomicU64,
+    pub(crate) busy_ns: AtomicU64,
+    pub(crate) scheduled_ns: AtomicU64,
+    pub(crate) idle_ns: AtomicU64,
+    /// When the current poll started (`0`: not in a poll).
+    pub(crate) poll_start: AtomicU64,
+    /// When the task last returned `Pending` without having been woken
+    /// (`0`: not idle, or idle time already accounted).
+    pub(crate) pending_since: AtomicU64,
+    /// When the task was first woken since its last poll started (`0`:
+    /// not woken).
+    pub(crate) woken_at: AtomicU64,
+    /// `1` while the task is flagged for a lost waker.
+    pub(crate) lost: AtomicU64,
+}
+
+const SLOT_PAGE: usize = 1024;
+const SLOT_PAGES: usize = (1 << crate::task::place::RECORD_BITS) / SLOT_PAGE;
+
+static PAGES: [AtomicPtr<Slot>; SLOT_PAGES] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOT_PAGES];
+
+/// The slot of record `index`, allocating its page on first use.
+#[inline]
+pub(crate) fn slot(index: u32) -> Option<&'static Slot> {
+    let (page, at) = (index as usize / SLOT_PAGE, index as usize % SLOT_PAGE);
+    let cell = PAGES.get(page)?;
+    let mut p = cell.load(Ordering::Acquire);
+    if p.is_null() {
+        p = new_page(cell);
+    }
+    // SAFETY: `p` points to a page of `SLOT_PAGE` slots that is never freed
+    // (published with release ordering, read with acquire), and
+    // `at < SLOT_PAGE`.
+    Some(unsafe { &*p.add(at) })
+}
+
+/// The slot of record `index` if its page exists (readers never allocate).
+pub(crate) fn existing_slot(index: u32) -> Option<&'static Slot> {
+    let (page, at) = (index as usize / SLOT_PAGE, index as usize % SLOT_PAGE);
+    let p = PAGES.get(page)?.load(Ordering::Acquire);
+    // SAFETY: as in `slot`.
+    unsafe { p.as_ref().map(|_| &*p.add(at)) }
+}
+
+#[cold]
+fn new_page(cell: &AtomicPtr<Slot>) -> *mut Slot {
+    let page: Box<[Slot]> = (0..SLOT_PAGE).map(|_| Slot::default()).collect();
+    let fresh = Box::into_raw(page).cast::<Slot>();
+    match cell.compare_exchange(
+        std::ptr::null_mut(),
+        fresh,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => fresh,
+        Err(other) => {
+            // SAFETY: `fresh` came from `Box::into_raw` of a `SLOT_PAGE`
+            // slice just above and was never published.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, SLOT_PAGE)) });
+            other
+        }
+    }
+}
+
+fn add(field: &AtomicU64, n: u64) {
+    field.fetch_add(n, Ordering::Relaxed);
+}
+
+// ---- what a task is ----
+
+/// What the graph says of a task besides its counters.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Meta {
+    pub(crate) name: Option<String>,
+    pub(crate) spawn_site: Option<String>,
+    pub(crate) root: Option<String>,
+    /// Final counters, once the task ended.
+    pub(crate) ended: Option<Counters>,
+}
+
+/// A copy of a slot's counters.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) polls: u64,
+    pub(crate) wakes: u64,
+    pub(crate) self_wakes: u64,
+    pub(crate) clones: u64,
+    pub(crate) drops: u64,
+    pub(crate) slow_polls: u64,
+    pub(crate) busy_ns: u64,
+    pub(crate) scheduled_ns: u64,
+    pub(crate) idle_ns: u64,
+    pub(crate) lost: bool,
+}
+
+impl Slot {
+    /// The counters now; an idle task's current idle stretch counts up to
+    /// `now`.
+    pub(crate) fn counters(&self, now: u64) -> Counters {
+        let get = |f: &AtomicU64| f.load(Ordering::Relaxed);
+        let mut idle = get(&self.idle_ns);
+        let pending = get(&self.pending_since);
+        if pending != 0 {
+            let woken = get(&self.woken_at);
+            idle += if woken != 0 {
+                woken.saturating_sub(pending)
+            } else {
+                now.saturating_sub(pending)
+            };
+        }
+        Counters {
+            polls: get(&self.polls),
+            wakes: get(&self.wakes),
+            self_wakes: get(&self.self_wakes),
+            clones: get(&self.clones),
+            drops: get(&self.drops),
+            slow_polls: get(&self.slow_polls),
+            busy_ns: get(&self.busy_ns),
+            scheduled_ns: get(&self.scheduled_ns),
+            idle_ns: idle,
+            lost: get(&self.lost) != 0,
+        }
+    }
+
+    fn reset(&self, task: u64) {
+        for f in [
+            &self.polls,
+            &self.wakes,
+            &self.self_wakes,
+            &self.clones,
+            &self.drops,
+            &self.slow_polls,
+            &self.busy_ns,
+            &self.scheduled_ns,
+            &self.idle_ns,
+            &self.poll_start,
+            &self.pending_since,
+            &self.woken_at,
+            &self.lost,
+        ] {
+            f.store(0, Ordering::Relaxed);
+        }
+        self.task.store(task, Ordering::Release);
+    }
+}
+
+/// Tasks seen while recording, live and ended.
+#[derive(Default)]
+pub(crate) struct Tasks {
+    pub(crate) meta: FxHashMap<u64, Meta>,
+    /// Ended task ids, oldest first, for the [`ENDED_LIMIT`] cap.
+    pub(crate) ended: VecDeque<u64>,
+    pub(crate) dropped: u64,
+}
+
+pub(crate) fn tasks() -> &'static Mutex<Tasks> {
+    static TASKS: OnceLock<Mutex<Tasks>> = OnceLock::new();
+    TASKS.get_or_init(Mutex::default)
+}
+
+/// The first poll of task `id` (record `r`, root `root`) while recording:
+/// resets its slot and notes what the task is.
+#[cold]
+#[inline(never)]
+fn adopt(slot: &Slot, r: &TaskRecord, id: u64, root: &AsyncStackFrame) {
+    slot.reset(id);
+    let ext = r.ext();
+    let name = ext
+        .and_then(|e| e.name.load())
+        .map(|n| n.as_str().to_owned());
+    let spawn_site = ext
+        .and_then(|e| e.location())
+        .map(|s| format!("{}:{}:{}", s.file(), s.line(), s.column()));
+    let root = Some(root.call_site().function());
+    lock(tasks()).meta.insert(
+        id,
+        Meta {
+            name,
+            spawn_site,
+            root,
+            ended: None,
+        },
+    );
+}
+
+// ---- hooks ----
+
+/// A tracked root's poll starts (recording on).
+#[cold]
+#[inline(never)]
+pub(crate) fn poll_started(index: u32, r: &TaskRecord, root: &AsyncStackFrame) {
+    let id = r.id.load(Ordering::Relaxed);
+    let Some(slot) = slot(index) else { return };
+    if slot.task.load(Ordering::Relaxed) != id {
+        adopt(slot, r, id, root);
+    }
+    let now = now_ns();
+    add(&slot.polls, 1);
+    slot.poll_start.store(now, Ordering::Relaxed);
+    slot.lost.store(0, Ordering::Relaxed);
+    let woken = slot.woken_at.swap(0, Ordering::Relaxed);
+    let pending = slot.pending_since.swap(0, Ordering::Relaxed);
+    if pending != 0 {
+        // Idle from `Pending` to the wake (or to this poll, if the executor
+        // polled without one). A wake stamped before the `Pending` was (a
+        // wake that raced the end of the poll) means no idle time.
+        let until = if woken != 0 { woken } else { now };
+        add(&slot.idle_ns, until.saturating_sub(pending));
+    }
+    if woken != 0 {
+        add(&slot.scheduled_ns, now.saturating_sub(woken));
+    }
+}
+
+/// A tracked root's poll ends (recording on): `pending`, and whether it
+/// was woken during the poll (`woken`: by itself `self_wakes` times, or by
+/// another thread).
+#[cold]
+#[inline(never)]
+pub(crate) fn poll_ended(index: u32, r: &TaskRecord, pending: bool, self_wakes: u32, woken: bool) {
+    let Some(slot) = existing_slot(index) else {
+        return;
+    };
+    if slot.task.load(Ordering::Relaxed) != r.id.load(Ordering::Relaxed) {
+        return;
+    }
+    let now = now_ns();
+    let start = slot.poll_start.swap(0, Ordering::Relaxed);
+    if start != 0 {
+        let busy = now.saturating_sub(start);
+        add(&slot.busy_ns, busy);
+        if busy > SLOW_POLL_NS.load(Ordering::Relaxed) {
+            add(&slot.slow_polls, 1);
+        }
+    }
+    if self_wakes != 0 {
+        add(&slot.self_wakes, u64::from(self_wakes));
+        let _ = slot
+            .woken_at
+            .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+    }
+    if !pending || woken || self_wakes != 0 {
+        return;
+    }
+    slot.pending_since.store(now, Ordering::Relaxed);
+    // Pending, not woken, and no clone of its waker left (the task's own
+    // reference is the only one): nothing can wake it.
+    if r.refs.load(Ordering::Acquire) == 1 && slot.woken_at.load(Ordering::Relaxed) == 0 {
+        slot.lost.store(1, Ordering::Relaxed);
+    }
+}
+
+/// The task of record `index` (whose slot counts task `id`) ends.
+#[cold]
+pub(crate) fn task_ended(index: u32, id: u64) {
+    let Some(slot) = existing_slot(index) else {
+        return;
+    };
+    if id == 0 || slot.task.load(Ordering::Relaxed) != id {
+        return;
+    }
+    let counters = slot.counters(now_ns());
+    // An ended task is not waiting for anything.
+    let counters = Counters {
+        lost: false,
+        ..counters
+    };
+    slot.task.store(0, Ordering::Relaxed);
+    let mut t = lock(tasks());
+    if let Some(meta) = t.meta.get_mut(&id) {
+        meta.ended = Some(counters);
+        t.ended.push_back(id);
+    }
+    while t.ended.len() > ENDED_LIMIT {
+        if let Some(old) = t.ended.pop_front() {
+            t.meta.remove(&old);
+            t.dropped += 1;
+        }
+    }
+}
+
+/// A wake of the task of record `index` (`r`) from outside its own poll.
+#[cold]
+#[inline(never)]
+pub(crate) fn woken(index: u32, r: &TaskRecord) {
+    let to = r.id.load(Ordering::Relaxed);
+    let Some(slot) = existing_slot(index) else {
+        return;
+    };
+    if to == 0 || slot.task.load(Ordering::Relaxed) != to {
+        // Not polled since recording started: nothing to attribute yet.
+        return;
+    }
+    add(&slot.wakes, 1);
+    let _ = slot
+        .woken_at
+        .compare_exchange(0, now_ns(), Ordering::Relaxed, Ordering::Relaxed);
+    let from = current::with(|a| {
+        // SAFETY: null or a record of the registry (never freed).
+        match unsafe { a.record().as_ref() } {
+            Some(waker) => waker.id.load(Ordering::Relaxed),
+            None if a.polled_tasks() => SOURCE_RUNTIME,
+            None => SOURCE_THREAD,
+        }
+    })
+    .unwrap_or(SOURCE_THREAD);
+    count_edge(from, to);
+}
+
+/// A clone of the task's waker (recording on).
+#[cold]
+#[inline(never)]
+pub(crate) fn cloned(index: u32) {
+    if let Some(slot) = existing_slot(index) {
+        add(&slot.clones, 1);
+    }
+}
+
+/// A clone of the task's waker was dropped (recording on), leaving
+/// `refs_left` references to record `index`, one of them the live task's.
+#[cold]
+#[inline(never)]
+pub(crate) fn dropped(index: u32, refs_left: u32) {
+    let Some(slot) = existing_slot(index) else {
+        return;
+    };
+    add(&slot.drops, 1);
+    if refs_left == 1
+        && slot.pending_since.load(Ordering::Relaxed) != 0
+        && slot.woken_at.load(Ordering::Relaxed) == 0
+        && slot.poll_start.load(Ordering::Relaxed) == 0
+        && registry::record(index).is_some_and(|r| r.id.load(Ordering::Relaxed) != 0)
+    {
+        slot.lost.store(1, Ordering::Relaxed);
+    }
+}
+
+// ---- edges ----
+
+/// One thread's edge counts: (source, woken task id) → wakes.
+pub(crate) type EdgeTable = FxHashMap<(u64, u64), u64>;
+
+/// Every thread's edge table (threads that ended leave theirs here).
+pub(crate) fn edge_tables() -> &'static Mutex<Vec<Arc<Mutex<EdgeTable>>>> {
+    static TABLES: OnceLock<Mutex<Vec<Arc<Mutex<EdgeTable>>>>> = OnceLock::new();
+    TABLES.get_or_init(Mutex::default)
+}
+
+thread_local! {
+    static EDGES: RefCell<Option<Arc<Mutex<EdgeTable>>>> = const { RefCell::new(None) };
+}
+
+fn count_edge(from: u64, to: u64) {
+    let counted = EDGES.try_with(|cell| {
+        let mut cell = cell.borrow_mut();
+        let table = cell.get_or_insert_with(|| {
+            let table = Arc::new(Mutex::new(EdgeTable::default()));
+            lock(edge_tables()).push(table.clone());
+            table
+        });
+        *lock(table).entry((from, to)).or_insert(0) += 1;
+    });
+    if counted.is_err() {
+        // Thread teardown: this thread's table is gone; count in a shared
+        // one.
+        let tables = lock(edge_tables());
+        if let Some(first) = tables.first() {
+            *lock(first).entry((from, to)).or_insert(0) += 1;
+        }
+    }
+}
+
+/// Forgets everything recorded so far (the slots of live tasks restart
+/// from zero at their next poll).
+pub(crate) fn clear() {
+    for table in lock(edge_tables()).iter() {
+        lock(table).clear();
+    }
+    let mut t = lock(tasks());
+    t.meta.clear();
+    t.ended.clear();
+    t.dropped = 0;
+    for cell in &PAGES {
+        let p = cell.load(Ordering::Acquire);
+        if p.is_null() {
+            continue;
+        }
+        for at in 0..SLOT_PAGE {
+            // SAFETY: as in `slot`.
+            let slot = unsafe { &*p.add(at) };
+            slot.task.store(0, Ordering::Relaxed);
+        }
+    }
+}
