@@ -201,7 +201,25 @@ pub mod names {
     pub const SAVE: &str = "save";
     /// `sampler_snapshot`: `Profile::load` of that file.
     pub const LOAD: &str = "load";
+    /// Group of `benches/wake.rs`.
+    pub const WAKE: &str = "wake";
+    /// `wake`: one poll of a pending task root.
+    pub const WAKE_POLL: &str = "poll";
+    /// `wake`: one poll that wakes another task [`super::WAKES_PER_POLL`]
+    /// times.
+    pub const WAKE_FROM_TASK: &str = "wake from task";
+    /// `wake`: one wake from outside any poll.
+    pub const WAKE_FROM_RUNTIME: &str = "wake from runtime";
+    /// `wake`: a poll of the woken task, then one wake of it.
+    pub const WAKE_AFTER_POLL: &str = "poll then wake";
+    /// `wake`: recording off.
+    pub const WAKE_OFF: &str = "off";
+    /// `wake`: recording on.
+    pub const WAKE_ON: &str = "on";
 }
+
+/// `wake`: how many wakes one poll of the waking task makes.
+pub const WAKES_PER_POLL: u32 = 100;
 
 /// Tasks of this process that have reached their [`Park`] leaf.
 static PARKED: AtomicUsize = AtomicUsize::new(0);

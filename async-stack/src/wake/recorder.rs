@@ -421,9 +421,13 @@ pub(crate) fn woken(index: u32, r: &TaskRecord) {
         return;
     }
     add(&slot.wakes, 1);
-    let _ = slot
-        .woken_at
-        .compare_exchange(0, now_ns(), Ordering::Relaxed, Ordering::Relaxed);
+    // Only the first wake since the last poll started is stamped (reads
+    // the clock).
+    if slot.woken_at.load(Ordering::Relaxed) == 0 {
+        let _ = slot
+            .woken_at
+            .compare_exchange(0, now_ns(), Ordering::Relaxed, Ordering::Relaxed);
+    }
     let from = current::with(|a| {
         // SAFETY: null or a record of the registry (never freed).
         match unsafe { a.record().as_ref() } {
