@@ -113,6 +113,7 @@ pub mod sampler;
 pub(crate) mod sync;
 pub mod task;
 mod warn;
+pub mod workload;
 
 #[cfg(feature = "tokio")]
 pub mod tokio;
