@@ -143,9 +143,12 @@ pub async fn replay_until(
 /// `Display` writes one line per entry:
 ///
 /// ```text
-/// replayed 2.00s, 6 tasks
-///   producer     reader       1 instance     391 cycles  busy   3.9%
-///   consumer     parser       3 instances   1173 wakes   busy  46.9%
+/// replayed 2.00s, 7 tasks
+///   producer     reader        1 instance       297 cycles busy   3.0%
+///   consumer     parser        3 instances      891 wakes  busy  15.4%
+///   producer     client        1 instance       487 cycles busy   3.2%
+///   consumer     server        1 instance       487 wakes  busy   8.6%
+///   independent  heartbeat     1 instance       170 wakes  busy   0.4%
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReplayReport {
