@@ -12,7 +12,7 @@
 //!
 //! This module owns the file format ([`Workload`] and its parts), its
 //! checks ([`Workload::validate`], run by every way of reading one), and,
-//! with the `tokio` feature, the replay ([`replay`], [`replay_until`]).
+//! with the `tokio` feature, the replay (`replay` and `replay_until`).
 //! It does not record anything: the wake graph and its reduction live
 //! elsewhere and only write these files.
 //!
@@ -127,7 +127,7 @@
 //! A workload file is input: it may be truncated, edited by hand or
 //! hostile. Replaying it must not allocate or spawn without bound, nor
 //! flood channels, so every way of reading one ([`Workload::from_json`],
-//! [`Workload::load`]) and of running one ([`replay`]) checks:
+//! [`Workload::load`]) and of running one (`replay`) checks:
 //!
 //! | field | bound |
 //! |---|---|
@@ -226,7 +226,7 @@ pub use replay::{ReplayReport, Role, TaskReport, replay, replay_until};
 /// The fields are public, so a `Workload` built in code may break the
 /// bounds; [`Workload::validate`] checks them, and every way in or out of
 /// this type that depends on them ([`from_json`](Self::from_json),
-/// [`load`](Self::load), [`save`](Self::save), [`replay`]) calls it.
+/// [`load`](Self::load), [`save`](Self::save), `replay`) calls it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
