@@ -604,3 +604,30 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn load_refuses_an_empty_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("w.json");
+    std::fs::write(&path, "").unwrap();
+    let e = Workload::load(&path).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "EOF while parsing a value at line 1 column 0"
+    );
+    assert_eq!(e.line_column(), Some((1, 0)));
+}
+
+/// The sample the README and the replay example cite is valid, and holds
+/// one entry of each kind.
+#[test]
+fn the_sample_workload_file_is_valid() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/workloads/pairs.json"
+    );
+    let w = Workload::load(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert!(w.groups.iter().any(|g| !g.producer.waits_for_replies));
+    assert!(w.groups.iter().any(|g| g.producer.waits_for_replies));
+    assert!(!w.independent.is_empty());
+}
