@@ -115,6 +115,7 @@ pub mod task;
 #[cfg(not(async_stack_loom))]
 pub mod wake;
 mod warn;
+pub mod workload;
 
 #[cfg(feature = "tokio")]
 pub mod tokio;
