@@ -61,7 +61,11 @@ fn wake(c: &mut Criterion<BenchClock>) {
     let slot = Arc::new(Mutex::new(None));
     let mut sleeper = pin!(sleeper(slot.clone()));
     assert!(sleeper.as_mut().poll(&mut cx).is_pending());
-    let target = slot.lock().unwrap().clone().expect("the sleeper kept its waker");
+    let target = slot
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the sleeper kept its waker");
 
     let t = target.clone();
     let mut waker = pin!(

@@ -6,7 +6,9 @@
 //! every task is spawned under the name the file gives it, so a dump, a
 //! profile or a wake-graph recording taken meanwhile shows the same tasks
 //! as the program the file was recorded from. At the end it prints what
-//! each kind of task did.
+//! each kind of task did, and the wake graph of the replay reduced to
+//! groups (recorded with `async_stack::wake`), to compare with the
+//! reduction the file came from.
 //!
 //! ```text
 //! cargo run --example replay -- examples/workloads/pairs.json [--duration-ms N]
@@ -115,9 +117,17 @@ fn main() -> ExitCode {
         workload.independent.len(),
         duration.as_secs_f64()
     );
-    match runtime.block_on(replay(&workload, duration)) {
+    async_stack::wake::record(true);
+    let result = runtime.block_on(replay(&workload, duration));
+    async_stack::wake::record(false);
+    match result {
         Ok(report) => {
             println!("{report}");
+            let reduction = async_stack::wake::graph().reduce(Default::default());
+            println!(
+                "wake graph of the replay, reduced:\n{}",
+                reduction.summary()
+            );
             ExitCode::SUCCESS
         }
         // `load` validated it already: reported all the same, not unwrapped.

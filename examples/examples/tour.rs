@@ -122,6 +122,8 @@ async fn handle_request(user: u32, replica: &'static Notify) -> Result<String, &
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     async_stack::panic::install();
+    // Record who wakes whom (section 3).
+    async_stack::wake::record(true);
     let replica: &'static Notify = Box::leak(Box::new(Notify::new()));
 
     // 1. One request end to end; fetch_row prints a spliced backtrace.
@@ -145,5 +147,34 @@ async fn main() {
     replica.notify_waiters();
     for (user, h) in (2..).zip(handles) {
         println!("request {user} -> {:?}", h.await.unwrap());
+    }
+
+    // 3. The wake graph of the run, folded by task name.
+    async_stack::wake::record(false);
+    let graph = async_stack::wake::graph().fold(async_stack::wake::Fold::Name);
+    println!("\n== 3. Who woke whom (async_stack::wake), tasks folded by name ==");
+    let label = |from: async_stack::wake::WakeSource| match from {
+        async_stack::wake::WakeSource::Task(id) => {
+            graph.task(id).map_or("?", |t| &t.label).to_owned()
+        }
+        async_stack::wake::WakeSource::Runtime => "runtime (I/O or timer driver)".to_owned(),
+        async_stack::wake::WakeSource::Thread => "other thread".to_owned(),
+    };
+    for t in &graph.tasks {
+        println!(
+            "{:<12} ×{} polls {:>3}  busy {:>9.3?}  idle {:>9.3?}  woken by: {}",
+            t.label,
+            t.instances,
+            t.total_poll_count,
+            t.busy(),
+            t.idle(),
+            graph
+                .edges
+                .iter()
+                .filter(|e| e.to == t.id)
+                .map(|e| format!("{} ×{}", label(e.from), e.wakes))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
 }

@@ -146,10 +146,10 @@ impl WakeGraph {
                 continue;
             };
             wakes_in[to] += e.wakes;
-            if let WakeSource::Task(from) = e.from {
-                if let Some(&from) = index.get(&from) {
-                    *by_task[to].entry(from).or_insert(0) += e.wakes;
-                }
+            if let WakeSource::Task(from) = e.from
+                && let Some(&from) = index.get(&from)
+            {
+                *by_task[to].entry(from).or_insert(0) += e.wakes;
             }
         }
         let order = |i: usize| (&self.tasks[i].label, self.tasks[i].id);
@@ -160,10 +160,11 @@ impl WakeGraph {
                 .iter()
                 .filter(|&(&from, _)| from != to)
                 .max_by(|a, b| a.1.cmp(b.1).then_with(|| order(*b.0).cmp(&order(*a.0))));
-            if let Some((&from, &count)) = best {
-                if wakes_in[to] > 0 && count as f64 >= min_share * wakes_in[to] as f64 {
-                    sets.join(from, to);
-                }
+            if let Some((&from, &count)) = best
+                && wakes_in[to] > 0
+                && count as f64 >= min_share * wakes_in[to] as f64
+            {
+                sets.join(from, to);
             }
         }
         let mut components: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -357,11 +358,156 @@ impl Reduction {
     }
 }
 
+impl Reduction {
+    /// The workload that reproduces these groups (see [`crate::workload`]
+    /// for the format and what a replay does), to run for `duration` by
+    /// default.
+    ///
+    /// Per group, in whole microseconds:
+    ///
+    /// - `fan_out`: the consumers' instances (each cycle wakes each once);
+    ///   **cycles**: the producer's wakes of its consumers over `fan_out`;
+    /// - the producer's `busy_us_per_cycle`: its busy time over the cycles;
+    ///   `waits_for_replies` as [`Group::waits_for_replies`];
+    ///   `sleep_us_per_cycle`: if anything outside the group wakes the
+    ///   producer (a timer), its idle time per cycle less the longest
+    ///   consumer's busy time per wake when it waits for replies; else 0
+    ///   (the replies pace it; a producer that neither waits nor sleeps
+    ///   gets 1 µs, which replays as tokio's shortest sleep);
+    /// - each consumer's `busy_us_per_wake`: busy time over wakes.
+    ///
+    /// Each independent member that was woken becomes an independent entry
+    /// (`busy_us_per_wake`: busy over wakes; `period_us`: idle over wakes,
+    /// at least [`crate::workload::Workload::MIN_PERIOD_US`]); members never
+    /// woken are left out, as nothing paces them.
+    ///
+    /// Names are the labels, cut to the format's limit and made unique
+    /// (a repeated one gets ` #2`, ` #3`, ...); counts and times are clamped
+    /// into the format's bounds. The result is validated: a reduction with
+    /// nothing to replay is an error.
+    pub fn workload(
+        &self,
+        duration: Duration,
+    ) -> Result<crate::workload::Workload, crate::workload::WorkloadError> {
+        use crate::workload::{Consumer, Group as WGroup, Independent, Producer, Workload};
+        let us = |ns: u64| (ns / 1000).min(Workload::MAX_TIME_US);
+        let instances = |n: u64| n.clamp(1, u64::from(Workload::MAX_INSTANCES)) as u32;
+        let mut names = Names::default();
+        let mut groups = Vec::new();
+        for (i, g) in self.groups.iter().enumerate() {
+            let fan_out: u64 = g.consumers.iter().map(|c| c.instances).sum::<u64>().max(1);
+            let cycles = (g.producer_wakes / fan_out).max(1);
+            let p = &g.producer;
+            let outside = p.wakes.saturating_sub(p.wakes_from_group);
+            let reply_wait = if g.waits_for_replies {
+                g.consumers
+                    .iter()
+                    .map(|c| c.busy_ns / c.wakes.max(1))
+                    .max()
+                    .unwrap_or(0)
+            } else {
+                0
+            };
+            let mut sleep = if outside > 0 {
+                us((p.idle_ns / cycles).saturating_sub(reply_wait))
+            } else {
+                0
+            };
+            if sleep == 0 && !g.waits_for_replies {
+                sleep = 1;
+            }
+            groups.push(WGroup {
+                name: names.unique(&format!("group {}: {}", i + 1, p.label)),
+                producer: Producer {
+                    name: names.unique(&p.label),
+                    busy_us_per_cycle: us(p.busy_ns / cycles),
+                    sleep_us_per_cycle: sleep,
+                    fan_out: fan_out.min(u64::from(Workload::MAX_FAN_OUT)) as u32,
+                    waits_for_replies: g.waits_for_replies,
+                },
+                consumers: g
+                    .consumers
+                    .iter()
+                    .map(|c| Consumer {
+                        name: names.unique(&c.label),
+                        instances: instances(c.instances),
+                        busy_us_per_wake: us(c.busy_ns / c.wakes.max(1)),
+                    })
+                    .collect(),
+            });
+        }
+        let independent = self
+            .independent
+            .iter()
+            .filter(|m| m.wakes > 0)
+            .map(|m| Independent {
+                name: names.unique(&m.label),
+                instances: instances(m.instances),
+                busy_us_per_wake: us(m.busy_ns / m.wakes),
+                period_us: us(m.idle_ns / m.wakes).max(Workload::MIN_PERIOD_US),
+            })
+            .collect();
+        let workload = Workload {
+            version: Workload::VERSION,
+            duration_ms: u64::try_from(duration.as_millis())
+                .unwrap_or(u64::MAX)
+                .clamp(1, Workload::MAX_DURATION_MS),
+            groups,
+            independent,
+        };
+        workload.validate()?;
+        Ok(workload)
+    }
+}
+
+/// Names made fit for a workload file: short enough, no control
+/// characters, unique.
+#[derive(Default)]
+struct Names {
+    taken: std::collections::BTreeSet<String>,
+}
+
+impl Names {
+    fn unique(&mut self, label: &str) -> String {
+        let clean: String = label
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let clean = if clean.trim().is_empty() {
+            "task".to_owned()
+        } else {
+            clean
+        };
+        for n in 1u32.. {
+            let suffix = if n == 1 {
+                String::new()
+            } else {
+                format!(" #{n}")
+            };
+            let mut name = clean.clone();
+            let limit = crate::workload::Workload::MAX_NAME_BYTES - suffix.len();
+            if name.len() > limit {
+                let mut cut = limit;
+                while !name.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                name.truncate(cut);
+            }
+            name.push_str(&suffix);
+            if self.taken.insert(name.clone()) {
+                return name;
+            }
+        }
+        unreachable!("some suffix is free")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::wake::WakeEdge;
     use crate::wake::recorder::{Counters, Meta};
+    use crate::workload::Workload;
 
     fn node(id: u64, label: &str, wakes: u64) -> TaskNode {
         let meta = Meta {
@@ -527,5 +673,68 @@ mod tests {
             shape(&empty.reduce(ReduceOptions::default())),
             Vec::<String>::new()
         );
+    }
+
+    #[test]
+    fn the_workload_of_a_known_graph_has_its_groups_and_rates() {
+        let r = known().reduce(ReduceOptions::default());
+        let w = r.workload(Duration::from_secs(2)).unwrap();
+        assert_eq!(w.duration_ms, 2000);
+        let names: Vec<_> = w.groups.iter().map(|g| g.producer.name.as_str()).collect();
+        assert_eq!(names, ["client-1", "client-2", "producer"]);
+        let p = &w.groups[2];
+        assert_eq!(p.name, "group 3: producer");
+        // 398 wakes of 4 consumers: 99 cycles. The producer was busy
+        // 100 µs and idle 400 µs in all: 1 µs and 4 µs per cycle.
+        assert_eq!(p.producer.fan_out, 4);
+        assert!(!p.producer.waits_for_replies);
+        assert_eq!(p.producer.busy_us_per_cycle, 1);
+        assert_eq!(p.producer.sleep_us_per_cycle, 4);
+        assert_eq!(p.consumers.len(), 1);
+        assert_eq!(
+            (p.consumers[0].name.as_str(), p.consumers[0].instances),
+            ("consumer", 4)
+        );
+        let pair = &w.groups[0];
+        assert!(pair.producer.waits_for_replies);
+        assert_eq!(pair.producer.fan_out, 1);
+        // The ticker was woken; `main` never was, so it is left out.
+        let independent: Vec<_> = w
+            .independent
+            .iter()
+            .map(|i| (i.name.as_str(), i.period_us))
+            .collect();
+        assert_eq!(independent, [("ticker", Workload::MIN_PERIOD_US)]);
+        // And it reads back.
+        assert_eq!(Workload::from_json(&w.to_json()).unwrap(), w);
+    }
+
+    #[test]
+    fn names_are_cut_cleaned_and_made_unique() {
+        let mut n = Names::default();
+        assert_eq!(n.unique("a"), "a");
+        assert_eq!(n.unique("a"), "a #2");
+        assert_eq!(n.unique("a\nb"), "a b");
+        assert_eq!(n.unique(" "), "task");
+        let long = "é".repeat(100);
+        let cut = n.unique(&long);
+        assert!(cut.len() <= Workload::MAX_NAME_BYTES && cut.chars().all(|c| c == 'é'));
+        let again = n.unique(&long);
+        assert!(again.ends_with(" #2") && again.len() <= Workload::MAX_NAME_BYTES);
+    }
+
+    #[test]
+    fn nothing_to_replay_is_an_error() {
+        let empty = WakeGraph {
+            tasks: vec![],
+            edges: vec![],
+            dropped_tasks: 0,
+            folded: None,
+        };
+        let err = empty
+            .reduce(ReduceOptions::default())
+            .workload(Duration::from_secs(1))
+            .unwrap_err();
+        assert!(!err.to_string().is_empty());
     }
 }

@@ -1,0 +1,133 @@
+//! The wake graph's round trip, as the README tells a user to do it:
+//! record a known program, reduce the graph to groups, emit a workload,
+//! replay it, record the replay, and get the same groups back with
+//! busy/idle ratios within 20% of the original.
+//!
+//! The program: 1 producer feeding 4 consumers through channels, 2
+//! independent request/response pairs, and 1 timer-driven task, on a
+//! 2-worker tokio runtime. Times are milliseconds long so that tokio's
+//! 1 ms timer is small beside them, and the whole program keeps about a
+//! quarter of the two workers busy, so that consumers keep up with their
+//! producers (a consumer that falls behind handles several messages per
+//! wake, and its replay, given that longer busy time per wake, falls
+//! further behind).
+
+use async_stack::wake::{self, ReduceOptions, Reduction};
+use async_stack::workload::{self, Workload};
+
+#[path = "../../examples/examples/wakes/program.rs"]
+mod program;
+
+use program::{RUN, program};
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The groups, one line each, and the independent tasks.
+fn shape(r: &Reduction) -> Vec<String> {
+    let mut out: Vec<String> = r
+        .groups
+        .iter()
+        .map(|g| {
+            let consumers: Vec<String> = g
+                .consumers
+                .iter()
+                .map(|c| format!("{}×{}", c.label, c.instances))
+                .collect();
+            format!(
+                "{} -> [{}] replies={}",
+                g.producer.label,
+                consumers.join(", "),
+                g.waits_for_replies
+            )
+        })
+        .collect();
+    out.extend(
+        r.independent
+            .iter()
+            .map(|m| format!("independent {}×{}", m.label, m.instances)),
+    );
+    out
+}
+
+/// Busy/idle ratio of every member, by label.
+fn ratios(r: &Reduction) -> Vec<(String, f64)> {
+    let mut out: Vec<(String, f64)> = r
+        .groups
+        .iter()
+        .flat_map(|g| std::iter::once(&g.producer).chain(&g.consumers))
+        .chain(&r.independent)
+        .map(|m| (m.label.clone(), m.busy_idle_ratio()))
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+const EXPECTED: [&str; 4] = [
+    "client-1 -> [server-1×1] replies=true",
+    "client-2 -> [server-2×1] replies=true",
+    "producer -> [consumer×4] replies=false",
+    "independent ticker×1",
+];
+
+#[test]
+fn record_reduce_emit_replay_and_record_again() {
+    // 1. Record the known program.
+    wake::record(true);
+    runtime().block_on(program());
+    let original = wake::graph().reduce(ReduceOptions::default());
+    // 2. Exactly its groups.
+    assert_eq!(shape(&original), EXPECTED, "{}", original.summary());
+
+    // 3. Emit the workload; it is a valid file.
+    let w = original.workload(RUN).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("workload.json");
+    w.save(&path).unwrap();
+    let w = Workload::load(&path).unwrap();
+    assert_eq!(w.groups.len(), 3);
+    assert_eq!(w.independent.len(), 1);
+
+    // 4. Replay it, recording again from scratch.
+    wake::reset();
+    let report = runtime().block_on(workload::replay(&w, RUN)).unwrap();
+    wake::record(false);
+    let replayed = wake::graph().reduce(ReduceOptions::default());
+    assert_eq!(
+        shape(&replayed),
+        EXPECTED,
+        "original:\n{}\nreplay:\n{}\n{report}",
+        original.summary(),
+        replayed.summary()
+    );
+    // 5. Busy/idle ratios within 20% of the original's, member by member.
+    let (a, b) = (ratios(&original), ratios(&replayed));
+    assert_eq!(
+        a.iter().map(|x| &x.0).collect::<Vec<_>>(),
+        b.iter().map(|x| &x.0).collect::<Vec<_>>()
+    );
+    eprintln!(
+        "original:\n{}\nreplay:\n{}",
+        original.summary(),
+        replayed.summary()
+    );
+    for ((label, before), (_, after)) in a.iter().zip(&b) {
+        let change = after / before - 1.0;
+        eprintln!(
+            "{label:<10} busy/idle {before:.3} recorded, {after:.3} replayed ({:+.1}%)",
+            change * 100.0
+        );
+        assert!(
+            change.abs() <= 0.2,
+            "{label}: busy/idle {before:.3} recorded, {after:.3} replayed ({:+.0}%)\noriginal:\n{}\nreplay:\n{}",
+            change * 100.0,
+            original.summary(),
+            replayed.summary()
+        );
+    }
+}
