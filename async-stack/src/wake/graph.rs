@@ -123,18 +123,26 @@ impl TaskNode {
 
     fn absorb(&mut self, other: &TaskNode) {
         self.id = self.id.min(other.id);
-        self.instances += other.instances;
-        self.live += other.live;
-        self.total_poll_count += other.total_poll_count;
-        self.wakes += other.wakes;
-        self.self_wakes += other.self_wakes;
-        self.waker_clones += other.waker_clones;
-        self.waker_drops += other.waker_drops;
-        self.total_slow_poll_count += other.total_slow_poll_count;
-        self.total_poll_duration_ns += other.total_poll_duration_ns;
-        self.total_scheduled_duration_ns += other.total_scheduled_duration_ns;
-        self.total_idle_duration_ns += other.total_idle_duration_ns;
-        self.lost_wakers += other.lost_wakers;
+        self.instances = self.instances.saturating_add(other.instances);
+        self.live = self.live.saturating_add(other.live);
+        self.total_poll_count = self.total_poll_count.saturating_add(other.total_poll_count);
+        self.wakes = self.wakes.saturating_add(other.wakes);
+        self.self_wakes = self.self_wakes.saturating_add(other.self_wakes);
+        self.waker_clones = self.waker_clones.saturating_add(other.waker_clones);
+        self.waker_drops = self.waker_drops.saturating_add(other.waker_drops);
+        self.total_slow_poll_count = self
+            .total_slow_poll_count
+            .saturating_add(other.total_slow_poll_count);
+        self.total_poll_duration_ns = self
+            .total_poll_duration_ns
+            .saturating_add(other.total_poll_duration_ns);
+        self.total_scheduled_duration_ns = self
+            .total_scheduled_duration_ns
+            .saturating_add(other.total_scheduled_duration_ns);
+        self.total_idle_duration_ns = self
+            .total_idle_duration_ns
+            .saturating_add(other.total_idle_duration_ns);
+        self.lost_wakers = self.lost_wakers.saturating_add(other.lost_wakers);
         for (mine, theirs) in [
             (&mut self.name, &other.name),
             (&mut self.spawn_site, &other.spawn_site),
@@ -223,7 +231,8 @@ pub(super) fn collect() -> WakeGraph {
     let tables: Vec<_> = lock(recorder::edge_tables()).clone();
     for table in tables {
         for (&(from, to), &n) in lock(&table).iter() {
-            *counts.entry((to, WakeSource::from_raw(from))).or_insert(0) += n;
+            let c = counts.entry((to, WakeSource::from_raw(from))).or_insert(0);
+            *c = c.saturating_add(n);
         }
     }
     let known = |id: u64| tasks.binary_search_by_key(&id, |t| t.id).is_ok();
@@ -302,7 +311,8 @@ impl WakeGraph {
             ) else {
                 continue;
             };
-            *counts.entry((to, from)).or_insert(0) += e.wakes;
+            let c = counts.entry((to, from)).or_insert(0);
+            *c = c.saturating_add(e.wakes);
         }
         let mut tasks: Vec<TaskNode> = merged.into_values().collect();
         tasks.sort_by_key(|t| t.id);

@@ -191,6 +191,17 @@ fn new_page(cell: &AtomicPtr<Slot>) -> *mut Slot {
     }
 }
 
+/// Adds `n` to a field that only the thread polling the task writes (a
+/// task is polled by one thread at a time, and the executor orders its
+/// polls): a load and a store, no read-modify-write.
+fn bump(field: &AtomicU64, n: u64) {
+    field.store(
+        field.load(Ordering::Relaxed).wrapping_add(n),
+        Ordering::Relaxed,
+    );
+}
+
+/// Adds `n` to a field that wakers on any thread write.
 fn add(field: &AtomicU64, n: u64) {
     field.fetch_add(n, Ordering::Relaxed);
 }
@@ -324,20 +335,30 @@ pub(crate) fn poll_started(index: u32, r: &TaskRecord, root: &AsyncStackFrame) {
         adopt(slot, r, id, root);
     }
     let now = now_ns();
-    add(&slot.polls, 1);
+    bump(&slot.polls, 1);
     slot.poll_start.store(now, Ordering::Relaxed);
     slot.lost.store(0, Ordering::Relaxed);
-    let woken = slot.woken_at.swap(0, Ordering::Relaxed);
-    let pending = slot.pending_since.swap(0, Ordering::Relaxed);
+    // Wakers stamp `woken_at` from any thread: take it with a swap, or
+    // just a load when it is unset (a wake stamped after that load belongs
+    // to this poll, and the next poll takes it).
+    let woken = match slot.woken_at.load(Ordering::Relaxed) {
+        0 => 0,
+        _ => slot.woken_at.swap(0, Ordering::Relaxed),
+    };
+    // Only this thread writes `pending_since` (wakers read it).
+    let pending = slot.pending_since.load(Ordering::Relaxed);
+    if pending != 0 {
+        slot.pending_since.store(0, Ordering::Relaxed);
+    }
     if pending != 0 {
         // Idle from `Pending` to the wake (or to this poll, if the executor
         // polled without one). A wake stamped before the `Pending` was (a
         // wake that raced the end of the poll) means no idle time.
         let until = if woken != 0 { woken } else { now };
-        add(&slot.idle_ns, until.saturating_sub(pending));
+        bump(&slot.idle_ns, until.saturating_sub(pending));
     }
     if woken != 0 {
-        add(&slot.scheduled_ns, now.saturating_sub(woken));
+        bump(&slot.scheduled_ns, now.saturating_sub(woken));
     }
 }
 
@@ -354,16 +375,17 @@ pub(crate) fn poll_ended(index: u32, r: &TaskRecord, pending: bool, self_wakes: 
         return;
     }
     let now = now_ns();
-    let start = slot.poll_start.swap(0, Ordering::Relaxed);
+    let start = slot.poll_start.load(Ordering::Relaxed);
+    slot.poll_start.store(0, Ordering::Relaxed);
     if start != 0 {
         let busy = now.saturating_sub(start);
-        add(&slot.busy_ns, busy);
+        bump(&slot.busy_ns, busy);
         if busy > SLOW_POLL_NS.load(Ordering::Relaxed) {
-            add(&slot.slow_polls, 1);
+            bump(&slot.slow_polls, 1);
         }
     }
     if self_wakes != 0 {
-        add(&slot.self_wakes, u64::from(self_wakes));
+        bump(&slot.self_wakes, u64::from(self_wakes));
         let _ = slot
             .woken_at
             .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);

@@ -145,11 +145,12 @@ impl WakeGraph {
             let Some(&to) = index.get(&e.to) else {
                 continue;
             };
-            wakes_in[to] += e.wakes;
+            wakes_in[to] = wakes_in[to].saturating_add(e.wakes);
             if let WakeSource::Task(from) = e.from
                 && let Some(&from) = index.get(&from)
             {
-                *by_task[to].entry(from).or_insert(0) += e.wakes;
+                let c = by_task[to].entry(from).or_insert(0);
+                *c = c.saturating_add(e.wakes);
             }
         }
         let order = |i: usize| (&self.tasks[i].label, self.tasks[i].id);
@@ -178,12 +179,13 @@ impl WakeGraph {
                 independent.extend(members);
                 continue;
             }
+            let in_group: std::collections::BTreeSet<usize> = members.iter().copied().collect();
             let from_group = |i: usize| -> u64 {
                 by_task[i]
                     .iter()
-                    .filter(|&(&from, _)| from != i && members.contains(&from))
+                    .filter(|&(&from, _)| from != i && in_group.contains(&from))
                     .map(|(_, &c)| c)
-                    .sum()
+                    .fold(0, u64::saturating_add)
             };
             let share = |i: usize| {
                 if wakes_in[i] == 0 {
@@ -205,11 +207,11 @@ impl WakeGraph {
             let producer_wakes: u64 = consumers
                 .iter()
                 .map(|&c| by_task[c].get(&producer).copied().unwrap_or(0))
-                .sum();
+                .fold(0, u64::saturating_add);
             let reply_wakes: u64 = consumers
                 .iter()
                 .map(|&c| by_task[producer].get(&c).copied().unwrap_or(0))
-                .sum();
+                .fold(0, u64::saturating_add);
             let member =
                 |ids: &[usize]| merge(ids.iter().map(|&i| (&self.tasks[i], from_group(i))));
             groups.push(Group {
@@ -220,7 +222,8 @@ impl WakeGraph {
                     .collect(),
                 producer_wakes,
                 reply_wakes,
-                waits_for_replies: producer_wakes > 0 && 2 * reply_wakes >= producer_wakes,
+                waits_for_replies: producer_wakes > 0
+                    && reply_wakes.saturating_mul(2) >= producer_wakes,
             });
         }
         groups.sort_by(|a, b| {
@@ -269,13 +272,13 @@ fn merge<'a>(tasks: impl Iterator<Item = (&'a TaskNode, u64)>) -> Member {
         if m.label.is_empty() {
             m.label = t.label.clone();
         }
-        m.instances += t.instances;
+        m.instances = m.instances.saturating_add(t.instances);
         m.task_ids.push(t.id);
-        m.wakes += t.wakes;
-        m.wakes_from_group += from_group;
-        m.polls += t.total_poll_count;
-        m.busy_ns += t.total_poll_duration_ns;
-        m.idle_ns += t.total_idle_duration_ns;
+        m.wakes = m.wakes.saturating_add(t.wakes);
+        m.wakes_from_group = m.wakes_from_group.saturating_add(from_group);
+        m.polls = m.polls.saturating_add(t.total_poll_count);
+        m.busy_ns = m.busy_ns.saturating_add(t.total_poll_duration_ns);
+        m.idle_ns = m.idle_ns.saturating_add(t.total_idle_duration_ns);
     }
     m
 }
@@ -395,7 +398,12 @@ impl Reduction {
         let mut names = Names::default();
         let mut groups = Vec::new();
         for (i, g) in self.groups.iter().enumerate() {
-            let fan_out: u64 = g.consumers.iter().map(|c| c.instances).sum::<u64>().max(1);
+            let fan_out: u64 = g
+                .consumers
+                .iter()
+                .map(|c| c.instances)
+                .fold(0u64, |a, b| a.saturating_add(b))
+                .max(1);
             let cycles = (g.producer_wakes / fan_out).max(1);
             let p = &g.producer;
             let outside = p.wakes.saturating_sub(p.wakes_from_group);
@@ -736,5 +744,57 @@ mod tests {
             .workload(Duration::from_secs(1))
             .unwrap_err();
         assert!(!err.to_string().is_empty());
+    }
+
+    proptest::proptest! {
+        /// Any graph (as a user could deserialise one): reducing, folding
+        /// and emitting never panic, every task lands in exactly one
+        /// place, and the result does not depend on edge order.
+        #[test]
+        fn any_graph_reduces_without_panic(
+            tasks in proptest::collection::vec((0u64..12, 0u8..4, proptest::num::u64::ANY), 0..12),
+            edges in proptest::collection::vec((0u64..14, 0u64..12, proptest::num::u64::ANY), 0..30),
+            share in proptest::num::f64::ANY,
+        ) {
+            let mut g = WakeGraph { tasks: vec![], edges: vec![], dropped_tasks: 0, folded: None };
+            for (id, label, big) in tasks {
+                if g.task(id).is_none() {
+                    let mut t = node(id, &format!("l{label}"), 3);
+                    t.total_poll_duration_ns = big;
+                    t.total_idle_duration_ns = big;
+                    t.wakes = big;
+                    t.instances = big;
+                    g.tasks.push(t);
+                    g.tasks.sort_by_key(|t| t.id);
+                }
+            }
+            for (from, to, wakes) in edges {
+                let from = match from {
+                    12 => WakeSource::Runtime,
+                    13 => WakeSource::Thread,
+                    id => WakeSource::Task(id),
+                };
+                g.edges.push(WakeEdge { from, to, wakes });
+            }
+            let opts = ReduceOptions { min_share: share };
+            let r = g.reduce(opts);
+            let placed: u64 = r
+                .groups
+                .iter()
+                .flat_map(|g| std::iter::once(&g.producer).chain(&g.consumers))
+                .chain(&r.independent)
+                .map(|m| m.task_ids.len() as u64)
+                .sum();
+            proptest::prop_assert_eq!(placed, g.tasks.len() as u64);
+            let mut reversed = g.clone();
+            reversed.edges.reverse();
+            proptest::prop_assert_eq!(&reversed.reduce(opts), &r);
+            let _ = g.fold(crate::wake::Fold::Name).reduce(opts);
+            let _ = g.fold(crate::wake::Fold::SpawnSite).to_dot();
+            let _ = r.summary();
+            if let Ok(w) = r.workload(Duration::from_millis(5)) {
+                proptest::prop_assert!(w.validate().is_ok());
+            }
+        }
     }
 }

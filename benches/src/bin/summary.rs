@@ -97,6 +97,7 @@ fn main() -> ExitCode {
     dump_cold(&r);
     memory(&r);
     sampler(&r);
+    wake(&r);
     targets(&r);
     ExitCode::SUCCESS
 }
@@ -647,7 +648,8 @@ fn targets(r: &Lookup<'_>) {
         .chain([dump_target(r)])
         .chain(dump_cold_targets(r))
         .chain([memory_target(r)])
-        .chain(sampler_targets(r));
+        .chain(sampler_targets(r))
+        .chain(wake_targets(r));
     for t in all {
         println!(
             "| {} | {} | {} |",
@@ -792,4 +794,83 @@ fn sampler_targets(r: &Lookup<'_>) -> Vec<Target> {
             )
         });
     ticks.chain(losses).collect()
+}
+
+/// Largest acceptable cost wake recording adds to a wake, ns.
+const TARGET_WAKE_NS: f64 = 50.0;
+
+/// What recording adds, ns: `on − off` of `function`, less `minus` (another
+/// function's `on − off`), over `per`.
+fn wake_added(r: &Lookup<'_>, function: &str, minus: Option<&str>, per: f64) -> Option<f64> {
+    let g = names::WAKE;
+    let added = |f: &str| Some(r.get(g, f, names::WAKE_ON)? - r.get(g, f, names::WAKE_OFF)?);
+    let base = match minus {
+        Some(m) => added(m)?,
+        None => 0.0,
+    };
+    Some((added(function)? - base) / per)
+}
+
+fn wake(r: &Lookup<'_>) {
+    println!("## wake\n");
+    println!(
+        "Wake-graph recording on against off, in one run (`benches/benches/wake.rs`); ns per \
+         iteration (95% interval) and what recording adds:\n"
+    );
+    println!("| | off | on | added |");
+    println!("|---|---:|---:|---:|");
+    let g = names::WAKE;
+    let per_task = f64::from(benches::WAKES_PER_POLL);
+    let rows: [(&str, &str, Option<&str>, f64, &str); 4] = [
+        (
+            names::WAKE_POLL,
+            "per poll",
+            None,
+            1.0,
+            "poll of a task root",
+        ),
+        (
+            names::WAKE_FROM_TASK,
+            "per wake",
+            Some(names::WAKE_POLL),
+            per_task,
+            "poll that wakes another task 100×",
+        ),
+        (
+            names::WAKE_FROM_RUNTIME,
+            "per wake",
+            None,
+            1.0,
+            "wake from outside a poll",
+        ),
+        (
+            names::WAKE_AFTER_POLL,
+            "per wake",
+            Some(names::WAKE_POLL),
+            1.0,
+            "poll, then the first wake since it",
+        ),
+    ];
+    for (function, unit, minus, per, what) in rows {
+        println!(
+            "| {what} | {} | {} | {} |",
+            r.with_ci(g, function, names::WAKE_OFF, 1.0, 1),
+            r.with_ci(g, function, names::WAKE_ON, 1.0, 1),
+            wake_added(r, function, minus, per)
+                .map_or_else(|| "n/a".to_owned(), |ns| format!("{ns:.1} ns {unit}")),
+        );
+    }
+    println!();
+}
+
+fn wake_targets(r: &Lookup<'_>) -> Vec<Target> {
+    vec![Target::at_most(
+        format!(
+            "≤ {TARGET_WAKE_NS} ns added per wake by wake-graph recording (first wake after a poll)"
+        ),
+        wake_added(r, names::WAKE_AFTER_POLL, Some(names::WAKE_POLL), 1.0),
+        TARGET_WAKE_NS,
+        " ns",
+        1,
+    )]
 }
