@@ -194,7 +194,7 @@ pub struct WakeGraph {
 
 /// Builds the graph from the recorder's tables.
 pub(super) fn collect() -> WakeGraph {
-    let now = recorder::now_ns();
+    let now = recorder::now();
     // Live tasks: a slot counting the task its record holds now.
     let mut live: Vec<(u64, Counters)> = Vec::new();
     for index in 0..registry::record_count() as u32 {

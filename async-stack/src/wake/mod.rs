@@ -84,8 +84,8 @@ pub const DEFAULT_SLOW_POLL: Duration = Duration::from_micros(50);
 /// what was recorded; [`reset`] forgets it.
 pub fn record(on: bool) {
     if on {
-        // Start the clock's epoch before any stamp.
-        let _ = recorder::now_ns();
+        // Build (and calibrate) the clock before any stamp.
+        let _ = recorder::now();
     }
     recorder::ON.store(on, Ordering::Relaxed);
 }

@@ -32,7 +32,6 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
-use std::time::Instant;
 
 use rustc_hash::FxHashMap;
 
@@ -100,16 +99,26 @@ pub(crate) fn wanted(value: Option<&std::ffi::OsStr>) -> Result<bool, String> {
 
 // ---- the clock ----
 
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
+/// The recording's clock: the processor's time-stamp counter where it is
+/// usable (a few nanoseconds a read, where the system clock costs about
+/// twenty in a virtual machine), scaled to nanoseconds only when two
+/// stamps are subtracted; the monotonic system clock elsewhere. Built
+/// (and calibrated, once per process) when recording is turned on.
+fn clock() -> &'static quanta::Clock {
+    static CLOCK: OnceLock<quanta::Clock> = OnceLock::new();
+    CLOCK.get_or_init(quanta::Clock::new)
 }
 
-/// Nanoseconds since the recording's epoch; never 0 (0 means "unset" in a
-/// slot).
+/// A stamp of the recording's clock; never 0 (0 means "unset" in a slot).
 #[inline]
-pub(crate) fn now_ns() -> u64 {
-    (epoch().elapsed().as_nanos() as u64).max(1)
+pub(crate) fn now() -> u64 {
+    clock().raw().max(1)
+}
+
+/// Nanoseconds from stamp `from` to stamp `to` (0 if `to` is not later).
+#[inline]
+pub(crate) fn ns(from: u64, to: u64) -> u64 {
+    clock().delta_as_nanos(from, to)
 }
 
 // ---- per-task slots ----
@@ -243,9 +252,9 @@ impl Slot {
         if pending != 0 {
             let woken = get(&self.woken_at);
             idle += if woken != 0 {
-                woken.saturating_sub(pending)
+                ns(pending, woken)
             } else {
-                now.saturating_sub(pending)
+                ns(pending, now)
             };
         }
         Counters {
@@ -334,7 +343,7 @@ pub(crate) fn poll_started(index: u32, r: &TaskRecord, root: &AsyncStackFrame) {
     if slot.task.load(Ordering::Relaxed) != id {
         adopt(slot, r, id, root);
     }
-    let now = now_ns();
+    let now = now();
     bump(&slot.polls, 1);
     slot.poll_start.store(now, Ordering::Relaxed);
     slot.lost.store(0, Ordering::Relaxed);
@@ -355,10 +364,10 @@ pub(crate) fn poll_started(index: u32, r: &TaskRecord, root: &AsyncStackFrame) {
         // polled without one). A wake stamped before the `Pending` was (a
         // wake that raced the end of the poll) means no idle time.
         let until = if woken != 0 { woken } else { now };
-        bump(&slot.idle_ns, until.saturating_sub(pending));
+        bump(&slot.idle_ns, ns(pending, until));
     }
     if woken != 0 {
-        bump(&slot.scheduled_ns, now.saturating_sub(woken));
+        bump(&slot.scheduled_ns, ns(woken, now));
     }
 }
 
@@ -374,11 +383,11 @@ pub(crate) fn poll_ended(index: u32, r: &TaskRecord, pending: bool, self_wakes: 
     if slot.task.load(Ordering::Relaxed) != r.id.load(Ordering::Relaxed) {
         return;
     }
-    let now = now_ns();
+    let now = now();
     let start = slot.poll_start.load(Ordering::Relaxed);
     slot.poll_start.store(0, Ordering::Relaxed);
     if start != 0 {
-        let busy = now.saturating_sub(start);
+        let busy = ns(start, now);
         bump(&slot.busy_ns, busy);
         if busy > SLOW_POLL_NS.load(Ordering::Relaxed) {
             bump(&slot.slow_polls, 1);
@@ -410,7 +419,7 @@ pub(crate) fn task_ended(index: u32, id: u64) {
     if id == 0 || slot.task.load(Ordering::Relaxed) != id {
         return;
     }
-    let counters = slot.counters(now_ns());
+    let counters = slot.counters(now());
     // An ended task is not waiting for anything.
     let counters = Counters {
         lost: false,
@@ -448,7 +457,7 @@ pub(crate) fn woken(index: u32, r: &TaskRecord) {
     if slot.woken_at.load(Ordering::Relaxed) == 0 {
         let _ = slot
             .woken_at
-            .compare_exchange(0, now_ns(), Ordering::Relaxed, Ordering::Relaxed);
+            .compare_exchange(0, now(), Ordering::Relaxed, Ordering::Relaxed);
     }
     let from = current::with(|a| {
         // SAFETY: null or a record of the registry (never freed).
