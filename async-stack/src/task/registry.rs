@@ -105,25 +105,7 @@ impl<T: 'static> Arena<T> {
             self.fresh.fetch_sub(1, Ordering::Relaxed);
             return None;
         }
-        let cell = &self.pages[index / PAGE];
-        if cell.load(Ordering::Acquire).is_null() {
-            let page: Box<[T]> = (0..PAGE).map(|_| (self.make)()).collect();
-            let page = Box::into_raw(page).cast::<T>();
-            if cell
-                .compare_exchange(
-                    std::ptr::null_mut(),
-                    page,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                )
-                .is_err()
-            {
-                // SAFETY: `page` came from `Box::into_raw` of a `[T]` of
-                // `PAGE` items just above and lost the race, so no other
-                // thread ever saw it.
-                drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(page, PAGE)) });
-            }
-        }
+        page(&self.pages[index / PAGE], PAGE, self.make);
         Some(index)
     }
 
@@ -142,6 +124,33 @@ impl<T: 'static> Arena<T> {
     /// Items handed out so far (free or not).
     pub(crate) fn len(&self) -> usize {
         self.fresh.load(Ordering::Acquire).min(self.capacity)
+    }
+}
+
+/// The page in `cell`: `len` items made by `make`, allocated and
+/// published (release) by the first caller, never freed. Another thread
+/// that loads a non-null `cell` with acquire ordering sees the page whole.
+pub(crate) fn page<T>(cell: &AtomicPtr<T>, len: usize, make: impl Fn() -> T) -> *mut T {
+    let current = cell.load(Ordering::Acquire);
+    if !current.is_null() {
+        return current;
+    }
+    let page: Box<[T]> = (0..len).map(|_| make()).collect();
+    let page = Box::into_raw(page).cast::<T>();
+    match cell.compare_exchange(
+        std::ptr::null_mut(),
+        page,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => page,
+        Err(winner) => {
+            // SAFETY: `page` came from `Box::into_raw` of a `[T]` of `len`
+            // items just above and lost the race, so no other thread ever
+            // saw it.
+            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(page, len)) });
+            winner
+        }
     }
 }
 
@@ -514,5 +523,38 @@ mod tests {
             assert!(message.contains(MAX_TASKS_VAR), "{message}");
             assert!(message.contains(&format!("{bad:?}")), "{message}");
         }
+    }
+}
+
+#[cfg(all(test, async_stack_loom))]
+mod loom_tests {
+    use super::page;
+    use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+
+    /// Two threads publish the same page while a third reads it: one page
+    /// wins, both publishers get it, and a reader that sees the page sees
+    /// every item as it was made (the wake graph's slots and the arenas
+    /// rely on this).
+    #[test]
+    fn a_page_is_published_once_and_seen_whole() {
+        loom::model(|| {
+            let cell: &'static AtomicPtr<AtomicU64> =
+                Box::leak(Box::new(AtomicPtr::new(std::ptr::null_mut())));
+            let make = || AtomicU64::new(7);
+            let a = loom::thread::spawn(move || page(cell, 2, make) as usize);
+            let b = loom::thread::spawn(move || page(cell, 2, make) as usize);
+            let reader = loom::thread::spawn(move || {
+                let p = cell.load(Ordering::Acquire);
+                if !p.is_null() {
+                    // SAFETY: a published page of 2 items, never freed.
+                    let second = unsafe { &*p.add(1) };
+                    assert_eq!(second.load(Ordering::Relaxed), 7);
+                }
+            });
+            let (a, b) = (a.join().unwrap(), b.join().unwrap());
+            reader.join().unwrap();
+            assert_eq!(a, b, "both publishers get the one page");
+            assert_eq!(cell.load(Ordering::Relaxed) as usize, a);
+        });
     }
 }

@@ -161,14 +161,9 @@ static PAGES: [AtomicPtr<Slot>; SLOT_PAGES] =
 #[inline]
 pub(crate) fn slot(index: u32) -> Option<&'static Slot> {
     let (page, at) = (index as usize / SLOT_PAGE, index as usize % SLOT_PAGE);
-    let cell = PAGES.get(page)?;
-    let mut p = cell.load(Ordering::Acquire);
-    if p.is_null() {
-        p = new_page(cell);
-    }
-    // SAFETY: `p` points to a page of `SLOT_PAGE` slots that is never freed
-    // (published with release ordering, read with acquire), and
-    // `at < SLOT_PAGE`.
+    let p = registry::page(PAGES.get(page)?, SLOT_PAGE, Slot::default);
+    // SAFETY: `registry::page` returns a page of `SLOT_PAGE` slots that is
+    // never freed, and `at < SLOT_PAGE`.
     Some(unsafe { &*p.add(at) })
 }
 
@@ -176,28 +171,10 @@ pub(crate) fn slot(index: u32) -> Option<&'static Slot> {
 pub(crate) fn existing_slot(index: u32) -> Option<&'static Slot> {
     let (page, at) = (index as usize / SLOT_PAGE, index as usize % SLOT_PAGE);
     let p = PAGES.get(page)?.load(Ordering::Acquire);
-    // SAFETY: as in `slot`.
+    // SAFETY: a non-null page came from `registry::page` (published with
+    // release ordering, read here with acquire): `SLOT_PAGE` slots, never
+    // freed; `at < SLOT_PAGE`.
     unsafe { p.as_ref().map(|_| &*p.add(at)) }
-}
-
-#[cold]
-fn new_page(cell: &AtomicPtr<Slot>) -> *mut Slot {
-    let page: Box<[Slot]> = (0..SLOT_PAGE).map(|_| Slot::default()).collect();
-    let fresh = Box::into_raw(page).cast::<Slot>();
-    match cell.compare_exchange(
-        std::ptr::null_mut(),
-        fresh,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    ) {
-        Ok(_) => fresh,
-        Err(other) => {
-            // SAFETY: `fresh` came from `Box::into_raw` of a `SLOT_PAGE`
-            // slice just above and was never published.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(fresh, SLOT_PAGE)) });
-            other
-        }
-    }
 }
 
 /// Adds `n` to a field that only the thread polling the task writes (a
