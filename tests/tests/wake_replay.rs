@@ -28,33 +28,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// The groups, one line each, and the independent tasks.
-fn shape(r: &Reduction) -> Vec<String> {
-    let mut out: Vec<String> = r
-        .groups
-        .iter()
-        .map(|g| {
-            let consumers: Vec<String> = g
-                .consumers
-                .iter()
-                .map(|c| format!("{}×{}", c.label, c.instances))
-                .collect();
-            format!(
-                "{} -> [{}] replies={}",
-                g.producer.label,
-                consumers.join(", "),
-                g.waits_for_replies
-            )
-        })
-        .collect();
-    out.extend(
-        r.independent
-            .iter()
-            .map(|m| format!("independent {}×{}", m.label, m.instances)),
-    );
-    out
-}
-
 /// Busy/idle ratio of every member, by label.
 fn ratios(r: &Reduction) -> Vec<(String, f64)> {
     let mut out: Vec<(String, f64)> = r
@@ -82,7 +55,7 @@ fn record_reduce_emit_replay_and_record_again() {
     runtime().block_on(program());
     let original = wake::graph().reduce(ReduceOptions::default());
     // 2. Exactly its groups.
-    assert_eq!(shape(&original), EXPECTED, "{}", original.summary());
+    assert_eq!(original.structure(), EXPECTED, "{}", original.summary());
 
     // 3. Emit the workload; it is a valid file.
     let w = original.workload(RUN).unwrap();
@@ -99,7 +72,7 @@ fn record_reduce_emit_replay_and_record_again() {
     wake::record(false);
     let replayed = wake::graph().reduce(ReduceOptions::default());
     assert_eq!(
-        shape(&replayed),
+        replayed.structure(),
         EXPECTED,
         "original:\n{}\nreplay:\n{}\n{report}",
         original.summary(),

@@ -312,6 +312,31 @@ impl UnionFind {
 }
 
 impl Reduction {
+    /// The structure alone, one line per group
+    /// (`producer -> [consumer×4] replies=false`), then one per
+    /// independent label (`independent ticker×1`): what two reductions
+    /// must share to have found the same groups, whatever their times.
+    pub fn structure(&self) -> Vec<String> {
+        let groups = self.groups.iter().map(|g| {
+            let consumers: Vec<String> = g
+                .consumers
+                .iter()
+                .map(|c| format!("{}×{}", c.label, c.instances))
+                .collect();
+            format!(
+                "{} -> [{}] replies={}",
+                g.producer.label,
+                consumers.join(", "),
+                g.waits_for_replies
+            )
+        });
+        let independent = self
+            .independent
+            .iter()
+            .map(|m| format!("independent {}×{}", m.label, m.instances));
+        groups.chain(independent).collect()
+    }
+
     /// A one-screen summary: each group with its producer and consumers
     /// (instances, wakes from the group, busy and idle per wake), then the
     /// independent tasks.
@@ -513,6 +538,10 @@ impl Names {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn structure(r: &Reduction) -> Vec<String> {
+        r.structure()
+    }
     use crate::wake::WakeEdge;
     use crate::wake::recorder::{Counters, Meta};
     use crate::workload::Workload;
@@ -574,37 +603,11 @@ mod tests {
         }
     }
 
-    fn shape(r: &Reduction) -> Vec<String> {
-        let mut out: Vec<String> = r
-            .groups
-            .iter()
-            .map(|g| {
-                let consumers: Vec<String> = g
-                    .consumers
-                    .iter()
-                    .map(|c| format!("{}×{}", c.label, c.instances))
-                    .collect();
-                format!(
-                    "{} -> [{}] replies={}",
-                    g.producer.label,
-                    consumers.join(", "),
-                    g.waits_for_replies
-                )
-            })
-            .collect();
-        out.extend(
-            r.independent
-                .iter()
-                .map(|m| format!("independent {}×{}", m.label, m.instances)),
-        );
-        out
-    }
-
     #[test]
     fn finds_the_groups_of_a_known_graph() {
         let r = known().reduce(ReduceOptions::default());
         assert_eq!(
-            shape(&r),
+            structure(&r),
             [
                 "client-1 -> [server-1×1] replies=true",
                 "client-2 -> [server-2×1] replies=true",
@@ -625,11 +628,11 @@ mod tests {
     fn a_folded_graph_reduces_to_the_same_groups() {
         let g = known();
         assert_eq!(
-            shape(
+            structure(
                 &g.fold(crate::wake::Fold::Name)
                     .reduce(ReduceOptions::default())
             ),
-            shape(&g.reduce(ReduceOptions::default()))
+            structure(&g.reduce(ReduceOptions::default()))
         );
     }
 
@@ -641,7 +644,7 @@ mod tests {
         g.edges.sort_by_key(|e| (e.to, e.from));
         let r = g.reduce(ReduceOptions::default());
         assert_eq!(r.groups[2].consumers[0].instances, 3);
-        assert!(shape(&r).contains(&"independent consumer×1".to_owned()));
+        assert!(structure(&r).contains(&"independent consumer×1".to_owned()));
         // With a lower threshold it belongs again.
         let r = g.reduce(ReduceOptions { min_share: 0.4 });
         assert_eq!(r.groups[2].consumers[0].instances, 4);
@@ -678,7 +681,7 @@ mod tests {
             folded: None,
         };
         assert_eq!(
-            shape(&empty.reduce(ReduceOptions::default())),
+            structure(&empty.reduce(ReduceOptions::default())),
             Vec::<String>::new()
         );
     }
