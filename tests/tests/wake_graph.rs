@@ -118,6 +118,10 @@ fn a_producer_wakes_its_consumer_once_per_message() {
     assert_eq!(consumer.wakes, 6);
     assert_eq!(consumer.total_poll_count, 7);
     assert_eq!(consumer.self_wakes, 0);
+    // Each wake was followed by a poll some time later, and each `Pending`
+    // by a wake: both durations were counted.
+    assert!(consumer.scheduled() > Duration::ZERO, "{consumer:?}");
+    assert!(consumer.idle() > Duration::ZERO, "{consumer:?}");
     // The producer yields five times: self-wakes, not edges.
     assert_eq!(producer.self_wakes, 5);
     assert_eq!(edges_into(&g, producer.id), []);
@@ -291,12 +295,14 @@ fn busy_time_and_slow_polls_count_time_inside_poll() {
 #[test]
 fn folding_merges_tasks_by_name_and_dot_renders_with_graphviz() {
     start();
-    runtime().block_on(async {
+    let spawn_line = runtime().block_on(async {
         let mut senders = Vec::new();
         let mut workers = Vec::new();
+        let mut spawn_line = 0;
         for _ in 0..4 {
             let (tx, mut rx) = tokio::sync::mpsc::channel::<u32>(1);
             senders.push(tx);
+            spawn_line = line!() + 1;
             workers.push(spawn("fold-worker", async move {
                 while rx.recv().await.is_some() {}
             }));
@@ -313,6 +319,7 @@ fn folding_merges_tasks_by_name_and_dot_renders_with_graphviz() {
         for w in workers {
             w.await.unwrap();
         }
+        spawn_line
     });
     let g = wake::graph().fold(Fold::Name);
     let boss = only(&g, "fold-boss");
@@ -330,6 +337,19 @@ fn folding_merges_tasks_by_name_and_dot_renders_with_graphviz() {
     // And the JSON form reads back.
     let back: WakeGraph = serde_json::from_str(&g.to_json()).unwrap();
     assert_eq!(back, g);
+
+    // Folded by spawn site instead: the four workers share one line.
+    let by_site = wake::graph().fold(Fold::SpawnSite);
+    let node = by_site
+        .task(worker.id)
+        .expect("the workers' node keeps their smallest id");
+    assert_eq!(node.instances, 4);
+    assert!(
+        node.label
+            .starts_with(&format!("tests/tests/wake_graph.rs:{spawn_line}:")),
+        "{node:?}"
+    );
+    assert_eq!(node.name.as_deref(), Some("fold-worker"));
 }
 
 /// Runs Graphviz's `dot -Tsvg` on `dot`: `None` (after saying so) when
