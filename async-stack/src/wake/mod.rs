@@ -19,6 +19,9 @@
 //! - **per task**: wakes, self-wakes, waker clones and drops, and a
 //!   **lost-waker** flag, set when the task is pending, every clone of its
 //!   waker has been dropped, and it was not woken: nothing can wake it.
+//!   (The flag is cleared by the task's next poll or its end. A task whose
+//!   executor passed it a second, different waker, which tokio never does,
+//!   keeps a reference through that waker and is never flagged.)
 //! - **time**, with [tokio-metrics]' definitions and names: poll duration
 //!   (*busy*: inside `poll`), scheduled duration (from a wake to the poll
 //!   that follows), idle duration (from `Pending` to the wake), and slow
