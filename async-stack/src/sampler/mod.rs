@@ -76,6 +76,7 @@
 //! The profile keeps its tables within a budget (4 MiB by default, at most
 //! 20 MiB): see [`Profile`] and [`SamplerBuilder::memory_budget`].
 
+mod cache;
 mod export;
 mod native;
 #[cfg(all(target_os = "linux", not(async_stack_loom)))]
