@@ -39,11 +39,12 @@
 
 use std::sync::Arc;
 
+use super::MAX_DEPTH;
 use super::profile::{EntryKey, Profile, SampleState, Weights};
 use super::wall::{group_of, resolve_site, site_frame};
 use crate::record::site::CallSite;
 use crate::task::record::{RawTask, TaskName};
-use crate::task::stack::word;
+use crate::task::stack::{StackCopy, word};
 
 /// Site ids from this one up are looked up every time rather than cached
 /// (ids are handed out in order from 1, so programs stay far below it; the
@@ -110,39 +111,53 @@ impl SiteFrames {
     }
 }
 
-/// The per-record cache (see the module docs).
+/// The per-record cache (see the module docs), in two tables by record
+/// index: what a hit reads, one cache line per record, and the rest.
 #[derive(Debug, Default)]
 pub(crate) struct TaskCache {
-    records: Vec<Seen>,
+    hot: Vec<Hot>,
+    cold: Vec<Cold>,
 }
 
-impl TaskCache {
-    /// The entry of record `index`.
-    #[inline]
-    pub(crate) fn record(&mut self, index: u32) -> &mut Seen {
-        let i = index as usize;
-        if i >= self.records.len() {
-            self.records.resize_with(i + 1, Seen::default);
-        }
-        &mut self.records[i]
-    }
-}
+/// Shape words a record's hot line holds: the state, the length and up to
+/// 8 sites of a sample with one stack.
+const INLINE_WORDS: usize = 10;
 
-/// What the sampler knows of the task a record held when last sampled.
-#[derive(Debug, Default)]
-pub(crate) struct Seen {
+/// What a hit reads of a record: the task, and its last sample's shape and
+/// entry when the sample was one stack of at most 8 frames (the usual
+/// one); others are in [`Cold`].
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+struct Hot {
     /// The task (`0`: none yet).
     task_id: u64,
-    /// The sources of its labels.
+    /// The epoch of the last sample's entries.
+    epoch: u64,
+    /// Words of the last sample's shape: `0` for none; a sample of one
+    /// stack of up to [`INLINE_WORDS`] words is in `words` (with its entry
+    /// in `entry`); any other is [`SPILLED`], in [`Cold`].
+    len: u32,
+    entry: u32,
+    words: [u32; INLINE_WORDS],
+}
+
+const _: () = assert!(std::mem::size_of::<Hot>() == 64);
+
+/// [`Hot::len`] of a last sample kept in [`Cold`].
+const SPILLED: u32 = u32::MAX;
+
+/// The rest of a record's entry.
+#[derive(Debug, Default)]
+struct Cold {
+    /// The sources of the task's labels.
     name: Option<Arc<TaskName>>,
     location: Option<&'static CallSite>,
-    /// The label ids (group, name), for this epoch and root site.
+    /// The label ids (group, name), for one epoch and root site.
     labels: Option<Labels>,
-    /// The last sample's shape (see [`Shape`]) and the entry of each of
-    /// its stacks, for `entries_epoch`; empty when none holds.
+    /// A last sample that does not fit the hot line: its shape, and the
+    /// entry of each of its stacks.
     shape: Vec<u32>,
     entries: Vec<u32>,
-    entries_epoch: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -153,36 +168,133 @@ struct Labels {
     name: u32,
 }
 
-impl Seen {
-    /// Whether a read of task `id` must load the task's extension (its
-    /// name and spawn location): it is not the task last seen here.
+impl TaskCache {
+    /// Makes room for record `index`, and asks for its hot line.
     #[inline]
-    pub(crate) fn wants_ext(&self, id: u64) -> bool {
-        self.task_id != id
-    }
-
-    /// Takes in a read of the record: a new task starts afresh (its labels
-    /// from `raw`, which then holds its extension).
-    #[inline]
-    pub(crate) fn observe(&mut self, raw: &RawTask) {
-        if self.task_id != raw.id {
-            self.task_id = raw.id;
-            self.name.clone_from(&raw.name);
-            self.location = raw.location;
-            self.labels = None;
-            self.shape.clear();
-            self.entries.clear();
+    pub(crate) fn prepare(&mut self, index: u32) {
+        let i = index as usize;
+        if i >= self.hot.len() {
+            self.grow(i);
         }
     }
 
-    /// The entries of the last sample, if it had this shape and its
-    /// entries hold in `epoch`.
-    #[inline]
-    pub(crate) fn entries_for(&self, shape: &Shape, epoch: u64) -> Option<&[u32]> {
-        (self.entries_epoch == epoch && !self.entries.is_empty() && self.shape == shape.words)
-            .then_some(&self.entries[..])
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) {
+        // Records are handed out from index 0 up: room for some more.
+        let n = (i + 1).next_power_of_two();
+        self.hot.resize(n, Hot::default());
+        self.cold.resize_with(n, Cold::default);
     }
 
+    /// Asks the processor for record `index`'s hot line, if it has one.
+    #[inline]
+    pub(crate) fn prefetch(&self, index: u32) {
+        if let Some(h) = self.hot.get(index as usize) {
+            crate::sync::prefetch(std::ptr::from_ref(h).cast());
+        }
+    }
+
+    /// Whether a read of task `id` in record `index` (prepared) must load
+    /// the task's extension (its name and spawn location): it is not the
+    /// task last seen there.
+    #[inline]
+    pub(crate) fn wants_ext(&self, index: u32, id: u64) -> bool {
+        self.hot[index as usize].task_id != id
+    }
+
+    /// Takes in a read of record `index` (prepared): a new task starts
+    /// afresh, its labels' sources from `raw` (which then holds its
+    /// extension: see [`wants_ext`](Self::wants_ext)).
+    #[inline]
+    pub(crate) fn observe(&mut self, index: u32, raw: &RawTask) {
+        let i = index as usize;
+        if self.hot[i].task_id != raw.id {
+            self.hot[i] = Hot {
+                task_id: raw.id,
+                ..Hot::default()
+            };
+            let cold = &mut self.cold[i];
+            cold.name.clone_from(&raw.name);
+            cold.location = raw.location;
+            cold.labels = None;
+        }
+    }
+
+    /// The entries of record `index`'s last sample, if it had this shape
+    /// and its entries hold in `epoch`.
+    #[inline]
+    pub(crate) fn entries_for(&self, index: u32, shape: &Shape, epoch: u64) -> Option<&[u32]> {
+        let i = index as usize;
+        let hot = &self.hot[i];
+        if hot.epoch != epoch || hot.len == 0 {
+            return None;
+        }
+        if hot.len == SPILLED {
+            let cold = &self.cold[i];
+            return Shape::same(&cold.shape, &shape.words).then_some(&cold.entries[..]);
+        }
+        let len = (hot.len as usize).min(INLINE_WORDS);
+        Shape::same(&hot.words[..len], &shape.words).then(|| std::slice::from_ref(&hot.entry))
+    }
+
+    /// Adds the stacks of `shape`, the `j`-th with `weights(j)`, to
+    /// `profile` for the task of record `index` (observed), interning what
+    /// is new, and remembers their entries.
+    pub(crate) fn add(
+        &mut self,
+        index: u32,
+        profile: &mut Profile,
+        sites: &mut SiteFrames,
+        shape: &Shape,
+        frames: &mut Vec<u32>,
+        weights: impl Fn(usize) -> Weights,
+    ) {
+        let i = index as usize;
+        let task_id = self.hot[i].task_id;
+        let cold = &mut self.cold[i];
+        cold.entries.clear();
+        let mut complete = true;
+        for (j, path) in shape.paths().enumerate() {
+            frames.clear();
+            for &site in path {
+                frames.push(sites.frame(profile, site));
+            }
+            let stack = profile.stack(frames);
+            let (group, task_name) = cold.labels(profile, path.first().copied().unwrap_or(0));
+            let key = EntryKey {
+                group,
+                task_id,
+                task_name,
+                state: shape.state(),
+                stack,
+            };
+            match profile.add_interned(key, weights(j)) {
+                Some(entry) => cold.entries.push(entry),
+                // The budget renumbered the tables: the entries so far are
+                // void (the next paths resolve afresh).
+                None => complete = false,
+            }
+        }
+        let hot = &mut self.hot[i];
+        hot.len = 0;
+        if !complete {
+            return;
+        }
+        hot.epoch = profile.epoch();
+        let len = shape.words.len();
+        if shape.paths == 1 && len <= INLINE_WORDS {
+            hot.words[..len].copy_from_slice(&shape.words);
+            hot.entry = cold.entries[0];
+            hot.len = len as u32;
+        } else {
+            cold.shape.clone_from(&shape.words);
+            hot.len = SPILLED;
+        }
+    }
+}
+
+impl Cold {
     /// The group and name ids of this task with root site `root_site`, in
     /// `profile`'s epoch; interned if new.
     fn labels(&mut self, profile: &mut Profile, root_site: u32) -> (u32, u32) {
@@ -204,47 +316,6 @@ impl Seen {
             name,
         });
         (group, name)
-    }
-
-    /// Adds the stacks of `shape`, the `j`-th with `weights(j)`, to
-    /// `profile`, interning what is new, and remembers their entries.
-    pub(crate) fn add(
-        &mut self,
-        profile: &mut Profile,
-        sites: &mut SiteFrames,
-        shape: &Shape,
-        frames: &mut Vec<u32>,
-        weights: impl Fn(usize) -> Weights,
-    ) {
-        self.entries.clear();
-        let mut complete = true;
-        for (j, path) in shape.paths().enumerate() {
-            frames.clear();
-            for &site in path {
-                frames.push(sites.frame(profile, site));
-            }
-            let stack = profile.stack(frames);
-            let (group, task_name) = self.labels(profile, path.first().copied().unwrap_or(0));
-            let key = EntryKey {
-                group,
-                task_id: self.task_id,
-                task_name,
-                state: shape.state(),
-                stack,
-            };
-            match profile.add_interned(key, weights(j)) {
-                Some(entry) => self.entries.push(entry),
-                // The budget renumbered the tables: the entries so far are
-                // void (the next paths resolve afresh).
-                None => complete = false,
-            }
-        }
-        if complete {
-            self.shape.clone_from(&shape.words);
-            self.entries_epoch = profile.epoch();
-        } else {
-            self.entries.clear();
-        }
     }
 }
 
@@ -268,12 +339,24 @@ impl Shape {
         self.paths = 0;
     }
 
-    /// Appends a path, root first.
+    /// Appends the path from the root to `copy.frames[end]`, cut at
+    /// [`MAX_DEPTH`] frames.
     #[inline]
-    pub(crate) fn push_path(&mut self, sites: &[u32]) {
-        self.words.push(sites.len() as u32);
-        self.words.extend_from_slice(sites);
+    pub(crate) fn push_path(&mut self, copy: &StackCopy, end: usize) {
+        let at = self.words.len();
+        self.words.push(0);
+        copy.path_sites(end, &mut self.words);
+        let len = (self.words.len() - at - 1).min(MAX_DEPTH);
+        self.words.truncate(at + 1 + len);
+        self.words[at] = len as u32;
         self.paths += 1;
+    }
+
+    /// Whether `a` and `b` are the same shape words (a plain loop: shapes
+    /// are a few words, shorter than a call to `memcmp` is worth).
+    #[inline]
+    fn same(a: &[u32], b: &[u32]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
     }
 
     pub(crate) fn state(&self) -> SampleState {

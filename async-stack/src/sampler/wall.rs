@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::cache::{Shape, SiteFrames, TaskCache};
 use super::profile::RawFrame;
-use super::{Grouping, MAX_DEPTH, Profile, SampleState, SamplerBuilder, Stats, Weights};
+use super::{Grouping, Profile, SampleState, SamplerBuilder, Stats, Weights};
 use crate::record::site::{CallSite, await_site_by_id, call_site_by_id};
 use crate::task::TaskState;
 use crate::task::record::{TaskName, TaskRecord};
@@ -71,7 +71,6 @@ pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
         copy: StackCopy::default(),
         running: Vec::new(),
         reservoir: Vec::new(),
-        path: Vec::new(),
         frame_ids: Vec::new(),
         shape: Shape::default(),
         site_frames: SiteFrames::default(),
@@ -145,8 +144,7 @@ pub(crate) struct Sampling {
     /// indices.
     running: Vec<(u32, &'static TaskRecord)>,
     reservoir: Vec<(u32, &'static TaskRecord)>,
-    /// Scratch: a path's sites, a stack's frame ids, and a sample's shape.
-    path: Vec<u32>,
+    /// Scratch: a stack's frame ids, and a sample's shape.
     frame_ids: Vec<u32>,
     shape: Shape,
     /// Profile ids remembered between samples (see [`super::cache`]).
@@ -260,8 +258,9 @@ impl Sampling {
         self.running = running;
         let reservoir = std::mem::take(&mut self.reservoir);
         for (i, &(index, r)) in reservoir.iter().enumerate() {
-            if let Some(&(_, ahead)) = reservoir.get(i + PREFETCH_AHEAD) {
-                ahead.prefetch();
+            if let Some(&(ahead, record)) = reservoir.get(i + PREFETCH_AHEAD) {
+                record.prefetch();
+                self.tasks.prefetch(ahead);
             }
             self.sample(index, r, now_ms, per + u64::from((i as u64) < extra));
         }
@@ -275,9 +274,10 @@ impl Sampling {
     /// adds its weights to the entries that sample hit (see
     /// [`super::cache`]), and loads neither its name nor its spawn site.
     fn sample(&mut self, index: u32, r: &TaskRecord, now_ms: u64, times: u64) {
-        let seen = self.tasks.record(index);
+        let tasks = &mut self.tasks;
+        tasks.prepare(index);
         let read = r.read_tries_with(&mut self.copy, now_ms, COPY_TRIES, |id, _| {
-            seen.wants_ext(id)
+            tasks.wants_ext(index, id)
         });
         let Some(raw) = read else {
             // The task ended between the scan and the read.
@@ -299,7 +299,7 @@ impl Sampling {
         if self.copy.hidden > 0 {
             stats.truncated += 1;
         }
-        seen.observe(&raw);
+        tasks.observe(index, &raw);
         let wall = self.interval.as_nanos() as u64 * times;
         let shape = &mut self.shape;
         if raw.state == TaskState::Running {
@@ -312,34 +312,38 @@ impl Sampling {
                 .or_else(|| frames.iter().rposition(|f| f.running))
                 .unwrap_or(0);
             shape.start(SampleState::OnCpu);
-            self.copy.path_sites(end, &mut self.path);
-            shape.push_path(&self.path[..self.path.len().min(MAX_DEPTH)]);
+            shape.push_path(&self.copy, end);
         } else {
             // Suspended: one stack per pending branch (leaf of the tree).
             shape.start(SampleState::OffCpu);
             for i in 0..frames.len() {
                 let next_depth = frames.get(i + 1).map(|f| f.depth);
                 if next_depth.is_none_or(|d| d <= frames[i].depth) {
-                    self.copy.path_sites(i, &mut self.path);
-                    shape.push_path(&self.path[..self.path.len().min(MAX_DEPTH)]);
+                    shape.push_path(&self.copy, i);
                 }
             }
         }
         // The wall time is shared among the branches, the remainder to the
-        // first, so the task's total is exact.
+        // first, so the task's total is exact (one branch, the usual case,
+        // without dividing).
         let n = shape.len() as u64;
         let weights = |j: usize| Weights {
             samples: times,
-            wall_ns: wall / n + if j == 0 { wall % n } else { 0 },
+            wall_ns: match (n, j) {
+                (1, _) => wall,
+                (_, 0) => wall / n + wall % n,
+                _ => wall / n,
+            },
             cpu_ns: 0,
         };
-        if let Some(entries) = seen.entries_for(shape, self.profile.epoch()) {
+        if let Some(entries) = tasks.entries_for(index, shape, self.profile.epoch()) {
             for (j, &entry) in entries.iter().enumerate() {
                 self.profile.add_to_entry(entry, weights(j));
             }
             return;
         }
-        seen.add(
+        tasks.add(
+            index,
             &mut self.profile,
             &mut self.site_frames,
             shape,
