@@ -631,7 +631,9 @@ impl Sampling {
                     raw.location,
                     raw.root_site,
                     self.profile.grouping,
-                ),
+                )
+                .0
+                .into_owned(),
                 raw.name
                     .as_deref()
                     .map_or(String::new(), |n| n.as_str().to_owned()),

@@ -27,7 +27,9 @@
 //!    and [`Stats::dropped`].
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, RandomState};
+
+use rustc_hash::FxHasher;
 
 use serde::Serialize;
 
@@ -335,23 +337,26 @@ pub struct Mismatch {
 /// How many mismatches a profile keeps in full.
 pub const MAX_MISMATCHES: usize = 8;
 
-/// An interning table: values by id, ids by value.
+/// The hasher of the tables keyed by integer ids (see `Cargo.toml`).
+type Fx = BuildHasherDefault<FxHasher>;
+
+/// An interning table: values by id, ids by value, hashed by `S`.
 #[derive(Clone, Debug)]
-pub(crate) struct Interner<T: Eq + Hash + Clone> {
+pub(crate) struct Interner<T: Eq + Hash + Clone, S = RandomState> {
     pub(crate) items: Vec<T>,
-    ids: HashMap<T, u32>,
+    ids: HashMap<T, u32, S>,
 }
 
-impl<T: Eq + Hash + Clone> Default for Interner<T> {
+impl<T: Eq + Hash + Clone, S: Default> Default for Interner<T, S> {
     fn default() -> Self {
         Interner {
             items: Vec::new(),
-            ids: HashMap::new(),
+            ids: HashMap::default(),
         }
     }
 }
 
-impl<T: Eq + Hash + Clone> Interner<T> {
+impl<T: Eq + Hash + Clone, S: BuildHasher + Default> Interner<T, S> {
     /// The id of `value`, and whether it is new.
     fn intern(&mut self, value: &T) -> (u32, bool) {
         if let Some(&id) = self.ids.get(value) {
@@ -366,7 +371,7 @@ impl<T: Eq + Hash + Clone> Interner<T> {
     /// Builds the table from its items (a loaded snapshot); `None` if two
     /// items are equal.
     pub(crate) fn from_items(items: Vec<T>) -> Option<Self> {
-        let mut ids = HashMap::with_capacity(items.len());
+        let mut ids = HashMap::with_capacity_and_hasher(items.len(), S::default());
         for (i, item) in items.iter().enumerate() {
             if ids.insert(item.clone(), i as u32).is_some() {
                 return None;
@@ -415,10 +420,10 @@ pub(crate) enum RawFrame<'a> {
 pub struct Profile {
     pub(crate) strings: Interner<Box<str>>,
     pub(crate) modules: Interner<Module>,
-    pub(crate) frames: Interner<Frame>,
-    pub(crate) stacks: Interner<Box<[u32]>>,
+    pub(crate) frames: Interner<Frame, Fx>,
+    pub(crate) stacks: Interner<Box<[u32]>, Fx>,
     pub(crate) entries: Vec<Entry>,
-    entry_ids: HashMap<EntryKey, u32>,
+    entry_ids: HashMap<EntryKey, u32, Fx>,
     pub(crate) stats: Stats,
     pub(crate) mismatches: Vec<Mismatch>,
     /// Sampling frequency of the run (of the last run, when resumed).
@@ -451,7 +456,7 @@ impl Profile {
             frames: Interner::default(),
             stacks: Interner::default(),
             entries: Vec::new(),
-            entry_ids: HashMap::new(),
+            entry_ids: HashMap::default(),
             stats: Stats::default(),
             mismatches: Vec::new(),
             frequency_hz: 0,
@@ -480,7 +485,7 @@ impl Profile {
         meta: (u32, Grouping, u64, u64, usize),
     ) -> Option<Profile> {
         let (frequency_hz, grouping, duration_ns, start_unix_ns, budget) = meta;
-        let mut entry_ids = HashMap::with_capacity(entries.len());
+        let mut entry_ids = HashMap::with_capacity_and_hasher(entries.len(), Fx::default());
         for (i, e) in entries.iter().enumerate() {
             if entry_ids.insert(e.key(), i as u32).is_some() {
                 return None;

@@ -1,6 +1,7 @@
 //! The sampler thread: wall-clock ticks over every task, and the drain of
 //! on-CPU samples (see the module docs of [`crate::sampler`]).
 
+use std::borrow::Cow;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use super::profile::RawFrame;
 use super::{Grouping, Profile, SampleState, SamplerBuilder, Stats, Weights};
 use crate::record::site::{CallSite, await_site_by_id, call_site_by_id};
 use crate::task::TaskState;
-use crate::task::record::{TaskName, TaskRecord};
+use crate::task::record::{RawTask, TaskName, TaskRecord};
 use crate::task::registry;
 use crate::task::stack::{StackCopy, word};
 
@@ -62,23 +63,15 @@ pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
     } else {
         None
     };
-    let mut state = Sampling {
-        profile,
-        interval,
-        max_tasks: b.max_tasks_per_tick,
-        rng: b.seed | 1,
-        last_cpu: 0,
-        copy: StackCopy::default(),
-        running: Vec::new(),
-        reservoir: Vec::new(),
-        frame_ids: Vec::new(),
-        shape: Shape::default(),
-        site_frames: SiteFrames::default(),
-        tasks: TaskCache::default(),
-        #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        on_cpu,
-        modules: super::native::Modules::new(),
-    };
+    #[cfg_attr(
+        not(all(target_os = "linux", not(async_stack_loom))),
+        allow(unused_mut)
+    )]
+    let mut state = Sampling::new(profile, interval, b.max_tasks_per_tick, b.seed);
+    #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+    {
+        state.on_cpu = on_cpu;
+    }
     let thread_shared = shared.clone();
     let thread = std::thread::Builder::new()
         .name("async-stack-sampler".into())
@@ -139,7 +132,7 @@ pub(crate) struct Sampling {
     rng: u64,
     /// The sampler thread's CPU time at the end of the last tick.
     last_cpu: u64,
-    copy: StackCopy,
+    pub(crate) copy: StackCopy,
     /// Scratch: the tick's running tasks and reservoir, with their record
     /// indices.
     running: Vec<(u32, &'static TaskRecord)>,
@@ -157,6 +150,28 @@ pub(crate) struct Sampling {
 }
 
 impl Sampling {
+    /// The state of a sampler thread that aggregates into `profile`,
+    /// ticking every `interval` (the on-CPU session is added by `start`).
+    pub(crate) fn new(profile: Profile, interval: Duration, max_tasks: usize, seed: u64) -> Self {
+        Sampling {
+            profile,
+            interval,
+            max_tasks,
+            rng: seed | 1,
+            last_cpu: 0,
+            copy: StackCopy::default(),
+            running: Vec::new(),
+            reservoir: Vec::new(),
+            frame_ids: Vec::new(),
+            shape: Shape::default(),
+            site_frames: SiteFrames::default(),
+            tasks: TaskCache::default(),
+            #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+            on_cpu: None,
+            modules: super::native::Modules::new(),
+        }
+    }
+
     fn run(&mut self, shared: &Shared) {
         let started = Instant::now();
         self.last_cpu = thread_cpu_ns();
@@ -274,8 +289,7 @@ impl Sampling {
     /// adds its weights to the entries that sample hit (see
     /// [`super::cache`]), and loads neither its name nor its spawn site.
     fn sample(&mut self, index: u32, r: &TaskRecord, now_ms: u64, times: u64) {
-        let tasks = &mut self.tasks;
-        tasks.prepare(index);
+        let tasks = &self.tasks;
         let read = r.read_tries_with(&mut self.copy, now_ms, COPY_TRIES, |id, _| {
             tasks.wants_ext(index, id)
         });
@@ -299,7 +313,16 @@ impl Sampling {
         if self.copy.hidden > 0 {
             stats.truncated += 1;
         }
-        tasks.observe(index, &raw);
+        self.aggregate(index, &raw, times);
+    }
+
+    /// Adds the sample(s) of `raw`, read from record `index` with its
+    /// stack in `self.copy` (not empty), standing for `times` tasks.
+    #[inline]
+    pub(crate) fn aggregate(&mut self, index: u32, raw: &RawTask, times: u64) {
+        let tasks = &mut self.tasks;
+        let frames = &self.copy.frames;
+        tasks.observe(index, raw);
         let wall = self.interval.as_nanos() as u64 * times;
         let shape = &mut self.shape;
         if raw.state == TaskState::Running {
@@ -423,28 +446,30 @@ pub(crate) fn resolve_site(site: u32) -> Option<RawFrame<'static>> {
 }
 
 /// The group of a task (see [`Grouping`]) with this name, spawn location
-/// and root site.
-pub(crate) fn group_of(
-    name: Option<&TaskName>,
+/// and root site, and whether it is the root's (so depends on the root
+/// site).
+pub(crate) fn group_of<'a>(
+    name: Option<&'a TaskName>,
     location: Option<&'static CallSite>,
     root_site: u32,
     grouping: Grouping,
-) -> String {
-    let root = || {
-        let id = root_site & !word::AWAIT;
-        let call = if root_site & word::AWAIT != 0 {
-            await_site_by_id(id).map(|a| a.call_site())
-        } else {
-            call_site_by_id(id)
-        };
-        call.map_or("<unknown>", CallSite::function_static)
+) -> (Cow<'a, str>, bool) {
+    let spawn = || location.map(|l| Cow::Owned(format!("{}:{}", l.file(), l.line())));
+    let group = match grouping {
+        Grouping::TaskName => name.map(|n| Cow::Borrowed(n.as_str())).or_else(spawn),
+        Grouping::SpawnSite => spawn(),
     };
-    let spawn = || location.map(|l| format!("{}:{}", l.file(), l.line()));
-    match grouping {
-        Grouping::TaskName => name
-            .map(|n| n.as_str().to_owned())
-            .or_else(spawn)
-            .unwrap_or_else(|| root().to_owned()),
-        Grouping::SpawnSite => spawn().unwrap_or_else(|| root().to_owned()),
+    if let Some(group) = group {
+        return (group, false);
     }
+    let id = root_site & !word::AWAIT;
+    let call = if root_site & word::AWAIT != 0 {
+        await_site_by_id(id).map(|a| a.call_site())
+    } else {
+        call_site_by_id(id)
+    };
+    (
+        Cow::Borrowed(call.map_or("<unknown>", CallSite::function_static)),
+        true,
+    )
 }
