@@ -38,6 +38,12 @@
 //!   (reservoir sampling) of the others, and gives each kept task the
 //!   weight of the ones it stands for, so that totals stay unbiased.
 //!
+//! Samples are aggregated by interned ids: each call and await site is
+//! resolved to text once per profile, and a task sampled with the same
+//! stacks as at its previous sample adds its weights to the entries that
+//! sample went to, with no hashing and no allocation (the sampler
+//! thread's caches, `sampler/cache.rs`).
+//!
 //! # On-CPU sampling (Linux)
 //!
 //! With [`SamplerBuilder::on_cpu`], every thread that polls tasks gets a
