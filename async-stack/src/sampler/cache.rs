@@ -35,6 +35,13 @@
 //! new ids are interned in the same order, so the profile is the same
 //! table for table.
 //!
+//! # Memory
+//!
+//! The per-record cache grows to the highest record index sampled and
+//! stays for the sampler's life: 160 bytes per record (a 64-byte hot line
+//! and the rest), plus the shapes that do not fit the hot line. It is the
+//! sampler thread's, outside the profile's memory budget.
+//!
 //! [`TaskRecord::read_tries_with`]: crate::task::record::TaskRecord::read_tries_with
 
 use std::sync::Arc;
@@ -142,6 +149,7 @@ struct Hot {
 }
 
 const _: () = assert!(std::mem::size_of::<Hot>() == 64);
+const _: () = assert!(std::mem::size_of::<Cold>() <= 96 || cfg!(async_stack_loom));
 
 /// [`Hot::len`] of a last sample kept in [`Cold`].
 const SPILLED: u32 = u32::MAX;
