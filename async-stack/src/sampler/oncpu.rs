@@ -626,7 +626,14 @@ impl Sampling {
         let mut copy = StackCopy::default();
         match r.read(&mut copy, now) {
             Some(raw) if raw.id == s.task_id => (
-                super::wall::group_of(&raw, self.profile.grouping),
+                super::wall::group_of(
+                    raw.name.as_deref(),
+                    raw.location,
+                    raw.root_site,
+                    self.profile.grouping,
+                )
+                .0
+                .into_owned(),
                 raw.name
                     .as_deref()
                     .map_or(String::new(), |n| n.as_str().to_owned()),

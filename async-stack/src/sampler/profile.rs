@@ -27,7 +27,9 @@
 //!    and [`Stats::dropped`].
 
 use std::collections::HashMap;
-use std::hash::Hash;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, RandomState};
+
+use rustc_hash::FxHasher;
 
 use serde::Serialize;
 
@@ -297,13 +299,15 @@ pub(crate) struct Entry {
     pub(crate) weights: Weights,
 }
 
+/// What an entry is aggregated by: ids of the profile's tables (of one
+/// [`epoch`](Profile::epoch)) and the task id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-struct EntryKey {
-    group: u32,
-    task_id: u64,
-    task_name: u32,
-    state: SampleState,
-    stack: u32,
+pub(crate) struct EntryKey {
+    pub(crate) group: u32,
+    pub(crate) task_id: u64,
+    pub(crate) task_name: u32,
+    pub(crate) state: SampleState,
+    pub(crate) stack: u32,
 }
 
 impl Entry {
@@ -333,23 +337,26 @@ pub struct Mismatch {
 /// How many mismatches a profile keeps in full.
 pub const MAX_MISMATCHES: usize = 8;
 
-/// An interning table: values by id, ids by value.
+/// The hasher of the tables keyed by integer ids (see `Cargo.toml`).
+type Fx = BuildHasherDefault<FxHasher>;
+
+/// An interning table: values by id, ids by value, hashed by `S`.
 #[derive(Clone, Debug)]
-pub(crate) struct Interner<T: Eq + Hash + Clone> {
+pub(crate) struct Interner<T: Eq + Hash + Clone, S = RandomState> {
     pub(crate) items: Vec<T>,
-    ids: HashMap<T, u32>,
+    ids: HashMap<T, u32, S>,
 }
 
-impl<T: Eq + Hash + Clone> Default for Interner<T> {
+impl<T: Eq + Hash + Clone, S: Default> Default for Interner<T, S> {
     fn default() -> Self {
         Interner {
             items: Vec::new(),
-            ids: HashMap::new(),
+            ids: HashMap::default(),
         }
     }
 }
 
-impl<T: Eq + Hash + Clone> Interner<T> {
+impl<T: Eq + Hash + Clone, S: BuildHasher + Default> Interner<T, S> {
     /// The id of `value`, and whether it is new.
     fn intern(&mut self, value: &T) -> (u32, bool) {
         if let Some(&id) = self.ids.get(value) {
@@ -364,7 +371,7 @@ impl<T: Eq + Hash + Clone> Interner<T> {
     /// Builds the table from its items (a loaded snapshot); `None` if two
     /// items are equal.
     pub(crate) fn from_items(items: Vec<T>) -> Option<Self> {
-        let mut ids = HashMap::with_capacity(items.len());
+        let mut ids = HashMap::with_capacity_and_hasher(items.len(), S::default());
         for (i, item) in items.iter().enumerate() {
             if ids.insert(item.clone(), i as u32).is_some() {
                 return None;
@@ -413,10 +420,10 @@ pub(crate) enum RawFrame<'a> {
 pub struct Profile {
     pub(crate) strings: Interner<Box<str>>,
     pub(crate) modules: Interner<Module>,
-    pub(crate) frames: Interner<Frame>,
-    pub(crate) stacks: Interner<Box<[u32]>>,
+    pub(crate) frames: Interner<Frame, Fx>,
+    pub(crate) stacks: Interner<Box<[u32]>, Fx>,
     pub(crate) entries: Vec<Entry>,
-    entry_ids: HashMap<EntryKey, u32>,
+    entry_ids: HashMap<EntryKey, u32, Fx>,
     pub(crate) stats: Stats,
     pub(crate) mismatches: Vec<Mismatch>,
     /// Sampling frequency of the run (of the last run, when resumed).
@@ -429,6 +436,8 @@ pub struct Profile {
     pub(crate) budget: usize,
     /// Estimated bytes of the tables.
     bytes: usize,
+    /// How many times the tables were rebuilt (see [`epoch`](Self::epoch)).
+    epoch: u64,
 }
 
 impl Default for Profile {
@@ -447,7 +456,7 @@ impl Profile {
             frames: Interner::default(),
             stacks: Interner::default(),
             entries: Vec::new(),
-            entry_ids: HashMap::new(),
+            entry_ids: HashMap::default(),
             stats: Stats::default(),
             mismatches: Vec::new(),
             frequency_hz: 0,
@@ -456,6 +465,7 @@ impl Profile {
             start_unix_ns: 0,
             budget: budget.clamp(MIN_BUDGET, MAX_BUDGET),
             bytes: 0,
+            epoch: 0,
         };
         p.string("");
         p
@@ -475,7 +485,7 @@ impl Profile {
         meta: (u32, Grouping, u64, u64, usize),
     ) -> Option<Profile> {
         let (frequency_hz, grouping, duration_ns, start_unix_ns, budget) = meta;
-        let mut entry_ids = HashMap::with_capacity(entries.len());
+        let mut entry_ids = HashMap::with_capacity_and_hasher(entries.len(), Fx::default());
         for (i, e) in entries.iter().enumerate() {
             if entry_ids.insert(e.key(), i as u32).is_some() {
                 return None;
@@ -496,6 +506,7 @@ impl Profile {
             start_unix_ns,
             budget: budget.clamp(MIN_BUDGET, MAX_BUDGET),
             bytes: 0,
+            epoch: 0,
         };
         p.bytes = p.measure();
         Some(p)
@@ -574,7 +585,8 @@ impl Profile {
         self.strings.get(id).map_or("", |s| s)
     }
 
-    fn string(&mut self, s: &str) -> u32 {
+    /// The id of string `s`, interned if new.
+    pub(crate) fn string(&mut self, s: &str) -> u32 {
         if let Some(&id) = self.strings.ids.get(s) {
             return id;
         }
@@ -583,7 +595,8 @@ impl Profile {
         id
     }
 
-    fn frame(&mut self, f: &RawFrame<'_>) -> u32 {
+    /// The id of frame `f`, interned (with its strings) if new.
+    pub(crate) fn frame(&mut self, f: &RawFrame<'_>) -> u32 {
         let frame = match *f {
             RawFrame::Async {
                 function,
@@ -629,7 +642,9 @@ impl Profile {
         id
     }
 
-    fn stack(&mut self, frames: &[u32]) -> u32 {
+    /// The id of the stack of frame ids `frames`, root first, interned if
+    /// new.
+    pub(crate) fn stack(&mut self, frames: &[u32]) -> u32 {
         if let Some(&id) = self.stacks.ids.get(frames) {
             return id;
         }
@@ -658,17 +673,47 @@ impl Profile {
             state,
             stack,
         };
-        self.add_entry(key, weights);
-        if self.bytes > self.budget {
-            self.shed();
-        }
+        self.add_interned(key, weights);
     }
 
-    fn add_entry(&mut self, key: EntryKey, weights: Weights) {
+    /// How many times the tables were rebuilt by the budget. Every id this
+    /// profile handed out (strings, frames, stacks, entry indices) holds
+    /// only within one epoch: a caller that keeps ids between insertions
+    /// (the sampler's caches) drops them when the epoch moves.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// [`add`](Self::add) with the strings and the stack already interned
+    /// (ids of the current epoch). Returns the entry's index, for
+    /// [`add_to_entry`](Self::add_to_entry), or `None` when the insertion
+    /// took the profile over its budget and it shed (a new epoch).
+    pub(crate) fn add_interned(&mut self, key: EntryKey, weights: Weights) -> Option<u32> {
+        let entry = self.add_entry(key, weights);
+        if self.bytes > self.budget {
+            self.shed();
+            return None;
+        }
+        Some(entry)
+    }
+
+    /// Adds `weights` to entry `entry`, an index
+    /// [`add_interned`](Self::add_interned) returned in the current epoch.
+    /// The tables do not grow, so the budget holds.
+    #[inline]
+    pub(crate) fn add_to_entry(&mut self, entry: u32, weights: Weights) {
+        self.entries[entry as usize].weights.add(weights);
+    }
+
+    fn add_entry(&mut self, key: EntryKey, weights: Weights) -> u32 {
         match self.entry_ids.get(&key) {
-            Some(&i) => self.entries[i as usize].weights.add(weights),
+            Some(&i) => {
+                self.entries[i as usize].weights.add(weights);
+                i
+            }
             None => {
-                self.entry_ids.insert(key, self.entries.len() as u32);
+                let i = self.entries.len() as u32;
+                self.entry_ids.insert(key, i);
                 self.entries.push(Entry {
                     group: key.group,
                     task_id: key.task_id,
@@ -678,6 +723,7 @@ impl Profile {
                     weights,
                 });
                 self.bytes += 2 * std::mem::size_of::<Entry>() + INTERN_OVERHEAD;
+                i
             }
         }
     }
@@ -793,6 +839,7 @@ impl Profile {
         fresh.grouping = self.grouping;
         fresh.duration_ns = self.duration_ns;
         fresh.start_unix_ns = self.start_unix_ns;
+        fresh.epoch = self.epoch + 1;
         let mut frames = Vec::new();
         for i in 0..self.entries.len() {
             let e = self.entries[i];

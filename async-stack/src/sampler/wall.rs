@@ -1,15 +1,17 @@
 //! The sampler thread: wall-clock ticks over every task, and the drain of
 //! on-CPU samples (see the module docs of [`crate::sampler`]).
 
+use std::borrow::Cow;
 use std::io;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use super::cache::{Shape, SiteFrames, TaskCache};
 use super::profile::RawFrame;
-use super::{Grouping, MAX_DEPTH, Profile, SampleState, SamplerBuilder, Stats, Weights};
+use super::{Grouping, Profile, SampleState, SamplerBuilder, Stats, Weights};
 use crate::record::site::{CallSite, await_site_by_id, call_site_by_id};
 use crate::task::TaskState;
-use crate::task::record::{RawTask, TaskRecord};
+use crate::task::record::{RawTask, TaskName, TaskRecord};
 use crate::task::registry;
 use crate::task::stack::{StackCopy, word};
 
@@ -61,22 +63,15 @@ pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
     } else {
         None
     };
-    let mut state = Sampling {
-        profile,
-        interval,
-        max_tasks: b.max_tasks_per_tick,
-        rng: b.seed | 1,
-        last_cpu: 0,
-        copy: StackCopy::default(),
-        running: Vec::new(),
-        reservoir: Vec::new(),
-        leaves: Vec::new(),
-        frames: Vec::new(),
-        sites: Vec::new(),
-        #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        on_cpu,
-        modules: super::native::Modules::new(),
-    };
+    #[cfg_attr(
+        not(all(target_os = "linux", not(async_stack_loom))),
+        allow(unused_mut)
+    )]
+    let mut state = Sampling::new(profile, interval, b.max_tasks_per_tick, b.seed);
+    #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+    {
+        state.on_cpu = on_cpu;
+    }
     let thread_shared = shared.clone();
     let thread = std::thread::Builder::new()
         .name("async-stack-sampler".into())
@@ -137,14 +132,17 @@ pub(crate) struct Sampling {
     rng: u64,
     /// The sampler thread's CPU time at the end of the last tick.
     last_cpu: u64,
-    copy: StackCopy,
-    /// Scratch: the tick's running tasks and reservoir.
-    running: Vec<&'static TaskRecord>,
-    reservoir: Vec<&'static TaskRecord>,
-    /// Scratch: indices of a copy's leaves, and a sample's frames.
-    leaves: Vec<usize>,
-    frames: Vec<RawFrame<'static>>,
-    sites: Vec<u32>,
+    pub(crate) copy: StackCopy,
+    /// Scratch: the tick's running tasks and reservoir, with their record
+    /// indices.
+    running: Vec<(u32, &'static TaskRecord)>,
+    reservoir: Vec<(u32, &'static TaskRecord)>,
+    /// Scratch: a stack's frame ids, and a sample's shape.
+    frame_ids: Vec<u32>,
+    shape: Shape,
+    /// Profile ids remembered between samples (see [`super::cache`]).
+    pub(crate) site_frames: SiteFrames,
+    tasks: TaskCache,
     #[cfg(all(target_os = "linux", not(async_stack_loom)))]
     pub(crate) on_cpu: Option<super::oncpu::Session>,
     /// Where native addresses live, for on-CPU samples.
@@ -152,6 +150,28 @@ pub(crate) struct Sampling {
 }
 
 impl Sampling {
+    /// The state of a sampler thread that aggregates into `profile`,
+    /// ticking every `interval` (the on-CPU session is added by `start`).
+    pub(crate) fn new(profile: Profile, interval: Duration, max_tasks: usize, seed: u64) -> Self {
+        Sampling {
+            profile,
+            interval,
+            max_tasks,
+            rng: seed | 1,
+            last_cpu: 0,
+            copy: StackCopy::default(),
+            running: Vec::new(),
+            reservoir: Vec::new(),
+            frame_ids: Vec::new(),
+            shape: Shape::default(),
+            site_frames: SiteFrames::default(),
+            tasks: TaskCache::default(),
+            #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+            on_cpu: None,
+            modules: super::native::Modules::new(),
+        }
+    }
+
     fn run(&mut self, shared: &Shared) {
         let started = Instant::now();
         self.last_cpu = thread_cpu_ns();
@@ -217,22 +237,22 @@ impl Sampling {
         let mut others = 0u64;
         let mut rng = self.rng;
         let (running, reservoir) = (&mut self.running, &mut self.reservoir);
-        registry::for_each_record(|r| {
+        registry::for_each_record(|index, r| {
             let Some((_, state, _)) = r.peek(now_ms) else {
                 return;
             };
             if state == TaskState::Running {
-                running.push(r);
+                running.push((index, r));
                 return;
             }
             others += 1;
             if reservoir.len() < k {
-                reservoir.push(r);
+                reservoir.push((index, r));
             } else {
                 // Algorithm R: keep the n-th with probability k/n.
                 let j = next_random(&mut rng) % others;
                 if (j as usize) < k {
-                    reservoir[j as usize] = r;
+                    reservoir[j as usize] = (index, r);
                 }
             }
         });
@@ -247,20 +267,33 @@ impl Sampling {
             None => (1, 0),
         };
         let running = std::mem::take(&mut self.running);
-        for r in &running {
-            self.sample(r, now_ms, 1);
+        for &(index, r) in &running {
+            self.sample(index, r, now_ms, 1);
         }
         self.running = running;
         let reservoir = std::mem::take(&mut self.reservoir);
-        for (i, r) in reservoir.iter().enumerate() {
-            self.sample(r, now_ms, per + u64::from((i as u64) < extra));
+        for (i, &(index, r)) in reservoir.iter().enumerate() {
+            if let Some(&(ahead, record)) = reservoir.get(i + PREFETCH_AHEAD) {
+                record.prefetch();
+                self.tasks.prefetch(ahead);
+            }
+            self.sample(index, r, now_ms, per + u64::from((i as u64) < extra));
         }
         self.reservoir = reservoir;
     }
 
-    /// Reads one task and adds its sample(s), standing for `times` tasks.
-    fn sample(&mut self, r: &TaskRecord, now_ms: u64, times: u64) {
-        let Some(raw) = r.read_tries(&mut self.copy, now_ms, COPY_TRIES) else {
+    /// Reads one task (record `index`) and adds its sample(s), standing
+    /// for `times` tasks.
+    ///
+    /// The steady path: a task whose stacks are those of its last sample
+    /// adds its weights to the entries that sample hit (see
+    /// [`super::cache`]), and loads neither its name nor its spawn site.
+    fn sample(&mut self, index: u32, r: &TaskRecord, now_ms: u64, times: u64) {
+        let tasks = &self.tasks;
+        let read = r.read_tries_with(&mut self.copy, now_ms, COPY_TRIES, |id, _| {
+            tasks.wants_ext(index, id)
+        });
+        let Some(raw) = read else {
             // The task ended between the scan and the read.
             return;
         };
@@ -280,9 +313,18 @@ impl Sampling {
         if self.copy.hidden > 0 {
             stats.truncated += 1;
         }
-        let group = group_of(&raw, self.profile.grouping);
-        let name = raw.name.as_deref().map_or("", |n| n.as_str());
+        self.aggregate(index, &raw, times);
+    }
+
+    /// Adds the sample(s) of `raw`, read from record `index` with its
+    /// stack in `self.copy` (not empty), standing for `times` tasks.
+    #[inline]
+    pub(crate) fn aggregate(&mut self, index: u32, raw: &RawTask, times: u64) {
+        let tasks = &mut self.tasks;
+        let frames = &self.copy.frames;
+        tasks.observe(index, raw);
         let wall = self.interval.as_nanos() as u64 * times;
+        let shape = &mut self.shape;
         if raw.state == TaskState::Running {
             // The path to the polled frame; without one (the polled frame
             // holds no slot, or the platform does not tag the current
@@ -292,54 +334,52 @@ impl Sampling {
                 .position(|f| f.innermost)
                 .or_else(|| frames.iter().rposition(|f| f.running))
                 .unwrap_or(0);
-            fill_path(&mut self.frames, &mut self.sites, &self.copy, end);
-            let weights = Weights {
-                samples: times,
-                wall_ns: wall,
-                cpu_ns: 0,
-            };
-            self.profile.add(
-                &group,
-                raw.id,
-                name,
-                SampleState::OnCpu,
-                &self.frames,
-                weights,
-            );
-            return;
-        }
-        // Suspended: one stack per pending branch (leaf of the tree).
-        self.leaves.clear();
-        for i in 0..frames.len() {
-            let next_depth = frames.get(i + 1).map(|f| f.depth);
-            if next_depth.is_none_or(|d| d <= frames[i].depth) {
-                self.leaves.push(i);
+            shape.start(SampleState::OnCpu);
+            shape.push_path(&self.copy, end);
+        } else {
+            // Suspended: one stack per pending branch (leaf of the tree).
+            shape.start(SampleState::OffCpu);
+            for i in 0..frames.len() {
+                let next_depth = frames.get(i + 1).map(|f| f.depth);
+                if next_depth.is_none_or(|d| d <= frames[i].depth) {
+                    shape.push_path(&self.copy, i);
+                }
             }
         }
-        let n = self.leaves.len() as u64;
-        let leaves = std::mem::take(&mut self.leaves);
-        for (j, &leaf) in leaves.iter().enumerate() {
-            fill_path(&mut self.frames, &mut self.sites, &self.copy, leaf);
-            // The wall time is shared among the branches, the remainder
-            // to the first, so the task's total is exact.
-            let share = wall / n + if j == 0 { wall % n } else { 0 };
-            let weights = Weights {
-                samples: times,
-                wall_ns: share,
-                cpu_ns: 0,
-            };
-            self.profile.add(
-                &group,
-                raw.id,
-                name,
-                SampleState::OffCpu,
-                &self.frames,
-                weights,
-            );
+        // The wall time is shared among the branches, the remainder to the
+        // first, so the task's total is exact (one branch, the usual case,
+        // without dividing).
+        let n = shape.len() as u64;
+        let weights = |j: usize| Weights {
+            samples: times,
+            wall_ns: match (n, j) {
+                (1, _) => wall,
+                (_, 0) => wall / n + wall % n,
+                _ => wall / n,
+            },
+            cpu_ns: 0,
+        };
+        if let Some(entries) = tasks.entries_for(index, shape, self.profile.epoch()) {
+            for (j, &entry) in entries.iter().enumerate() {
+                self.profile.add_to_entry(entry, weights(j));
+            }
+            return;
         }
-        self.leaves = leaves;
+        tasks.add(
+            index,
+            &mut self.profile,
+            &mut self.site_frames,
+            shape,
+            &mut self.frame_ids,
+            weights,
+        );
     }
 }
+
+/// How many tasks ahead of the one it reads a tick prefetches the record
+/// of (the reservoir's records were scanned a while ago, and are mostly
+/// out of cache again with many tasks).
+const PREFETCH_AHEAD: usize = 4;
 
 /// This thread's CPU time, in nanoseconds (`0` where unknown).
 pub(crate) fn thread_cpu_ns() -> u64 {
@@ -374,61 +414,62 @@ fn next_random(state: &mut u64) -> u64 {
     x.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
-/// The frames from the root to `copy.frames[end]`, root first, cut at
-/// [`MAX_DEPTH`]; `sites` is scratch.
-fn fill_path(out: &mut Vec<RawFrame<'static>>, sites: &mut Vec<u32>, copy: &StackCopy, end: usize) {
-    copy.path_sites(end, sites);
-    out.clear();
-    out.extend(sites.iter().take(MAX_DEPTH).map(|&s| site_frame(s)));
+/// An interned site id as a profile frame (`<unknown>` if it names no
+/// site).
+pub(crate) fn site_frame(site: u32) -> RawFrame<'static> {
+    resolve_site(site).unwrap_or(RawFrame::Async {
+        function: "<unknown>",
+        file: "",
+        line: 0,
+        column: 0,
+    })
 }
 
-/// An interned site id as a profile frame.
-pub(crate) fn site_frame(site: u32) -> RawFrame<'static> {
+/// An interned site id as a profile frame, if it names a site.
+pub(crate) fn resolve_site(site: u32) -> Option<RawFrame<'static>> {
     if site & word::AWAIT != 0
         && let Some(a) = await_site_by_id(site & !word::AWAIT)
     {
-        return RawFrame::Async {
+        return Some(RawFrame::Async {
             function: a.call_site().function_static(),
             file: a.file(),
             line: a.line(),
             column: a.column(),
-        };
+        });
     }
-    match call_site_by_id(site & !word::AWAIT) {
-        Some(c) => RawFrame::Async {
-            function: c.function_static(),
-            file: c.file(),
-            line: c.line(),
-            column: c.column(),
-        },
-        None => RawFrame::Async {
-            function: "<unknown>",
-            file: "",
-            line: 0,
-            column: 0,
-        },
-    }
+    call_site_by_id(site & !word::AWAIT).map(|c| RawFrame::Async {
+        function: c.function_static(),
+        file: c.file(),
+        line: c.line(),
+        column: c.column(),
+    })
 }
 
-/// The group of a task (see [`Grouping`]).
-pub(crate) fn group_of(raw: &RawTask, grouping: Grouping) -> String {
-    let root = || {
-        let id = raw.root_site & !word::AWAIT;
-        let call = if raw.root_site & word::AWAIT != 0 {
-            await_site_by_id(id).map(|a| a.call_site())
-        } else {
-            call_site_by_id(id)
-        };
-        call.map_or("<unknown>", CallSite::function_static)
+/// The group of a task (see [`Grouping`]) with this name, spawn location
+/// and root site, and whether it is the root's (so depends on the root
+/// site).
+pub(crate) fn group_of<'a>(
+    name: Option<&'a TaskName>,
+    location: Option<&'static CallSite>,
+    root_site: u32,
+    grouping: Grouping,
+) -> (Cow<'a, str>, bool) {
+    let spawn = || location.map(|l| Cow::Owned(format!("{}:{}", l.file(), l.line())));
+    let group = match grouping {
+        Grouping::TaskName => name.map(|n| Cow::Borrowed(n.as_str())).or_else(spawn),
+        Grouping::SpawnSite => spawn(),
     };
-    let spawn = || raw.location.map(|l| format!("{}:{}", l.file(), l.line()));
-    match grouping {
-        Grouping::TaskName => raw
-            .name
-            .as_deref()
-            .map(|n| n.as_str().to_owned())
-            .or_else(spawn)
-            .unwrap_or_else(|| root().to_owned()),
-        Grouping::SpawnSite => spawn().unwrap_or_else(|| root().to_owned()),
+    if let Some(group) = group {
+        return (group, false);
     }
+    let id = root_site & !word::AWAIT;
+    let call = if root_site & word::AWAIT != 0 {
+        await_site_by_id(id).map(|a| a.call_site())
+    } else {
+        call_site_by_id(id)
+    };
+    (
+        Cow::Borrowed(call.map_or("<unknown>", CallSite::function_static)),
+        true,
+    )
 }

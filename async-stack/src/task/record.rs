@@ -424,6 +424,26 @@ impl TaskRecord {
         now_ms: u64,
         tries: u32,
     ) -> Option<RawTask> {
+        self.read_tries_with(copy, now_ms, tries, |_, _| true)
+    }
+
+    /// [`read_tries`](Self::read_tries), reading the task's extension
+    /// (parent, spawn location, name) only if `want_ext(id, root_site)`
+    /// says so; otherwise they are `0` and `None`. A task's extension does
+    /// not change while it lives (it is written before its id is
+    /// published and cleared after the id is), so a reader that already
+    /// knows them for this id and root can skip them: the sampler's steady
+    /// path, which thereby takes no reference to the name. Inlined, so
+    /// that the copy is not returned through memory (a sampler reads
+    /// thousands of records per tick).
+    #[inline]
+    pub(crate) fn read_tries_with(
+        &self,
+        copy: &mut StackCopy,
+        now_ms: u64,
+        tries: u32,
+        want_ext: impl FnOnce(u64, u32) -> bool,
+    ) -> Option<RawTask> {
         let id = self.id.load(Ordering::Acquire);
         if id == 0 {
             return None;
@@ -453,7 +473,11 @@ impl TaskRecord {
             Some(h) => h,
             None => (self.header_once()?, false),
         };
-        let ext = self.ext();
+        let ext = if want_ext(id, h.root_site) {
+            self.ext()
+        } else {
+            None
+        };
         let (parent, location, name) = match ext {
             Some(e) => (
                 e.parent.load(Ordering::Relaxed),

@@ -352,8 +352,10 @@ pub(crate) fn untracked() -> u64 {
 /// Visits every record that was ever handed out, requesting the lines of
 /// the record [`PREFETCH_AHEAD`] places on before each visit: a dump reads
 /// two lines of each of many records that are mostly out of cache, and
-/// each visit is too long for the processor to run ahead by itself.
-pub(crate) fn for_each_record(mut f: impl FnMut(&'static TaskRecord)) {
+/// each visit is too long for the processor to run ahead by itself. `f`
+/// gets each record's index too (what the sampler keys its per-task cache
+/// by).
+pub(crate) fn for_each_record(mut f: impl FnMut(u32, &'static TaskRecord)) {
     let records = &registry().records;
     let n = records.len();
     for index in 0..n {
@@ -361,7 +363,7 @@ pub(crate) fn for_each_record(mut f: impl FnMut(&'static TaskRecord)) {
             ahead.prefetch();
         }
         if let Some(r) = records.get(index) {
-            f(r);
+            f(index as u32, r);
         }
     }
 }

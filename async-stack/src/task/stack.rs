@@ -740,13 +740,20 @@ impl StackCopy {
 
 impl StackCopy {
     /// The site ids on the path from the root to `frames[end]`, root
-    /// first, into `out`: in pre-order, each ancestor is the nearest
-    /// earlier frame one level up.
+    /// first, appended to `out`: in pre-order, each ancestor is the
+    /// nearest earlier frame one level up.
+    #[inline]
     pub(crate) fn path_sites(&self, end: usize, out: &mut Vec<u32>) {
-        out.clear();
         let Some(last) = self.frames.get(end) else {
             return;
         };
+        if last.depth as usize == end {
+            // Depths grow by at most one from a frame to the next, so every
+            // frame before this one is its ancestor (the usual chain).
+            out.extend(self.frames[..=end].iter().map(|f| f.site));
+            return;
+        }
+        let start = out.len();
         let mut want = last.depth;
         for f in self.frames[..=end].iter().rev() {
             if f.depth == want {
@@ -757,7 +764,7 @@ impl StackCopy {
                 want -= 1;
             }
         }
-        out.reverse();
+        out[start..].reverse();
     }
 }
 
@@ -799,23 +806,19 @@ impl StackCopy {
     pub(crate) fn build(&mut self, running_slot: u32, f: u64) {
         self.frames.clear();
         let n = self.raw.len();
-        let live = self.raw.iter().filter(|&&w| word::shown(w)).count() as u32;
         let unseen = foreign::hidden_retired(f).wrapping_sub(self.meta.seen_hidden) & 0xffff;
         let without_slot = self.meta.hidden.saturating_sub(unseen as u32);
         let root_ok = self
             .raw
             .first()
             .is_some_and(|&w| word::shown(w) && word::parent(w) == NO_SLOT);
-        if !root_ok {
-            self.hidden = without_slot.saturating_add(live);
-            return;
-        }
         // The usual stack, a plain chain (each slot under the one before,
         // all shown): only depths to fill in.
-        let chain = (1..n).all(|i| {
-            let w = self.raw[i];
-            word::shown(w) && word::parent(w) == i as u32 - 1
-        });
+        let chain = root_ok
+            && (1..n).all(|i| {
+                let w = self.raw[i];
+                word::shown(w) && word::parent(w) == i as u32 - 1
+            });
         if chain {
             let running = (running_slot as usize) < n;
             self.frames.extend((0..n).map(|i| CopiedFrame {
@@ -825,6 +828,11 @@ impl StackCopy {
                 innermost: i == running_slot as usize,
             }));
             self.hidden = without_slot;
+            return;
+        }
+        let live = self.raw.iter().filter(|&&w| word::shown(w)).count() as u32;
+        if !root_ok {
+            self.hidden = without_slot.saturating_add(live);
             return;
         }
         const NONE: u8 = u8::MAX;

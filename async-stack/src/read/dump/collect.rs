@@ -269,7 +269,7 @@ pub(super) fn for_each_task(
     let mut reader = Reader::new();
     let mut task = scratch_task();
     let mut tasks = 0;
-    registry::for_each_record(|record| {
+    registry::for_each_record(|_, record| {
         let Some(status) = reader.status(record) else {
             return;
         };
@@ -294,7 +294,7 @@ pub(super) fn dump_where(mut keep: impl FnMut(&TaskStatus) -> bool) -> TaskDump 
     // themselves hold.
     let mut tasks = Vec::with_capacity(registry::record_count());
     let mut reader = Reader::new();
-    registry::for_each_record(|record| {
+    registry::for_each_record(|_, record| {
         let Some(status) = reader.status(record) else {
             return;
         };

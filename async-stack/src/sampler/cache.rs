@@ -1,0 +1,721 @@
+//! What the sampler thread remembers between samples, so that a sample
+//! whose stack it has seen before costs no hashing and no allocation.
+//!
+//! The [`Profile`] aggregates by interned ids; interning a sample from its
+//! text (function and file names, the group, the task name) hashes and
+//! compares every string of it. The sampler reads ids already: the site
+//! ids of the published stack (see [`crate::record::site`]) and the task
+//! id. Two caches map those to the profile's ids:
+//!
+//! - [`SiteFrames`]: site id to frame id. A site is resolved to text and
+//!   interned once per profile epoch.
+//! - [`TaskCache`]: per record index, the task the record held when last
+//!   sampled, the sources of its labels (group and name), and its last
+//!   sample: the *shape* (the state and the site path of every stack it
+//!   gave) with the entry each stack was added to. A task sampled again
+//!   with the same shape adds its weights to those entries directly.
+//!
+//! # Invariants
+//!
+//! - Every profile id held here is of one [`Profile::epoch`], recorded
+//!   beside it; ids of another epoch are never used (the budget's shedding
+//!   renumbers every table and starts a new epoch).
+//! - A record's entry holds for the task id it names only. Task ids are
+//!   never reused, so a record that now holds another task (recycled)
+//!   never inherits the previous task's labels or entries.
+//! - A task's labels' sources (its name and spawn location) do not change
+//!   while it lives (see [`TaskRecord::read_tries_with`]); its group may
+//!   still depend on its root's site, which is part of the key of the
+//!   cached label ids.
+//! - A shape determines its entries: the entry key is (group, task, name,
+//!   state, stack), the group and name are the task's (for its root site,
+//!   the first site of every path), and the stack is the path's frames.
+//!
+//! Weights are added exactly as an insertion by text would add them, and
+//! new ids are interned in the same order, so the profile is the same
+//! table for table.
+//!
+//! # Memory
+//!
+//! The per-record cache grows to the highest record index sampled and
+//! stays for the sampler's life: 160 bytes per record (a 64-byte hot line
+//! and the rest), plus the shapes that do not fit the hot line. It is the
+//! sampler thread's, outside the profile's memory budget.
+//!
+//! [`TaskRecord::read_tries_with`]: crate::task::record::TaskRecord::read_tries_with
+
+use std::sync::Arc;
+
+use super::MAX_DEPTH;
+use super::profile::{EntryKey, Profile, SampleState, Weights};
+use super::wall::{group_of, resolve_site, site_frame};
+use crate::record::site::CallSite;
+use crate::task::record::{RawTask, TaskName};
+use crate::task::stack::{StackCopy, word};
+
+/// Site ids from this one up are looked up every time rather than cached
+/// (ids are handed out in order from 1, so programs stay far below it; the
+/// bound keeps the tables small whatever a word holds).
+const MAX_CACHED_SITE: usize = 1 << 20;
+
+/// No frame id cached.
+const NONE: u32 = u32::MAX;
+
+/// Site id to frame id, for one profile epoch.
+#[derive(Debug, Default)]
+pub(crate) struct SiteFrames {
+    epoch: u64,
+    /// By call-site id, and by await-site id.
+    calls: Vec<u32>,
+    awaits: Vec<u32>,
+}
+
+impl SiteFrames {
+    /// The frame id of site field `site` (see [`word`]) in `profile`,
+    /// interned if new.
+    #[inline]
+    pub(crate) fn frame(&mut self, profile: &mut Profile, site: u32) -> u32 {
+        if self.epoch != profile.epoch() {
+            self.calls.clear();
+            self.awaits.clear();
+            self.epoch = profile.epoch();
+        }
+        let id = (site & !word::AWAIT) as usize;
+        let table = if site & word::AWAIT != 0 {
+            &mut self.awaits
+        } else {
+            &mut self.calls
+        };
+        if let Some(&f) = table.get(id)
+            && f != NONE
+        {
+            return f;
+        }
+        self.resolve(profile, site, id)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn resolve(&mut self, profile: &mut Profile, site: u32, id: usize) -> u32 {
+        // A site that names nothing (yet) is interned as `<unknown>`, and
+        // not cached, so that a later lookup can still find it.
+        let Some(raw) = resolve_site(site) else {
+            return profile.frame(&site_frame(site));
+        };
+        let f = profile.frame(&raw);
+        let table = if site & word::AWAIT != 0 {
+            &mut self.awaits
+        } else {
+            &mut self.calls
+        };
+        if id < MAX_CACHED_SITE {
+            if table.len() <= id {
+                table.resize(id + 1, NONE);
+            }
+            table[id] = f;
+        }
+        f
+    }
+}
+
+/// The per-record cache (see the module docs), in two tables by record
+/// index: what a hit reads, one cache line per record, and the rest.
+#[derive(Debug, Default)]
+pub(crate) struct TaskCache {
+    hot: Vec<Hot>,
+    cold: Vec<Cold>,
+}
+
+/// Shape words a record's hot line holds: the state, the length and up to
+/// 8 sites of a sample with one stack.
+const INLINE_WORDS: usize = 10;
+
+/// What a hit reads of a record: the task, and its last sample's shape and
+/// entry when the sample was one stack of at most 8 frames (the usual
+/// one); others are in [`Cold`].
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+struct Hot {
+    /// The task (`0`: none yet).
+    task_id: u64,
+    /// The epoch of the last sample's entries.
+    epoch: u64,
+    /// Words of the last sample's shape: `0` for none; a sample of one
+    /// stack of up to [`INLINE_WORDS`] words is in `words` (with its entry
+    /// in `entry`); any other is [`SPILLED`], in [`Cold`].
+    len: u32,
+    entry: u32,
+    words: [u32; INLINE_WORDS],
+}
+
+const _: () = assert!(std::mem::size_of::<Hot>() == 64);
+const _: () = assert!(std::mem::size_of::<Cold>() <= 96 || cfg!(async_stack_loom));
+
+/// [`Hot::len`] of a last sample kept in [`Cold`].
+const SPILLED: u32 = u32::MAX;
+
+/// The rest of a record's entry.
+#[derive(Debug, Default)]
+struct Cold {
+    /// The sources of the task's labels.
+    name: Option<Arc<TaskName>>,
+    location: Option<&'static CallSite>,
+    /// The label ids (group, name), for one epoch and root site.
+    labels: Option<Labels>,
+    /// A last sample that does not fit the hot line: its shape, and the
+    /// entry of each of its stacks.
+    shape: Vec<u32>,
+    entries: Vec<u32>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Labels {
+    epoch: u64,
+    /// The root site the group was found from, when the group is the
+    /// root's function (a task with neither a name nor a spawn site, or
+    /// grouped by spawn site without one); `None` when the root does not
+    /// matter.
+    root_site: Option<u32>,
+    group: u32,
+    name: u32,
+}
+
+impl TaskCache {
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) {
+        // Records are handed out from index 0 up: room for some more.
+        let n = (i + 1).next_power_of_two();
+        self.hot.resize(n, Hot::default());
+        self.cold.resize_with(n, Cold::default);
+    }
+
+    /// Asks the processor for record `index`'s hot line, if it has one.
+    #[inline]
+    pub(crate) fn prefetch(&self, index: u32) {
+        if let Some(h) = self.hot.get(index as usize) {
+            crate::sync::prefetch(std::ptr::from_ref(h).cast());
+        }
+    }
+
+    /// Whether a read of task `id` in record `index` must load the task's
+    /// extension (its name and spawn location): it is not the task last
+    /// seen there.
+    #[inline]
+    pub(crate) fn wants_ext(&self, index: u32, id: u64) -> bool {
+        self.hot.get(index as usize).is_none_or(|h| h.task_id != id)
+    }
+
+    /// Takes in a read of record `index`: a new task starts afresh, its
+    /// labels' sources from `raw` (which then holds its extension: see
+    /// [`wants_ext`](Self::wants_ext)). Every other method takes a record
+    /// observed.
+    #[inline]
+    pub(crate) fn observe(&mut self, index: u32, raw: &RawTask) {
+        let i = index as usize;
+        if i >= self.hot.len() {
+            self.grow(i);
+        }
+        if self.hot[i].task_id != raw.id {
+            self.hot[i] = Hot {
+                task_id: raw.id,
+                ..Hot::default()
+            };
+            let cold = &mut self.cold[i];
+            cold.name.clone_from(&raw.name);
+            cold.location = raw.location;
+            cold.labels = None;
+        }
+    }
+
+    /// The entries of record `index`'s last sample, if it had this shape
+    /// and its entries hold in `epoch`.
+    #[inline]
+    pub(crate) fn entries_for(&self, index: u32, shape: &Shape, epoch: u64) -> Option<&[u32]> {
+        let i = index as usize;
+        let hot = &self.hot[i];
+        if hot.epoch != epoch || hot.len == 0 {
+            return None;
+        }
+        if hot.len == SPILLED {
+            let cold = &self.cold[i];
+            return Shape::same(&cold.shape, &shape.words).then_some(&cold.entries[..]);
+        }
+        let len = (hot.len as usize).min(INLINE_WORDS);
+        Shape::same(&hot.words[..len], &shape.words).then(|| std::slice::from_ref(&hot.entry))
+    }
+
+    /// Adds the stacks of `shape`, the `j`-th with `weights(j)`, to
+    /// `profile` for the task of record `index` (observed), interning what
+    /// is new, and remembers their entries.
+    pub(crate) fn add(
+        &mut self,
+        index: u32,
+        profile: &mut Profile,
+        sites: &mut SiteFrames,
+        shape: &Shape,
+        frames: &mut Vec<u32>,
+        weights: impl Fn(usize) -> Weights,
+    ) {
+        let i = index as usize;
+        let task_id = self.hot[i].task_id;
+        let cold = &mut self.cold[i];
+        cold.entries.clear();
+        let mut complete = true;
+        for (j, path) in shape.paths().enumerate() {
+            frames.clear();
+            for &site in path {
+                frames.push(sites.frame(profile, site));
+            }
+            let stack = profile.stack(frames);
+            let (group, task_name) = cold.labels(profile, path.first().copied().unwrap_or(0));
+            let key = EntryKey {
+                group,
+                task_id,
+                task_name,
+                state: shape.state(),
+                stack,
+            };
+            match profile.add_interned(key, weights(j)) {
+                Some(entry) => cold.entries.push(entry),
+                // The budget renumbered the tables: the entries so far are
+                // void (the next paths resolve afresh).
+                None => complete = false,
+            }
+        }
+        let hot = &mut self.hot[i];
+        hot.len = 0;
+        if !complete {
+            return;
+        }
+        hot.epoch = profile.epoch();
+        let len = shape.words.len();
+        if shape.paths == 1 && len <= INLINE_WORDS {
+            hot.words[..len].copy_from_slice(&shape.words);
+            hot.entry = cold.entries[0];
+            hot.len = len as u32;
+        } else {
+            cold.shape.clone_from(&shape.words);
+            hot.len = SPILLED;
+        }
+    }
+}
+
+impl Cold {
+    /// The group and name ids of this task with root site `root_site`, in
+    /// `profile`'s epoch; interned if new.
+    fn labels(&mut self, profile: &mut Profile, root_site: u32) -> (u32, u32) {
+        let epoch = profile.epoch();
+        if let Some(l) = self.labels
+            && l.epoch == epoch
+            && l.root_site.is_none_or(|r| r == root_site)
+        {
+            return (l.group, l.name);
+        }
+        let name = self.name.as_deref();
+        let (group, of_root) = group_of(name, self.location, root_site, profile.grouping);
+        let group = profile.string(&group);
+        let name = profile.string(name.map_or("", TaskName::as_str));
+        self.labels = Some(Labels {
+            epoch,
+            root_site: of_root.then_some(root_site),
+            group,
+            name,
+        });
+        (group, name)
+    }
+}
+
+/// A sample's shape: its state, then the site path (root first) of each
+/// of its stacks, each prefixed by its length.
+#[derive(Debug, Default)]
+pub(crate) struct Shape {
+    words: Vec<u32>,
+    paths: usize,
+}
+
+impl Shape {
+    /// Starts a shape of state `state`.
+    #[inline]
+    pub(crate) fn start(&mut self, state: SampleState) {
+        self.words.clear();
+        self.words.push(match state {
+            SampleState::OnCpu => 0,
+            SampleState::OffCpu => 1,
+        });
+        self.paths = 0;
+    }
+
+    /// Appends the path from the root to `copy.frames[end]`, cut at
+    /// [`MAX_DEPTH`] frames.
+    #[inline]
+    pub(crate) fn push_path(&mut self, copy: &StackCopy, end: usize) {
+        let at = self.words.len();
+        self.words.push(0);
+        copy.path_sites(end, &mut self.words);
+        let len = (self.words.len() - at - 1).min(MAX_DEPTH);
+        self.words.truncate(at + 1 + len);
+        self.words[at] = len as u32;
+        self.paths += 1;
+    }
+
+    /// Whether `a` and `b` are the same shape words (a plain loop: shapes
+    /// are a few words, shorter than a call to `memcmp` is worth).
+    #[inline]
+    fn same(a: &[u32], b: &[u32]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+    }
+
+    pub(crate) fn state(&self) -> SampleState {
+        if self.words.first() == Some(&0) {
+            SampleState::OnCpu
+        } else {
+            SampleState::OffCpu
+        }
+    }
+
+    /// How many paths.
+    pub(crate) fn len(&self) -> usize {
+        self.paths
+    }
+
+    fn paths(&self) -> impl Iterator<Item = &[u32]> {
+        let mut rest = self.words.get(1..).unwrap_or(&[]);
+        std::iter::from_fn(move || {
+            let (&n, tail) = rest.split_first()?;
+            let (path, tail) = tail.split_at((n as usize).min(tail.len()));
+            rest = tail;
+            Some(path)
+        })
+    }
+}
+
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll, Waker};
+    use std::time::Duration;
+
+    use super::super::wall::Sampling;
+    use super::super::{FrameRef, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, Weights};
+    use crate::TracedExt;
+    use crate::task::registry;
+    use crate::task::spawned;
+
+    const INTERVAL: Duration = Duration::from_millis(10);
+
+    /// A sampler state driven by hand, tick by tick, that never
+    /// reservoir-samples (other tests' tasks may be live too).
+    fn sampling(budget: usize) -> Sampling {
+        Sampling::new(Profile::new(budget), INTERVAL, usize::MAX, 1)
+    }
+
+    /// Pending on its first poll, ready on the next.
+    struct YieldOnce(bool);
+
+    impl Future for YieldOnce {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+            if self.0 {
+                return Poll::Ready(());
+            }
+            self.0 = true;
+            Poll::Pending
+        }
+    }
+
+    fn poll(f: Pin<&mut impl Future>) {
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(f.poll(&mut cx).is_pending());
+    }
+
+    /// A task named `name` suspended in `cache-parked` forever: every one
+    /// has the same stack.
+    fn parked(name: &str) -> Pin<Box<impl Future<Output = ()> + use<>>> {
+        let mut task = Box::pin(
+            spawned(std::future::pending::<()>().traced_named("cache-parked")).named(name),
+        );
+        poll(task.as_mut());
+        task
+    }
+
+    /// The stacks of the task named `name`: task id, group, function
+    /// names root first, state and weights.
+    fn stacks_named(
+        p: &Profile,
+        name: &str,
+    ) -> Vec<(u64, String, Vec<String>, SampleState, Weights)> {
+        p.stacks()
+            .filter(|s| s.task_name() == name)
+            .map(|s| {
+                let frames = s
+                    .frames()
+                    .map(|f| match f {
+                        FrameRef::Async { function, .. } => function.to_owned(),
+                        other => format!("{other:?}"),
+                    })
+                    .collect();
+                (
+                    s.task_id(),
+                    s.group().to_owned(),
+                    frames,
+                    s.state(),
+                    s.weights(),
+                )
+            })
+            .collect()
+    }
+
+    fn off_cpu(samples: u64) -> Weights {
+        Weights {
+            samples,
+            wall_ns: samples * INTERVAL.as_nanos() as u64,
+            cpu_ns: 0,
+        }
+    }
+
+    /// The record index of task `id`.
+    fn record_of(id: u64) -> Option<u32> {
+        let mut found = None;
+        registry::for_each_record(|index, r| {
+            if r.id.load(std::sync::atomic::Ordering::Acquire) == id {
+                found = Some(index);
+            }
+        });
+        found
+    }
+
+    #[test]
+    fn a_task_whose_stack_changed_gets_its_new_stack() {
+        let mut task = Box::pin(
+            spawned(
+                async {
+                    YieldOnce(false).traced_named("cache-first").await;
+                    std::future::pending::<()>()
+                        .traced_named("cache-second")
+                        .await;
+                }
+                .traced_named("cache-root"),
+            )
+            .named("cache-step"),
+        );
+        poll(task.as_mut());
+        let mut s = sampling(MIN_BUDGET * 4);
+        s.tick();
+        s.tick();
+        // Now at its second `.await`, then sampled twice more (the second
+        // time from the cache).
+        poll(task.as_mut());
+        s.tick();
+        s.tick();
+        let got = stacks_named(&s.profile, "cache-step");
+        let id = got[0].0;
+        let path = |leaf: &str| vec!["cache-root".to_owned(), leaf.to_owned()];
+        let group = "cache-step".to_owned();
+        assert_eq!(
+            got,
+            [
+                (
+                    id,
+                    group.clone(),
+                    path("cache-first"),
+                    SampleState::OffCpu,
+                    off_cpu(2)
+                ),
+                (
+                    id,
+                    group,
+                    path("cache-second"),
+                    SampleState::OffCpu,
+                    off_cpu(2)
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_recycled_record_does_not_inherit_the_old_task_entry() {
+        let mut s = sampling(MIN_BUDGET * 4);
+        let a = parked("cache-recycled-a");
+        s.tick();
+        s.tick();
+        let a_id = stacks_named(&s.profile, "cache-recycled-a")[0].0;
+        let index = record_of(a_id).expect("task a is live");
+        drop(a);
+        // The record goes back to this thread's free list, and the next
+        // task registered here takes it: same record, same stack, another
+        // task.
+        let b = parked("cache-recycled-b");
+        s.tick();
+        let b_id = stacks_named(&s.profile, "cache-recycled-b")[0].0;
+        assert_ne!(a_id, b_id);
+        assert_eq!(record_of(b_id), Some(index), "the record was reused");
+        s.tick();
+        s.tick();
+        let parked = vec!["cache-parked".to_owned()];
+        assert_eq!(
+            stacks_named(&s.profile, "cache-recycled-a"),
+            [(
+                a_id,
+                "cache-recycled-a".to_owned(),
+                parked.clone(),
+                SampleState::OffCpu,
+                off_cpu(2)
+            )]
+        );
+        assert_eq!(
+            stacks_named(&s.profile, "cache-recycled-b"),
+            [(
+                b_id,
+                "cache-recycled-b".to_owned(),
+                parked,
+                SampleState::OffCpu,
+                off_cpu(3)
+            )]
+        );
+        drop(b);
+    }
+
+    /// The paths (root first) of a tree given as (depth, site) in
+    /// pre-order: to frame `end` if given, else to every leaf.
+    fn paths(frames: &[(u32, u32)], end: Option<usize>) -> Vec<Vec<u32>> {
+        let path_to = |end: usize| {
+            let mut path = vec![frames[end].1];
+            let mut depth = frames[end].0;
+            for &(d, site) in frames[..end].iter().rev() {
+                if d + 1 == depth {
+                    path.insert(0, site);
+                    depth = d;
+                }
+            }
+            path
+        };
+        match end {
+            Some(end) => vec![path_to(end)],
+            None => (0..frames.len())
+                .filter(|&k| frames.get(k + 1).is_none_or(|next| next.0 <= frames[k].0))
+                .map(path_to)
+                .collect(),
+        }
+    }
+
+    /// `Sampling::aggregate` (the caches) and the text path
+    /// (`Profile::add`, what every sample took before the caches) given
+    /// the same samples give the same profile, byte for byte: through
+    /// stacks and roots that change, recycled records, joins, running
+    /// samples, an unknown site, stacks too long for the hot line, with a
+    /// budget that sheds again and again and with one that never does.
+    #[test]
+    fn the_caches_give_the_profile_interning_by_text_gives() {
+        same_profile_as_by_text(MIN_BUDGET);
+        same_profile_as_by_text(MAX_BUDGET);
+    }
+
+    fn same_profile_as_by_text(budget: usize) {
+        use std::panic::Location;
+        use std::sync::Arc;
+
+        use super::super::Grouping;
+        use super::super::wall::{group_of, site_frame};
+        use crate::record::site::{UNKNOWN_SITE, call_site_for_caller};
+        use crate::task::TaskState;
+        use crate::task::record::{RawTask, TaskName};
+        use crate::task::stack::CopiedFrame;
+
+        let site = |name: &'static str| call_site_for_caller(Location::caller(), Some(name)).id();
+        let names = ["eq-root", "eq-a", "eq-b", "eq-c", "eq-d", "eq-e"];
+        let sites = names.map(site);
+        let [root, a, b, c, d, e] = sites;
+        let spawn_site = call_site_for_caller(Location::caller(), None);
+        let task_names: Vec<Option<Arc<TaskName>>> = (0..7)
+            .map(|k| (k > 0).then(|| Arc::new(TaskName::new(format!("eq-task-{k}")))))
+            .collect();
+        let mut s = sampling(budget);
+        let mut reference = Profile::new(budget);
+        for tick in 0..8u32 {
+            for i in 0..400u32 {
+                let recycled = tick >= 4 && i < 100;
+                let id = u64::from(i) + if recycled { 10_000 } else { 1 };
+                let name = task_names[((i + u32::from(recycled)) % 7) as usize].clone();
+                let location = (i % 3 == 0).then_some(spawn_site);
+                let frames: Vec<(u32, u32)> = match i % 5 {
+                    0 => vec![(0, root), (1, a), (2, b)],
+                    // The root moves too (the group of a task with neither
+                    // name nor spawn site is its root's function).
+                    1 => vec![
+                        (0, if tick % 2 == 0 { root } else { e }),
+                        (1, sites[1 + ((tick + i) % 5) as usize]),
+                    ],
+                    2 => vec![(0, root), (1, a), (1, c), (2, d)],
+                    3 => vec![(0, root), (1, UNKNOWN_SITE)],
+                    _ => (0..12).map(|k| (k, sites[k as usize % 6])).collect(),
+                };
+                let running = i % 5 == 0 && tick % 2 == 1;
+                let times = 1 + u64::from(i % 3);
+
+                // The caches.
+                let last = frames.len() - 1;
+                s.copy.frames = frames
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &(depth, site))| CopiedFrame {
+                        depth,
+                        site,
+                        running,
+                        innermost: running && k == last,
+                    })
+                    .collect();
+                s.copy.hidden = 0;
+                let raw = RawTask {
+                    id,
+                    parent: 0,
+                    location,
+                    root_site: frames[0].1,
+                    state: if running {
+                        TaskState::Running
+                    } else {
+                        TaskState::Idle
+                    },
+                    since_ms: 0,
+                    polls: 0,
+                    wakes: 0,
+                    name: name.clone(),
+                    stack_copied: true,
+                    torn: 0,
+                };
+                s.aggregate(i, &raw, times);
+
+                // The text path.
+                let (group, _) =
+                    group_of(name.as_deref(), location, frames[0].1, Grouping::TaskName);
+                let task_name = name.as_deref().map_or("", TaskName::as_str);
+                let (state, paths) = if running {
+                    (SampleState::OnCpu, paths(&frames, Some(last)))
+                } else {
+                    (SampleState::OffCpu, paths(&frames, None))
+                };
+                let wall = INTERVAL.as_nanos() as u64 * times;
+                let n = paths.len() as u64;
+                for (j, path) in paths.iter().enumerate() {
+                    let frames: Vec<_> = path.iter().map(|&x| site_frame(x)).collect();
+                    let share = wall / n + if j == 0 { wall % n } else { 0 };
+                    let weights = Weights {
+                        samples: times,
+                        wall_ns: share,
+                        cpu_ns: 0,
+                    };
+                    reference.add(&group, id, task_name, state, &frames, weights);
+                }
+            }
+        }
+        if budget == MIN_BUDGET {
+            assert!(s.profile.epoch() > 2, "the budget shed several times");
+        } else {
+            assert_eq!(s.profile.epoch(), 0, "the budget never shed");
+        }
+        assert_eq!(s.profile.epoch(), reference.epoch());
+        assert_eq!(s.profile.stats(), reference.stats());
+        assert_eq!(s.profile.to_snapshot(), reference.to_snapshot());
+    }
+}
