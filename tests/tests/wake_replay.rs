@@ -3,14 +3,13 @@
 //! replay it, record the replay, and get the same groups back with
 //! busy/idle ratios within 20% of the original.
 //!
-//! The program: 1 producer feeding 4 consumers through channels, 2
-//! independent request/response pairs, and 1 timer-driven task, on a
-//! 2-worker tokio runtime. Times are milliseconds long so that tokio's
-//! 1 ms timer is small beside them, and the whole program keeps about a
-//! quarter of the two workers busy, so that consumers keep up with their
-//! producers (a consumer that falls behind handles several messages per
-//! wake, and its replay, given that longer busy time per wake, falls
-//! further behind).
+//! The program (`examples/examples/wakes/program.rs`): 1 producer feeding
+//! 4 consumers through channels, 2 independent request/response pairs,
+//! and 1 timer-driven task, on a one-worker tokio runtime. One worker
+//! keeps the second core free for the timer, the clock thread and the
+//! test harness: with both cores spinning, those threads preempt a
+//! spinning poll, whose busy (wall) time then grows, and a replay of that
+//! longer busy time grows again by the same amount.
 
 use async_stack::wake::{self, ReduceOptions, Reduction};
 use async_stack::workload::{self, Workload};
@@ -22,7 +21,7 @@ use program::{RUN, program};
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .enable_all()
         .build()
         .unwrap()

@@ -9,7 +9,8 @@
 //! ```
 //!
 //! The program (`program.rs`): 1 producer feeding 4 consumers through
-//! channels, 2 request/response pairs, and 1 timer-driven task. The example
+//! channels, 2 request/response pairs, and 1 timer-driven task, on a
+//! one-worker tokio runtime. The example
 //! writes `graph.json` and `graph.dot` (the graph folded by task name),
 //! `reduction.json`, and `workload.json`, and prints the reduction.
 
@@ -33,7 +34,7 @@ fn main() -> ExitCode {
     // 1. Record.
     wake::record(true);
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(1)
         .enable_all()
         .build()
         .expect("a tokio runtime");

@@ -3,8 +3,8 @@
 //! channels, 2 independent request/response pairs, and 1 timer-driven
 //! task, each spawned under its name. Times are milliseconds long so that
 //! tokio's 1 ms timer is small beside them, and the whole program keeps
-//! about a quarter of two workers busy, so that consumers keep up with
-//! their producers.
+//! about half of one worker busy, so that consumers keep up with their
+//! producers (run it on a one-worker runtime: see `wake_replay.rs`).
 
 use std::time::{Duration, Instant};
 
