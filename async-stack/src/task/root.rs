@@ -163,12 +163,13 @@ pub(crate) fn exit(
     task: Option<(&TaskRecord, u64)>,
     pending: bool,
 ) {
-    #[cfg(not(async_stack_loom))]
-    let index = place::record(a.key());
     let self_wakes = a.leave_task();
     if let Some((r, seen)) = task {
         #[cfg(not(async_stack_loom))]
         if crate::wake::recorder::on() {
+            // The root's place still names its record (`end_task` below
+            // takes it).
+            let index = place::record(frame.place.load(Ordering::Relaxed));
             let woken = (r.woken_count() ^ seen) & crate::task::record::state::SEEN_MASK != 0;
             crate::wake::recorder::poll_ended(index, r, pending, self_wakes, woken);
         }
