@@ -5,24 +5,15 @@
 #![cfg(target_os = "linux")]
 
 use std::ffi::OsStr;
-use std::process::Command;
+
+mod common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_clock_mode");
 
 /// Runs the helper with `ASYNC_STACK_CLOCK` set to `value` (unset for
 /// `None`); returns stdout and stderr.
 fn run(value: Option<&OsStr>) -> (String, String) {
-    let mut cmd = Command::new(BIN);
-    match value {
-        Some(v) => cmd.env("ASYNC_STACK_CLOCK", v),
-        None => cmd.env_remove("ASYNC_STACK_CLOCK"),
-    };
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    (
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    common::run_with_env(BIN, "ASYNC_STACK_CLOCK", value)
 }
 
 #[test]

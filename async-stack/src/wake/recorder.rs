@@ -521,14 +521,8 @@ pub(crate) fn clear() {
     t.meta.clear();
     t.ended.clear();
     t.dropped = 0;
-    for cell in &PAGES {
-        let p = cell.load(Ordering::Acquire);
-        if p.is_null() {
-            continue;
-        }
-        for at in 0..SLOT_PAGE {
-            // SAFETY: as in `slot`.
-            let slot = unsafe { &*p.add(at) };
+    for index in 0..registry::record_count() as u32 {
+        if let Some(slot) = existing_slot(index) {
             slot.task.store(0, Ordering::Relaxed);
         }
     }

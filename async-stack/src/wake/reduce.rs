@@ -418,7 +418,11 @@ impl Reduction {
         duration: Duration,
     ) -> Result<crate::workload::Workload, crate::workload::WorkloadError> {
         use crate::workload::{Consumer, Group as WGroup, Independent, Producer, Workload};
-        let us = |ns: u64| (ns / 1000).min(Workload::MAX_TIME_US);
+        let us = |d: Duration| {
+            u64::try_from(d.as_micros())
+                .unwrap_or(u64::MAX)
+                .min(Workload::MAX_TIME_US)
+        };
         let instances = |n: u64| n.clamp(1, u64::from(Workload::MAX_INSTANCES)) as u32;
         let mut names = Names::default();
         let mut groups = Vec::new();
@@ -435,14 +439,14 @@ impl Reduction {
             let reply_wait = if g.waits_for_replies {
                 g.consumers
                     .iter()
-                    .map(|c| c.busy_ns / c.wakes.max(1))
+                    .map(|c| c.busy_per_wake())
                     .max()
-                    .unwrap_or(0)
+                    .unwrap_or_default()
             } else {
-                0
+                Duration::ZERO
             };
             let mut sleep = if outside > 0 {
-                us((p.idle_ns / cycles).saturating_sub(reply_wait))
+                us(Duration::from_nanos(p.idle_ns / cycles).saturating_sub(reply_wait))
             } else {
                 0
             };
@@ -453,7 +457,7 @@ impl Reduction {
                 name: names.unique(&format!("group {}: {}", i + 1, p.label)),
                 producer: Producer {
                     name: names.unique(&p.label),
-                    busy_us_per_cycle: us(p.busy_ns / cycles),
+                    busy_us_per_cycle: us(Duration::from_nanos(p.busy_ns / cycles)),
                     sleep_us_per_cycle: sleep,
                     fan_out: fan_out.min(u64::from(Workload::MAX_FAN_OUT)) as u32,
                     waits_for_replies: g.waits_for_replies,
@@ -464,7 +468,7 @@ impl Reduction {
                     .map(|c| Consumer {
                         name: names.unique(&c.label),
                         instances: instances(c.instances),
-                        busy_us_per_wake: us(c.busy_ns / c.wakes.max(1)),
+                        busy_us_per_wake: us(c.busy_per_wake()),
                     })
                     .collect(),
             });
@@ -476,8 +480,8 @@ impl Reduction {
             .map(|m| Independent {
                 name: names.unique(&m.label),
                 instances: instances(m.instances),
-                busy_us_per_wake: us(m.busy_ns / m.wakes),
-                period_us: us(m.idle_ns / m.wakes).max(Workload::MIN_PERIOD_US),
+                busy_us_per_wake: us(m.busy_per_wake()),
+                period_us: us(m.idle_per_wake()).max(Workload::MIN_PERIOD_US),
             })
             .collect();
         let workload = Workload {

@@ -1,7 +1,8 @@
 //! Helpers shared by the `walker_*` and `frame_*` tests: a description of
 //! an async frame that compares exactly (function, file, line, running), a
-//! check of the spliced layout of a capture, a future that yields once, and
-//! a minimal thread-park executor.
+//! check of the spliced layout of a capture, a future that yields once,
+//! a minimal thread-park executor, and a runner of the helper binaries
+//! that read an environment variable once per process.
 //!
 //! Every test file that uses this module declares `mod common;`; each uses a
 //! different subset of it, hence the `dead_code` allowance.
@@ -211,4 +212,21 @@ pub fn marker_line(file: &str, marker: &str) -> u32 {
         .position(|l| l.trim_end().ends_with(&needle))
         .map(|i| i as u32 + 1)
         .unwrap_or_else(|| panic!("no {needle} in {file}"))
+}
+
+/// Runs the helper binary `bin` with the environment variable `var` set to
+/// `value` (removed for `None`), and returns its stdout and stderr; the run
+/// must succeed. For the tests of variables read once per process.
+pub fn run_with_env(bin: &str, var: &str, value: Option<&std::ffi::OsStr>) -> (String, String) {
+    let mut cmd = std::process::Command::new(bin);
+    match value {
+        Some(v) => cmd.env(var, v),
+        None => cmd.env_remove(var),
+    };
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
