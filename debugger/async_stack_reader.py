@@ -33,13 +33,13 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 1
+VERSION = 2
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
 MAX_CHAIN_DEPTH = 1024
 
-#: The `Layout` fields of the descriptor, in declaration order (version 1).
+#: The `Layout` fields of the descriptor, in declaration order (version 2).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -53,8 +53,8 @@ LAYOUT_FIELDS = (
     "thread_page_entries", "thread_pages", "active_word", "active_record",
     "current_slot_shift",
     "arena_page_entries", "record_size", "record_id", "record_state",
-    "record_polls", "record_wakes", "record_current", "record_thread",
-    "record_self_wakes", "record_ext", "record_seq", "record_foreign",
+    "record_polls", "record_wakes", "record_current", "record_self_wakes",
+    "record_parent", "record_spawn", "record_seq", "record_foreign",
     "record_meta",
     "record_chunk", "record_slots",
     "state_kind_bits", "state_time_shift", "state_idle", "state_scheduled",
@@ -67,7 +67,7 @@ LAYOUT_FIELDS = (
     "slot_zombie_bit", "slot_retired_bit",
     "meta_hidden_bits", "meta_seen_hidden_shift", "meta_top_shift",
     "foreign_hidden_bits", "foreign_open_shift", "foreign_open_bits",
-    "ext_size", "ext_parent", "ext_spawn_site", "ext_name",
+    "ext_size", "spawn_site_bits", "spawn_named_bit", "ext_name",
     "name_ptr", "name_len",
     "clock_shift", "clock_monotonic",
 )
@@ -414,7 +414,8 @@ class Reader:
     # ---- tasks
 
     def records(self):
-        """Addresses of every record handed out, in registry order."""
+        """``(index, address)`` of every record handed out, in registry
+        order."""
         l, a, m = self.layout, self.addresses, self.memory
         if not a.record_pages or not a.record_count:
             return []
@@ -425,19 +426,21 @@ class Reader:
             record = self._page_entry(a.record_pages, l.arena_page_entries,
                                       l.record_size, index, "record")
             if record:
-                found.append(record)
+                found.append((index, record))
         return found
 
     def tasks(self):
         """Every live task, sorted by id as dumps are, with times measured
         against one "now"."""
-        raw = [r for r in (self._raw_task(rec) for rec in self.records()) if r]
+        raw = [r for r in (self._raw_task(index, rec)
+                           for index, rec in self.records()) if r]
         raw.sort(key=lambda r: r["id"])
         now = self.now_ms(raw)
         return [self._task(r, now) for r in raw]
 
-    def _raw_task(self, record):
-        """The words of a live record, or None for a free one."""
+    def _raw_task(self, index, record):
+        """The words of a live record (record ``index``), or None for a
+        free one."""
         l, m = self.layout, self.memory
         what = "task record %#x" % record
         task_id = m.u64(record + l.record_id, what)
@@ -445,8 +448,9 @@ class Reader:
             return None
         fields = {name: m.u64(record + getattr(l, "record_" + name), what)
                   for name in ("state", "polls", "wakes", "current",
-                               "foreign", "meta")}
-        fields["ext"] = m.u32(record + l.record_ext, what)
+                               "foreign", "meta", "parent")}
+        fields["spawn"] = m.u32(record + l.record_spawn, what)
+        fields["index"] = index
         fields["seq"] = m.u32(record + l.record_seq, what)
         fields["id"] = task_id
         fields["address"] = record
@@ -496,7 +500,10 @@ class Reader:
             copied, hidden = build_tree(l, words, raw["meta"], running,
                                         raw["foreign"])
             frames = [self._tree_frame(f) for f in copied]
-        name, parent, spawned_at = self._extension(raw["ext"])
+        name = self._name(raw)
+        parent = raw["parent"] or None
+        site = self.sites.call(raw["spawn"] & _mask(l.spawn_site_bits))
+        spawned_at = site.location if site else None
         if name is None and words:
             root, _ = self.sites.of_slot(words[0] & _mask(l.slot_site_bits))
             name = root.task_name if root is not None else None
@@ -546,24 +553,24 @@ class Reader:
             raise AsyncStackError("%s: missing stack chunk %d" % (what, handle))
         return chunk
 
-    def _extension(self, handle):
-        """``(name, parent, spawned_at)`` from a task's extension."""
+    def _name(self, raw):
+        """A task's own name, from the extension of its record's index
+        (only when its spawn word says it has one), or None."""
         l, m = self.layout, self.memory
-        if handle == 0 or not self.addresses.ext_pages:
-            return None, None, None
+        named = (raw["spawn"] >> l.spawn_named_bit) & 1
+        if not named or not self.addresses.ext_pages:
+            return None
+        index = raw["index"]
         ext = self._page_entry(self.addresses.ext_pages, l.arena_page_entries,
-                               l.ext_size, handle - 1, "extension")
+                               l.ext_size, index, "extension")
         if not ext:
-            return None, None, None
-        what = "task extension %d" % handle
+            return None
+        what = "task extension %d" % index
         name_pointer = m.u64(ext + l.ext_name, what)
-        name = None
-        if name_pointer:
-            name = m.text(m.u64(name_pointer + l.name_ptr, what),
-                          m.u64(name_pointer + l.name_len, what), "a task name")
-        parent = m.u64(ext + l.ext_parent, what) or None
-        site = self.sites.call(m.u32(ext + l.ext_spawn_site, what))
-        return name, parent, site.location if site else None
+        if not name_pointer:
+            return None
+        return m.text(m.u64(name_pointer + l.name_ptr, what),
+                      m.u64(name_pointer + l.name_len, what), "a task name")
 
 
 def build_tree(layout, words, meta, running_slot, foreign):

@@ -68,8 +68,15 @@
 //!   protocol. A stack whose `seq` is odd, or whose `foreign` word counts
 //!   open sections, was stopped in the middle of a write: scripts show the
 //!   task without its frames rather than guess.
-//! - **Task names**: a task's own name is in its extension; a task without
-//!   one is shown with its root call site's `task_name` (empty: none).
+//! - **Spawn metadata**: `record_parent` is the id of the task that spawned
+//!   this one (`0`: unknown); the low `spawn_site_bits` of the `u32` at
+//!   `record_spawn` are the call-site id of the spawn call (`0`: none).
+//! - **Task names**: a task's own name is in its extension, when bit
+//!   `spawn_named_bit` of the record's spawn word is set. Record `i`'s
+//!   extension is entry `i % arena_page_entries` of page
+//!   `i / arena_page_entries` of the extension page table (a page not
+//!   allocated is `0`). A task without a name of its own is shown with its
+//!   root call site's `task_name` (empty: none).
 //!
 //! A debugger reads a stopped process, so it needs none of the sequence
 //! counters that in-process readers use; what it reads may still be
@@ -86,7 +93,7 @@ use crate::record::site::{
     AWAIT_SITES, AwaitSite, AwaitSiteEntry, CALL_SITES, CallSite, CallSiteEntry, RawStr, SITE_PAGE,
 };
 use crate::record::threads::{MAX_THREADS, ThreadRoot};
-use crate::task::record::{TaskExt, TaskName, TaskRecord, state, wakes};
+use crate::task::record::{TaskExt, TaskName, TaskRecord, spawn, state, wakes};
 use crate::task::registry::{Chunk, PAGE};
 use crate::task::stack::{self, foreign, meta, word};
 
@@ -94,7 +101,12 @@ use crate::task::stack::{self, foreign, meta, word};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 
 /// The ABI version of the descriptor.
-pub const VERSION: u64 = 1;
+///
+/// Version 2: the parent and spawn site moved from the extension into the
+/// record (`record_parent`, `record_spawn`), extensions are found by record
+/// index, and the record's unused `thread` field gave its place to
+/// `record_self_wakes` (a running task's thread is its thread root's).
+pub const VERSION: u64 = 2;
 
 /// The sizes, offsets and bit layouts a script needs (see the module docs).
 /// All in bytes or bits, one `u64` each.
@@ -144,9 +156,9 @@ pub struct Layout {
     pub record_polls: u64,
     pub record_wakes: u64,
     pub record_current: u64,
-    pub record_thread: u64,
     pub record_self_wakes: u64,
-    pub record_ext: u64,
+    pub record_parent: u64,
+    pub record_spawn: u64,
     pub record_seq: u64,
     pub record_foreign: u64,
     pub record_meta: u64,
@@ -188,8 +200,8 @@ pub struct Layout {
     pub foreign_open_bits: u64,
     // Task extension and name
     pub ext_size: u64,
-    pub ext_parent: u64,
-    pub ext_spawn_site: u64,
+    pub spawn_site_bits: u64,
+    pub spawn_named_bit: u64,
     pub ext_name: u64,
     pub name_ptr: u64,
     pub name_len: u64,
@@ -289,9 +301,9 @@ const LAYOUT: Layout = Layout {
     record_polls: o(offset_of!(TaskRecord, polls)),
     record_wakes: o(offset_of!(TaskRecord, wakes)),
     record_current: o(offset_of!(TaskRecord, current)),
-    record_thread: o(offset_of!(TaskRecord, thread)),
     record_self_wakes: o(offset_of!(TaskRecord, self_wakes)),
-    record_ext: o(offset_of!(TaskRecord, ext)),
+    record_parent: o(offset_of!(TaskRecord, parent)),
+    record_spawn: o(offset_of!(TaskRecord, spawn)),
     record_seq: o(offset_of!(TaskRecord, seq)),
     record_foreign: o(offset_of!(TaskRecord, foreign)),
     record_meta: o(offset_of!(TaskRecord, meta)),
@@ -326,8 +338,8 @@ const LAYOUT: Layout = Layout {
     foreign_open_shift: foreign::OPEN_SHIFT as u64,
     foreign_open_bits: foreign::MAX_OPEN.count_ones() as u64,
     ext_size: o(size_of::<TaskExt>()),
-    ext_parent: o(offset_of!(TaskExt, parent)),
-    ext_spawn_site: o(offset_of!(TaskExt, spawn_site)),
+    spawn_site_bits: spawn::SITE_MASK.count_ones() as u64,
+    spawn_named_bit: spawn::NAMED.trailing_zeros() as u64,
     ext_name: o(offset_of!(TaskExt, name)),
     name_ptr: o(TaskName::PTR_OFFSET),
     name_len: o(TaskName::LEN_OFFSET),
@@ -494,9 +506,9 @@ mod tests {
         "record_polls",
         "record_wakes",
         "record_current",
-        "record_thread",
         "record_self_wakes",
-        "record_ext",
+        "record_parent",
+        "record_spawn",
         "record_seq",
         "record_foreign",
         "record_meta",
@@ -531,8 +543,8 @@ mod tests {
         "foreign_open_shift",
         "foreign_open_bits",
         "ext_size",
-        "ext_parent",
-        "ext_spawn_site",
+        "spawn_site_bits",
+        "spawn_named_bit",
         "ext_name",
         "name_ptr",
         "name_len",
@@ -619,15 +631,20 @@ mod tests {
     }
 
     /// Finds the record of task `id` by scanning the record pages.
-    fn record_of(id: u64) -> u64 {
+    /// The address and index of task `id`'s record.
+    fn record_and_index_of(id: u64) -> (u64, u64) {
         let (l, a) = (layout_words(), address_words());
         let pages = word_at(std::ptr::from_ref(&ASYNC_STACK_DEBUG.addresses.record_pages) as u64);
         assert_eq!(pages, a.get("record_pages"));
         let count = word_at(a.get("record_count")).min(a.get("record_capacity"));
         let per_page = l.get("arena_page_entries");
         (0..count)
-            .map(|i| word_at(pages + 8 * (i / per_page)) + (i % per_page) * l.get("record_size"))
-            .find(|&rec| word_at(rec + l.get("record_id")) == id)
+            .map(|i| {
+                let rec =
+                    word_at(pages + 8 * (i / per_page)) + (i % per_page) * l.get("record_size");
+                (rec, i)
+            })
+            .find(|&(rec, _)| word_at(rec + l.get("record_id")) == id)
             .expect("the task's record is in the pages")
     }
 
@@ -656,12 +673,12 @@ mod tests {
             .unwrap()
             .id;
 
-        let rec = record_of(id);
-        // Idle after its poll, polled once, on no thread.
+        let (rec, i) = record_and_index_of(id);
+        // Idle after its poll, polled once, never woken.
         let st = word_at(rec + l.get("record_state"));
         assert_eq!(st & 3, l.get("state_idle"));
         assert_eq!(word_at(rec + l.get("record_polls")), 1);
-        assert_eq!(u32_at(rec + l.get("record_thread")), 0);
+        assert_eq!(word_at(rec + l.get("record_self_wakes")), 0);
         // Slot 0: the root, at its call site.
         let meta = word_at(rec + l.get("record_meta"));
         assert_eq!(meta >> l.get("meta_top_shift"), 1, "one slot in use");
@@ -677,11 +694,14 @@ mod tests {
         );
         assert_eq!(str_at(&l, entry + l.get("call_entry_file")), file!());
         assert_eq!(u32_at(entry + l.get("call_entry_line")), root_line);
-        // The extension: the name, and the spawn site.
-        let ext_handle = u64::from(u32_at(rec + l.get("record_ext")));
-        assert_ne!(ext_handle, 0);
+        // The spawn word: a name, and the spawn site.
+        let spawn_word = u64::from(u32_at(rec + l.get("record_spawn")));
+        assert_ne!(spawn_word & (1 << l.get("spawn_named_bit")), 0);
+        let spawn_site = spawn_word & ((1 << l.get("spawn_site_bits")) - 1);
+        // Spawned outside any task: no parent.
+        assert_eq!(word_at(rec + l.get("record_parent")), 0);
+        // The extension of the same index: the name.
         let a = address_words();
-        let i = ext_handle - 1;
         let per = l.get("arena_page_entries");
         let ext = word_at(a.get("ext_pages") + 8 * (i / per)) + (i % per) * l.get("ext_size");
         let name = word_at(ext + l.get("ext_name"));
@@ -691,7 +711,7 @@ mod tests {
         // SAFETY: the name's text, alive while the task is.
         let bytes = unsafe { std::slice::from_raw_parts(text as usize as *const u8, len as usize) };
         assert_eq!(bytes, b"raw-reader");
-        let spawn = call_site_entry(u64::from(u32_at(ext + l.get("ext_spawn_site"))));
+        let spawn = call_site_entry(spawn_site);
         assert_eq!(str_at(&l, spawn + l.get("call_entry_file")), file!());
         assert_eq!(u32_at(spawn + l.get("call_entry_line")), spawn_line);
         drop(task);

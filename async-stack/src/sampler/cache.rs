@@ -198,16 +198,16 @@ impl TaskCache {
         }
     }
 
-    /// Whether a read of task `id` in record `index` must load the task's
-    /// extension (its name and spawn location): it is not the task last
-    /// seen there.
+    /// Whether a read of task `id` in record `index` must load what the
+    /// task was spawned with (its name and spawn location): it is not the
+    /// task last seen there.
     #[inline]
     pub(crate) fn wants_ext(&self, index: u32, id: u64) -> bool {
         self.hot.get(index as usize).is_none_or(|h| h.task_id != id)
     }
 
     /// Takes in a read of record `index`: a new task starts afresh, its
-    /// labels' sources from `raw` (which then holds its extension: see
+    /// labels' sources from `raw` (which then holds its spawn metadata: see
     /// [`wants_ext`](Self::wants_ext)). Every other method takes a record
     /// observed.
     #[inline]

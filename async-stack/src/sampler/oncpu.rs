@@ -624,7 +624,9 @@ impl Sampling {
         let r: &TaskRecord = unsafe { &*std::ptr::with_exposed_provenance::<TaskRecord>(s.record) };
         let now = crate::record::clock::system_ms();
         let mut copy = StackCopy::default();
-        match r.read(&mut copy, now) {
+        let read = crate::task::registry::index_of(s.record, &mut self.record_page)
+            .and_then(|index| r.read(index, &mut copy, now));
+        match read {
             Some(raw) if raw.id == s.task_id => (
                 super::wall::group_of(
                     raw.name.as_deref(),

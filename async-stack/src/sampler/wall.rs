@@ -145,6 +145,10 @@ pub(crate) struct Sampling {
     tasks: TaskCache,
     #[cfg(all(target_os = "linux", not(async_stack_loom)))]
     pub(crate) on_cpu: Option<super::oncpu::Session>,
+    /// The record page an on-CPU sample's record was last found in (see
+    /// [`crate::task::registry::index_of`]).
+    #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+    pub(crate) record_page: usize,
     /// Where native addresses live, for on-CPU samples.
     pub(crate) modules: super::native::Modules,
 }
@@ -168,6 +172,8 @@ impl Sampling {
             tasks: TaskCache::default(),
             #[cfg(all(target_os = "linux", not(async_stack_loom)))]
             on_cpu: None,
+            #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+            record_page: 0,
             modules: super::native::Modules::new(),
         }
     }
@@ -290,7 +296,7 @@ impl Sampling {
     /// [`super::cache`]), and loads neither its name nor its spawn site.
     fn sample(&mut self, index: u32, r: &TaskRecord, now_ms: u64, times: u64) {
         let tasks = &self.tasks;
-        let read = r.read_tries_with(&mut self.copy, now_ms, COPY_TRIES, |id, _| {
+        let read = r.read_tries_with(index, &mut self.copy, now_ms, COPY_TRIES, |id, _| {
             tasks.wants_ext(index, id)
         });
         let Some(raw) = read else {

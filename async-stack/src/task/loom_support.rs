@@ -38,7 +38,7 @@ pub(crate) fn task(site: &'static CallSite, id: u64) -> Task {
     let inc = foreign::incarnation(record.foreign.load(Ordering::Acquire));
     record.refs.store(1, Ordering::Relaxed);
     // SAFETY: a free record: `refs` was 0 and the cell holds no waker.
-    unsafe { record.waker.put(std::task::Waker::noop().clone()) };
+    unsafe { record.put_waker(std::task::Waker::noop().clone()) };
     record.reset_stack();
     record
         .state
@@ -60,7 +60,7 @@ pub(crate) fn task(site: &'static CallSite, id: u64) -> Task {
 
 /// Starts a poll of `t` on the thread of `a`, as `root::enter` does.
 pub(crate) fn start_poll(t: Task, a: &Active) -> u64 {
-    let seen = t.record.start_poll(2, 7);
+    let seen = t.record.start_poll(2);
     a.enter_task(t.record, t.key, t.root);
     seen
 }
@@ -98,10 +98,10 @@ pub(crate) fn leave_child(a: &Active, restore: *mut AsyncStackFrame) {
 /// stayed torn.
 pub(crate) type View = (u64, TaskState, Vec<(u32, u32, bool)>);
 
-/// Reads `record` as a dump does.
-pub(crate) fn view(record: &TaskRecord) -> Option<View> {
+/// Reads task `t`'s record as a dump does.
+pub(crate) fn view(t: Task) -> Option<View> {
     let mut copy = StackCopy::default();
-    let raw: RawTask = record.read(&mut copy, 4)?;
+    let raw: RawTask = t.record.read(t.index, &mut copy, 4)?;
     if !raw.stack_copied {
         return None;
     }

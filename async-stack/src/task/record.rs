@@ -4,10 +4,12 @@
 //! A record is 128 bytes, aligned to a cache line, so that two tasks polled
 //! on two threads never write the same line. The first line holds what a
 //! task root writes on every poll and what its waker touches; the second
-//! holds the task's published stack (see [`crate::task::stack`]), whose
-//! first three slots live inline, so that the usual short stack costs no
-//! more memory. Deeper stacks take chunks from a pool that is never freed
-//! either ([`crate::task::registry`]).
+//! holds what the task was spawned with and the task's published stack
+//! (see [`crate::task::stack`]), whose first three slots live inline, so
+//! that the usual short stack costs no more memory. Deeper stacks take
+//! chunks from a pool that is never freed either
+//! ([`crate::task::registry`]). A task's name, which few tasks have, is in
+//! its extension ([`TaskExt`]).
 //!
 //! # Layout and who writes what
 //!
@@ -18,11 +20,11 @@
 //! | 16 | `polls` | the polling thread |
 //! | 24 | `wakes`: wakes from outside the task's poll, and the time of the first one since the last poll started | wakers, by compare-and-swap |
 //! | 32 | `current`: the frame being polled right now, its slot in the top bits (see [`crate::record::current`]) | the polling thread, on every entry and exit of a frame |
-//! | 40 | `waker`: the executor's waker, forwarded to by the task's own waker | the registering thread, while no waker refers to the record |
-//! | 56 | `thread`: the OS thread id polling the task, `0` between polls | the polling thread |
-//! | 60 | `refs`: one for the live task, one per waker of it | wakers (read-modify-write) |
-//! | 64 | `self_wakes`: wakes from inside the task's own polls | the polling thread |
-//! | 72 | `ext`: index + 1 of the task's [`TaskExt`], `0` for none | the registering thread |
+//! | 40 | `waker_data`, 48 `waker_vtable`: the executor's waker, forwarded to by the task's own waker (its data pointer, and its vtable as an id in [`vtables`]) | the registering thread, while no waker refers to the record |
+//! | 52 | `refs`: one for the live task, one per waker of it | wakers (read-modify-write) |
+//! | 56 | `self_wakes`: wakes from inside the task's own polls | the polling thread |
+//! | 64 | `parent`: the id of the task that spawned this one, `0` if unknown | the registering thread |
+//! | 72 | `spawn`: where the task was spawned, and whether it has a name (see [`spawn`]) | the registering thread |
 //! | 76 | `seq`, 80 `foreign`, 88 `meta`, 96 `births`, 100 `chunk`, 104 `slots` | the published stack's (see [`crate::task::stack`]) |
 //!
 //! # Incarnations and recycling
@@ -50,7 +52,7 @@
 //! wake), which the state alone cannot tell apart.
 
 use std::cell::UnsafeCell;
-use std::mem::MaybeUninit;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
 use std::task::Waker;
 
@@ -137,60 +139,176 @@ pub(crate) mod wakes {
     }
 }
 
-/// The executor's waker of a task, kept in its record.
+/// The packed `spawn` word: `[named: 1][unused: 7][site: 24]`. `site` is
+/// the interned call-site id (see [`crate::record::site`]) of the spawn
+/// call that started the task, `0` if it was not started through a spawn
+/// helper; `named` is set while the task's [`TaskExt`] holds a name.
+pub(crate) mod spawn {
+    use crate::record::site::SITE_ID_BITS;
+
+    pub(crate) const SITE_MASK: u32 = (1 << SITE_ID_BITS) - 1;
+    pub(crate) const NAMED: u32 = 1 << 31;
+
+    #[inline]
+    pub(crate) fn pack(site: u32, named: bool) -> u32 {
+        (site & SITE_MASK) | if named { NAMED } else { 0 }
+    }
+
+    #[inline]
+    pub(crate) fn site(word: u32) -> u32 {
+        word & SITE_MASK
+    }
+
+    #[inline]
+    pub(crate) fn named(word: u32) -> bool {
+        word & NAMED != 0
+    }
+}
+
+/// The interned vtables of executors' wakers. A record keeps its task's
+/// executor waker as the waker's data pointer and the index + 1 of its
+/// vtable here, in 12 bytes instead of 16; a process sees one vtable or
+/// two (tokio has one). Entries are appended, never changed or removed.
+pub(crate) mod vtables {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicPtr, Ordering};
+    use std::task::RawWakerVTable;
+
+    /// The most vtables interned. A task whose executor's vtable finds no
+    /// room is woken through a fallback waker (see [`crate::task::waker`]).
+    pub(crate) const MAX: usize = 64;
+
+    /// An append-only table of up to `N` vtables.
+    pub(crate) struct Table<const N: usize> {
+        entries: [AtomicPtr<RawWakerVTable>; N],
+        append: Mutex<()>,
+    }
+
+    impl<const N: usize> Table<N> {
+        pub(crate) const fn new() -> Self {
+            Table {
+                entries: [const { AtomicPtr::new(std::ptr::null_mut()) }; N],
+                append: Mutex::new(()),
+            }
+        }
+
+        /// The id (index + 1) of `vtable`, interning it if it is new;
+        /// `None` when the table is full.
+        pub(crate) fn id(&self, vtable: &'static RawWakerVTable) -> Option<u32> {
+            let wanted = std::ptr::from_ref(vtable).cast_mut();
+            // The entry holding `wanted`, or else the first free one.
+            let find = || {
+                self.entries.iter().enumerate().find_map(|(i, e)| {
+                    let p = e.load(Ordering::Acquire);
+                    (p == wanted || p.is_null()).then_some((i, p))
+                })
+            };
+            if let Some((i, p)) = find()
+                && p == wanted
+            {
+                return Some(i as u32 + 1);
+            }
+            let _append = self.append.lock().unwrap_or_else(|e| e.into_inner());
+            let (i, p) = find()?;
+            if p.is_null() {
+                self.entries[i].store(wanted, Ordering::Release);
+            }
+            Some(i as u32 + 1)
+        }
+
+        /// The vtable of id `id`, if it was interned.
+        #[inline(always)]
+        pub(crate) fn get(&self, id: u32) -> Option<&'static RawWakerVTable> {
+            let p = self
+                .entries
+                .get(id.checked_sub(1)? as usize)?
+                .load(Ordering::Acquire);
+            // SAFETY: a non-null entry was stored from a `&'static
+            // RawWakerVTable` and never changes.
+            unsafe { p.as_ref() }
+        }
+    }
+
+    static TABLE: Table<MAX> = Table::new();
+
+    /// The process's id of `vtable` (see [`Table::id`]).
+    pub(crate) fn id(vtable: &'static RawWakerVTable) -> Option<u32> {
+        TABLE.id(vtable)
+    }
+
+    /// The process's vtable of id `id` (see [`Table::get`]).
+    #[inline(always)]
+    pub(crate) fn get(id: u32) -> Option<&'static RawWakerVTable> {
+        TABLE.get(id)
+    }
+
+    #[cfg(all(test, not(async_stack_loom)))]
+    mod tests {
+        use std::task::{RawWaker, RawWakerVTable};
+
+        use super::Table;
+
+        fn noop(_: *const ()) {}
+        fn clone(p: *const ()) -> RawWaker {
+            RawWaker::new(p, &A)
+        }
+        static A: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+        static B: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+        static C: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+
+        #[test]
+        fn vtables_are_interned_once_each_until_the_table_is_full() {
+            let t: Table<2> = Table::new();
+            assert_eq!(t.get(0), None);
+            assert_eq!(t.get(1), None, "nothing interned yet");
+            assert_eq!(t.id(&A), Some(1));
+            assert_eq!(t.id(&B), Some(2));
+            assert_eq!(t.id(&A), Some(1), "the same vtable, the same id");
+            assert_eq!(t.id(&C), None, "full");
+            assert!(std::ptr::eq(t.get(1).unwrap(), &A));
+            assert!(std::ptr::eq(t.get(2).unwrap(), &B));
+            assert_eq!(t.get(3), None);
+            assert_eq!(t.get(u32::MAX), None);
+        }
+    }
+}
+
+/// A part of the executor's waker of a task, kept in its record: its data
+/// pointer, or its vtable id (see [`vtables`]).
 ///
 /// Written only while no waker refers to the record (at registration, when
-/// `refs` goes from 0 to 1), dropped only when the last reference goes
+/// `refs` goes from 0 to 1), taken only when the last reference goes
 /// (`refs` back to 0), and read in between. So no access overlaps a write.
-pub(crate) struct WakerCell(UnsafeCell<MaybeUninit<Waker>>);
+pub(crate) struct WakerPart<T>(UnsafeCell<T>);
 
-// SAFETY: the cell is written and dropped only by the thread that holds
-// the record's only reference (see the type's docs), and `Waker` is `Send`
-// and `Sync`; every other access is a shared read.
-unsafe impl Sync for WakerCell {}
+// SAFETY: the cell is written and taken only by the thread that holds the
+// record's only reference (see the type's docs); every other access is a
+// shared read; and the waker it is part of is `Send` and `Sync`.
+unsafe impl<T> Sync for WakerPart<T> {}
 
-impl WakerCell {
-    const fn new() -> Self {
-        WakerCell(UnsafeCell::new(MaybeUninit::uninit()))
+impl<T> WakerPart<T> {
+    const fn new(value: T) -> Self {
+        WakerPart(UnsafeCell::new(value))
     }
 
-    /// Stores the executor's waker of a new task.
-    ///
     /// # Safety
     ///
-    /// - `refs` is 0: no waker refers to the record, so nobody reads the
-    ///   cell;
-    /// - the cell holds no waker (it was never written, or [`take`] ran
-    ///   since).
-    ///
-    /// [`take`]: Self::take
-    pub(crate) unsafe fn put(&self, waker: Waker) {
-        // SAFETY: exclusive access, per the caller's obligations.
-        unsafe { (*self.0.get()).write(waker) };
-    }
-
-    /// The executor's waker.
-    ///
-    /// # Safety
-    ///
-    /// The caller holds a reference counted in `refs` (the live task's, or
-    /// a waker's), so the cell holds a waker that is not being dropped.
+    /// Per the type's docs: a read holds a reference counted in `refs`.
     #[inline(always)]
-    pub(crate) unsafe fn get(&self) -> &Waker {
-        // SAFETY: initialised and not written while a reference is held.
-        unsafe { (*self.0.get()).assume_init_ref() }
+    unsafe fn read(&self) -> T
+    where
+        T: Copy,
+    {
+        // SAFETY: not written while a reference is held.
+        unsafe { *self.0.get() }
     }
 
-    /// Takes the executor's waker out, to drop it.
-    ///
     /// # Safety
     ///
-    /// `refs` just reached 0 on this thread (with acquire ordering): the
-    /// cell holds a waker and nobody else can read it.
-    pub(crate) unsafe fn take(&self) -> Waker {
-        // SAFETY: exclusive access to an initialised cell, per the
-        // caller's obligations.
-        unsafe { (*self.0.get()).assume_init_read() }
+    /// Per the type's docs: `refs` is 0 and this thread owns the record.
+    unsafe fn write(&self, value: T) {
+        // SAFETY: exclusive access, per the caller's obligations.
+        unsafe { *self.0.get() = value };
     }
 }
 
@@ -205,12 +323,18 @@ pub(crate) struct TaskRecord {
     /// The current-frame word while the task's poll runs (see
     /// [`crate::record::current`]).
     pub(crate) current: AtomicPtr<AsyncStackFrame>,
-    pub(crate) waker: WakerCell,
-    pub(crate) thread: AtomicU32,
+    /// The executor's waker: its data pointer and its vtable id (`0`: no
+    /// waker; see [`vtables`]).
+    pub(crate) waker_data: WakerPart<*const ()>,
+    pub(crate) waker_vtable: WakerPart<u32>,
     pub(crate) refs: AtomicU32,
-    // Second line.
+    /// Wakes from inside the task's own polls.
     pub(crate) self_wakes: AtomicU64,
-    pub(crate) ext: AtomicU32,
+    // Second line.
+    /// The task that spawned this one (`0`: unknown).
+    pub(crate) parent: AtomicU64,
+    /// The packed `spawn` word (see [`spawn`]).
+    pub(crate) spawn: AtomicU32,
     pub(crate) seq: AtomicU32,
     pub(crate) foreign: AtomicU64,
     pub(crate) meta: AtomicU64,
@@ -239,11 +363,12 @@ impl TaskRecord {
             polls: AtomicU64::new(0),
             wakes: AtomicU64::new(0),
             current: AtomicPtr::new(std::ptr::null_mut()),
-            waker: WakerCell::new(),
-            thread: AtomicU32::new(0),
+            waker_data: WakerPart::new(std::ptr::null()),
+            waker_vtable: WakerPart::new(0),
             refs: AtomicU32::new(0),
             self_wakes: AtomicU64::new(0),
-            ext: AtomicU32::new(0),
+            parent: AtomicU64::new(0),
+            spawn: AtomicU32::new(0),
             seq: AtomicU32::new(0),
             foreign: AtomicU64::new(crate::task::stack::foreign::FIRST),
             meta: AtomicU64::new(0),
@@ -262,9 +387,96 @@ impl TaskRecord {
         crate::sync::prefetch(p.wrapping_add(64));
     }
 
-    /// The task's extension, if it has one.
-    pub(crate) fn ext(&self) -> Option<&'static TaskExt> {
-        crate::task::registry::ext(self.ext.load(Ordering::Acquire))
+    // ---- the executor's waker (see `WakerPart` for who may call these) ----
+
+    /// Stores the executor's waker of a new task. A waker whose vtable
+    /// finds no room in [`vtables`] is dropped, and the task is woken
+    /// through a fallback waker instead ([`will_wake`](Self::will_wake) is
+    /// then always `false`).
+    ///
+    /// # Safety
+    ///
+    /// `refs` is 0 (no waker refers to the record, so nobody reads the
+    /// cell), and the record holds no waker ([`take_waker`] ran since the
+    /// last `put_waker`, or it never ran).
+    ///
+    /// [`take_waker`]: Self::take_waker
+    pub(crate) unsafe fn put_waker(&self, waker: Waker) {
+        let (data, id) = match vtables::id(waker.vtable()) {
+            Some(id) => (ManuallyDrop::new(waker).data(), id),
+            None => (std::ptr::null(), 0),
+        };
+        // SAFETY: exclusive access, per the caller's obligations.
+        unsafe {
+            self.waker_data.write(data);
+            self.waker_vtable.write(id);
+        }
+    }
+
+    /// The executor's waker, borrowed (`None`: the record holds none).
+    ///
+    /// # Safety
+    ///
+    /// The caller holds a reference counted in `refs` (the live task's, or
+    /// a waker's), so the waker is neither being written nor dropped.
+    #[inline(always)]
+    pub(crate) unsafe fn executor_waker(&self) -> Option<ManuallyDrop<Waker>> {
+        // SAFETY: per the caller's obligations.
+        let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
+        let vtable = vtables::get(id)?;
+        // SAFETY: `data` and `vtable` are the parts of the waker that
+        // `put_waker` stored and that stays alive while the reference is
+        // held; the `ManuallyDrop` never drops this copy, so the result
+        // is a borrow of that waker.
+        Some(ManuallyDrop::new(unsafe { Waker::new(data, vtable) }))
+    }
+
+    /// Whether the executor's waker wakes the same task as `other` (as
+    /// [`Waker::will_wake`] tells: the same data pointer and vtable).
+    ///
+    /// # Safety
+    ///
+    /// As for [`executor_waker`](Self::executor_waker).
+    #[inline(always)]
+    pub(crate) unsafe fn will_wake(&self, other: &Waker) -> bool {
+        // SAFETY: per the caller's obligations.
+        let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
+        data == other.data() && vtables::get(id).is_some_and(|v| std::ptr::eq(v, other.vtable()))
+    }
+
+    /// Takes the executor's waker out, to drop it.
+    ///
+    /// # Safety
+    ///
+    /// `refs` just reached 0 on this thread (with acquire ordering): the
+    /// record holds the waker `put_waker` stored and nobody else can read
+    /// it.
+    pub(crate) unsafe fn take_waker(&self) -> Option<Waker> {
+        // SAFETY: exclusive access, per the caller's obligations; the
+        // parts are those of a waker this record owns, and the cell is
+        // cleared so that it is dropped once.
+        unsafe {
+            let waker = self.executor_waker().map(ManuallyDrop::into_inner);
+            self.waker_vtable.write(0);
+            self.waker_data.write(std::ptr::null());
+            waker
+        }
+    }
+
+    /// Where the task was spawned, if a spawn helper said so: a call site
+    /// with the spawn call's file, line and column.
+    pub(crate) fn location(&self) -> Option<&'static crate::record::site::CallSite> {
+        let site = spawn::site(self.spawn.load(Ordering::Relaxed));
+        crate::record::site::call_site_by_id(site)
+    }
+
+    /// The name of the task in this record (index `index`), if it has one.
+    /// Not validated: the caller checks the id afterwards.
+    pub(crate) fn name(&self, index: u32) -> Option<Arc<TaskName>> {
+        if !spawn::named(self.spawn.load(Ordering::Acquire)) {
+            return None;
+        }
+        crate::task::registry::ext(index)?.name.load()
     }
 
     // ---- the polling thread ----
@@ -282,11 +494,10 @@ impl TaskRecord {
     ///
     /// [`end_poll`]: Self::end_poll
     #[inline(always)]
-    pub(crate) fn start_poll(&self, now_ms: u64, thread: u32) -> u64 {
+    pub(crate) fn start_poll(&self, now_ms: u64) -> u64 {
         let seen = wakes::count(self.wakes.load(Ordering::Acquire));
         self.state
             .store(state::pack(state::RUNNING, seen, now_ms), Ordering::Relaxed);
-        self.thread.store(thread, Ordering::Relaxed);
         fence(Ordering::Release);
         let polls = self.polls.load(Ordering::Relaxed);
         self.polls.store(polls.wrapping_add(1), Ordering::Relaxed);
@@ -308,7 +519,6 @@ impl TaskRecord {
                 .store(n.wrapping_add(u64::from(self_wakes)), Ordering::Relaxed);
             state::SCHEDULED
         };
-        self.thread.store(0, Ordering::Relaxed);
         self.state
             .store(state::pack(next, seen, now_ms), Ordering::Release);
     }
@@ -410,8 +620,8 @@ impl TaskRecord {
     /// the module docs); its stack goes into `copy`. Never blocks: no lock,
     /// no waiting for a running poll. `None` for a free record or a task
     /// that ended while being read.
-    pub(crate) fn read(&self, copy: &mut StackCopy, now_ms: u64) -> Option<RawTask> {
-        self.read_tries(copy, now_ms, COPY_TRIES)
+    pub(crate) fn read(&self, index: u32, copy: &mut StackCopy, now_ms: u64) -> Option<RawTask> {
+        self.read_tries(index, copy, now_ms, COPY_TRIES)
     }
 
     /// [`read`](Self::read), with up to `tries` copy attempts. Before
@@ -420,25 +630,28 @@ impl TaskRecord {
     /// known to be inside one.
     pub(crate) fn read_tries(
         &self,
+        index: u32,
         copy: &mut StackCopy,
         now_ms: u64,
         tries: u32,
     ) -> Option<RawTask> {
-        self.read_tries_with(copy, now_ms, tries, |_, _| true)
+        self.read_tries_with(index, copy, now_ms, tries, |_, _| true)
     }
 
-    /// [`read_tries`](Self::read_tries), reading the task's extension
-    /// (parent, spawn location, name) only if `want_ext(id, root_site)`
-    /// says so; otherwise they are `0` and `None`. A task's extension does
-    /// not change while it lives (it is written before its id is
+    /// [`read_tries`](Self::read_tries), reading what the task was spawned
+    /// with (parent, spawn location, name) only if `want_ext(id,
+    /// root_site)` says so; otherwise they are `0` and `None`. These do
+    /// not change while a task lives (they are written before its id is
     /// published and cleared after the id is), so a reader that already
     /// knows them for this id and root can skip them: the sampler's steady
     /// path, which thereby takes no reference to the name. Inlined, so
     /// that the copy is not returned through memory (a sampler reads
-    /// thousands of records per tick).
+    /// thousands of records per tick). `index` is the record's index,
+    /// which finds the task's name (see [`TaskExt`]).
     #[inline]
     pub(crate) fn read_tries_with(
         &self,
+        index: u32,
         copy: &mut StackCopy,
         now_ms: u64,
         tries: u32,
@@ -473,18 +686,14 @@ impl TaskRecord {
             Some(h) => h,
             None => (self.header_once()?, false),
         };
-        let ext = if want_ext(id, h.root_site) {
-            self.ext()
+        let (parent, location, name) = if want_ext(id, h.root_site) {
+            (
+                self.parent.load(Ordering::Relaxed),
+                self.location(),
+                self.name(index),
+            )
         } else {
-            None
-        };
-        let (parent, location, name) = match ext {
-            Some(e) => (
-                e.parent.load(Ordering::Relaxed),
-                e.location(),
-                e.name.load(),
-            ),
-            None => (0, None, None),
+            (0, None, None)
         };
         // If the record changed hands while we read, every field above may
         // belong to another task.
@@ -578,34 +787,21 @@ struct Header {
     root_site: u32,
 }
 
-/// What a task has beyond its record, for tasks that need it: spawn
-/// metadata from a spawn helper, and a second waker for a root whose
-/// executor changed its waker. Allocated from a pool that is never freed;
-/// readers validate what they read against the record's `id`.
-/// `#[repr(C)]` for debugger scripts.
+/// What few tasks have beyond their record: a name given through a spawn
+/// helper, and a second waker for a root whose executor changed its
+/// waker. Extension `i` belongs to record `i`; extensions live in pages
+/// beside the records' (see [`crate::task::registry`]), allocated the first
+/// time a task of that page needs one and never freed. Readers validate
+/// what they read against the record's `id`. `#[repr(C)]` for debugger
+/// scripts.
 #[repr(C)]
 #[derive(Debug, Default)]
 pub(crate) struct TaskExt {
-    /// The task that spawned this one (`0`: unknown).
-    pub(crate) parent: AtomicU64,
-    /// Where the task was spawned: an interned call-site id (see
-    /// [`crate::record::site`]) of the spawn call's location; `0`: unknown.
-    pub(crate) spawn_site: AtomicU32,
-    /// `1` while `name` holds a name (the owner's bookkeeping: clearing an
-    /// empty name is skipped, as an `arc-swap` store is not free).
-    pub(crate) named: AtomicU32,
+    /// The task's name, while the record's `spawn` word says `named`.
     pub(crate) name: NameCell,
     /// The waker of a root whose executor's waker changed (see
     /// [`crate::task::waker`]); owned, released when the task ends.
     pub(crate) fallback: AtomicPtr<()>,
-}
-
-impl TaskExt {
-    /// The spawn location, if any: a call site with the spawn call's file,
-    /// line and column.
-    pub(crate) fn location(&self) -> Option<&'static crate::record::site::CallSite> {
-        crate::record::site::call_site_by_id(self.spawn_site.load(Ordering::Relaxed))
-    }
 }
 
 /// A task's name, laid out for debugger scripts: the text's address and
@@ -687,9 +883,12 @@ mod tests {
         assert_eq!(std::mem::size_of::<TaskRecord>(), 128);
         assert_eq!(at(std::ptr::from_ref(&r.state).cast()), 8);
         assert_eq!(at(std::ptr::from_ref(&r.current).cast()), 32);
-        assert_eq!(at(std::ptr::from_ref(&r.waker).cast()), 40);
-        assert_eq!(at(std::ptr::from_ref(&r.refs).cast()), 60);
-        assert_eq!(at(std::ptr::from_ref(&r.self_wakes).cast()), 64);
+        assert_eq!(at(std::ptr::from_ref(&r.waker_data).cast()), 40);
+        assert_eq!(at(std::ptr::from_ref(&r.waker_vtable).cast()), 48);
+        assert_eq!(at(std::ptr::from_ref(&r.refs).cast()), 52);
+        assert_eq!(at(std::ptr::from_ref(&r.self_wakes).cast()), 56);
+        assert_eq!(at(std::ptr::from_ref(&r.parent).cast()), 64);
+        assert_eq!(at(std::ptr::from_ref(&r.spawn).cast()), 72);
         assert_eq!(at(std::ptr::from_ref(&r.seq).cast()), 76);
         assert_eq!(at(std::ptr::from_ref(&r.slots).cast()), 104);
     }
@@ -725,7 +924,7 @@ mod loom_tests {
             let waker = loom::thread::spawn(move || t.record.count_wake(|| 5));
             end_poll(t, &a, seen);
             waker.join().unwrap();
-            assert_eq!(view(t.record).unwrap().1, TaskState::Scheduled);
+            assert_eq!(view(t).unwrap().1, TaskState::Scheduled);
         });
     }
 
@@ -745,7 +944,7 @@ mod loom_tests {
                     end_poll(t, &a, seen);
                 }
             });
-            if let Some((_, state, frames)) = view(t.record) {
+            if let Some((_, state, frames)) = view(t) {
                 let running = frames.iter().any(|f| f.2);
                 assert!(
                     state == TaskState::Running || !running,

@@ -1,6 +1,10 @@
 //! Storage for task records, stack chunks and task extensions: arenas of
 //! pages that are never freed, free lists, and the process-wide counters.
 //!
+//! Extensions are not handed out: extension `i` belongs to record `i`, and
+//! its page is allocated the first time one of its records needs one
+//! (a named task, or a root whose executor changed its waker).
+//!
 //! # Never freed
 //!
 //! Every record, chunk and extension lives in a page that is allocated once
@@ -11,9 +15,9 @@
 //!
 //! # Handles
 //!
-//! Records are named by index (places hold it, see
-//! [`crate::task::place`]); chunks and extensions by index + 1, so that `0`
-//! in a record field means "none".
+//! Records and their extensions are named by index (places hold it, see
+//! [`crate::task::place`]); chunks by index + 1, so that `0` in a record
+//! field means "none".
 //!
 //! # Capacity
 //!
@@ -95,6 +99,15 @@ impl<T: 'static> Arena<T> {
         // SAFETY: a non-null page is a leaked `Box<[T]>` of `PAGE` items,
         // published with release ordering after it was built and never
         // freed, so it is valid for `'static`; `index % PAGE < PAGE`.
+        Some(unsafe { &*page.add(index % PAGE) })
+    }
+
+    /// Item `index`, its page allocated if it was not; `None` past the
+    /// capacity.
+    pub(crate) fn get_or_make(&self, index: usize) -> Option<&'static T> {
+        let page = page(self.pages.get(index / PAGE)?, PAGE, self.make);
+        // SAFETY: as in `get`: `page` is a leaked `Box<[T]>` of `PAGE`
+        // items, never freed; `index % PAGE < PAGE`.
         Some(unsafe { &*page.add(index % PAGE) })
     }
 
@@ -271,11 +284,34 @@ pub(crate) fn record(index: u32) -> Option<&'static TaskRecord> {
     registry().records.get(index as usize)
 }
 
+/// The index of the record at address `addr`, if one is there: for a
+/// reader that holds a record's address only (an on-CPU sample). Looks in
+/// record page `*hint` first, then scans the pages, and leaves the page it
+/// found in `*hint`, so that repeated lookups of nearby records are one
+/// check each.
+#[cfg(not(async_stack_loom))]
+pub(crate) fn index_of(addr: usize, hint: &mut usize) -> Option<u32> {
+    const SIZE: usize = std::mem::size_of::<TaskRecord>();
+    let in_page = |page: usize| -> Option<u32> {
+        let base = RECORD_PAGES.get(page)?.load(Ordering::Acquire).addr();
+        let offset = addr.checked_sub(base)?;
+        (base != 0 && offset < PAGE * SIZE && offset % SIZE == 0)
+            .then(|| (page * PAGE + offset / SIZE) as u32)
+    };
+    if let Some(index) = in_page(*hint) {
+        return Some(index);
+    }
+    let pages = record_count().div_ceil(PAGE);
+    let page = (0..pages).find(|&p| in_page(p).is_some())?;
+    *hint = page;
+    in_page(page)
+}
+
 /// A free record's index; `None` when every record is taken (counted as an
 /// untracked root).
 pub(crate) fn alloc_record() -> Option<u32> {
     let r = registry();
-    let index = free_cache::pop(free_cache::Pool::Records, &r.records.free)
+    let index = free_cache::pop(&r.records.free)
         .map(|i| i as usize)
         .or_else(|| r.records.fresh());
     match index {
@@ -290,7 +326,7 @@ pub(crate) fn alloc_record() -> Option<u32> {
 /// Gives a record back for later tasks (its task ended and no waker refers
 /// to it).
 pub(crate) fn free_record(index: u32) {
-    free_cache::push(index, free_cache::Pool::Records, &registry().records.free);
+    free_cache::push(index, &registry().records.free);
 }
 
 /// A fresh task id. Ids are never reused.
@@ -322,26 +358,15 @@ pub(crate) fn free_chunk(handle: u32) {
     }
 }
 
-/// Extension `handle` (index + 1), if any.
+/// The extension of record `index`, if its page was ever allocated.
 #[inline]
-pub(crate) fn ext(handle: u32) -> Option<&'static TaskExt> {
-    let index = handle.checked_sub(1)?;
+pub(crate) fn ext(index: u32) -> Option<&'static TaskExt> {
     registry().exts.get(index as usize)
 }
 
-/// A cleared extension's handle; `None` when the pool is exhausted.
-pub(crate) fn alloc_ext() -> Option<u32> {
-    let r = registry();
-    let index = free_cache::pop(free_cache::Pool::Exts, &r.exts.free)
-        .map(|i| i as usize)
-        .or_else(|| r.exts.fresh())?;
-    Some(index as u32 + 1)
-}
-
-pub(crate) fn free_ext(handle: u32) {
-    if let Some(index) = handle.checked_sub(1) {
-        free_cache::push(index, free_cache::Pool::Exts, &registry().exts.free);
-    }
+/// The extension of record `index`, allocating its page if needed.
+pub(crate) fn ext_or_make(index: u32) -> Option<&'static TaskExt> {
+    registry().exts.get_or_make(index as usize)
 }
 
 /// Roots that ran untracked because every record was taken.
@@ -393,37 +418,28 @@ mod free_cache {
     const CAPACITY: usize = 128;
     const BATCH: usize = CAPACITY / 2;
 
-    /// The arenas whose free indices a thread caches.
-    #[derive(Clone, Copy)]
-    pub(super) enum Pool {
-        Records = 0,
-        Exts = 1,
-    }
-
-    /// One cache per pool.
-    struct Cache([Vec<u32>; 2]);
+    /// This thread's free record indices.
+    struct Cache(Vec<u32>);
 
     impl Drop for Cache {
         fn drop(&mut self) {
-            let r = super::registry();
-            lock(&r.records.free).append(&mut self.0[Pool::Records as usize]);
-            lock(&r.exts.free).append(&mut self.0[Pool::Exts as usize]);
+            lock(&super::registry().records.free).append(&mut self.0);
         }
     }
 
     thread_local! {
-        static CACHE: RefCell<Cache> = const { RefCell::new(Cache([Vec::new(), Vec::new()])) };
+        static CACHE: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) };
     }
 
-    /// A free index of `pool`: the one this thread freed last, or one of a
-    /// batch taken from `global`, the pool's free list.
-    pub(super) fn pop(pool: Pool, global: &Mutex<Vec<u32>>) -> Option<u32> {
+    /// A free record index: the one this thread freed last, or one of a
+    /// batch taken from `global`, the registry's free list.
+    pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
         CACHE
             .try_with(|c| {
                 let Ok(mut c) = c.try_borrow_mut() else {
                     return lock(global).pop();
                 };
-                let c = &mut c.0[pool as usize];
+                let c = &mut c.0;
                 if c.is_empty() {
                     let mut g = lock(global);
                     let from = g.len().saturating_sub(BATCH);
@@ -434,14 +450,14 @@ mod free_cache {
             .unwrap_or_else(|_| lock(global).pop())
     }
 
-    /// Caches `index` of `pool`, first giving the oldest half of a full
-    /// cache back to `global`.
-    pub(super) fn push(index: u32, pool: Pool, global: &Mutex<Vec<u32>>) {
+    /// Caches `index`, first giving the oldest half of a full cache back
+    /// to `global`.
+    pub(super) fn push(index: u32, global: &Mutex<Vec<u32>>) {
         let cached = CACHE.try_with(|c| {
             let Ok(mut c) = c.try_borrow_mut() else {
                 return false;
             };
-            let c = &mut c.0[pool as usize];
+            let c = &mut c.0;
             if c.len() >= CAPACITY {
                 lock(global).extend(c.drain(..BATCH));
             }
@@ -465,19 +481,19 @@ mod free_cache {
             std::thread::spawn(|| {
                 let global = Mutex::new(Vec::new());
                 for i in 0..=CAPACITY as u32 {
-                    push(i, Pool::Exts, &global);
+                    push(i, &global);
                 }
                 // Full at the last push: the oldest half went back at once.
                 assert_eq!(*lock(&global), (0..BATCH as u32).collect::<Vec<_>>());
                 // Last freed, first reused.
-                assert_eq!(pop(Pool::Exts, &global), Some(CAPACITY as u32));
+                assert_eq!(pop(&global), Some(CAPACITY as u32));
                 for i in (BATCH as u32..CAPACITY as u32).rev() {
-                    assert_eq!(pop(Pool::Exts, &global), Some(i));
+                    assert_eq!(pop(&global), Some(i));
                 }
                 // Empty: one batch comes back from the free list.
-                assert_eq!(pop(Pool::Exts, &global), Some(BATCH as u32 - 1));
+                assert_eq!(pop(&global), Some(BATCH as u32 - 1));
                 assert!(lock(&global).is_empty());
-                let rest: Vec<u32> = std::iter::from_fn(|| pop(Pool::Exts, &global)).collect();
+                let rest: Vec<u32> = std::iter::from_fn(|| pop(&global)).collect();
                 assert_eq!(rest, (0..BATCH as u32 - 1).rev().collect::<Vec<_>>());
             })
             .join()
@@ -492,16 +508,10 @@ mod free_cache {
 mod free_cache {
     use crate::sync::{Mutex, lock};
 
-    #[derive(Clone, Copy)]
-    pub(super) enum Pool {
-        Records,
-        Exts,
-    }
-
-    pub(super) fn pop(_: Pool, global: &Mutex<Vec<u32>>) -> Option<u32> {
+    pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
         lock(global).pop()
     }
-    pub(super) fn push(index: u32, _: Pool, global: &Mutex<Vec<u32>>) {
+    pub(super) fn push(index: u32, global: &Mutex<Vec<u32>>) {
         lock(global).push(index);
     }
 }

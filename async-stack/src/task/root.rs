@@ -21,9 +21,10 @@
 //!   polled as a child of another task (it then belongs to that task, and
 //!   must not linger as a ghost), the record's id is cleared, its
 //!   incarnation closed (frames of the ended task can no longer touch it),
-//!   its chunks and extension given back, and the task's reference to the
-//!   record dropped. The last reference (the task's or a waker's) recycles
-//!   the record ([`recycle`]).
+//!   its chunks given back, its name and fallback waker (in its
+//!   extension) released, and the task's reference to the record dropped.
+//!   The last reference (the task's or a waker's) recycles the record
+//!   ([`recycle`]).
 
 use std::sync::Arc;
 use std::task::Context;
@@ -34,7 +35,7 @@ use crate::record::frame::AsyncStackFrame;
 use crate::sync::Ordering;
 use crate::task::place::{self, INCARNATION_LIMIT, UNTRACKED};
 
-use crate::task::record::{TaskRecord, state};
+use crate::task::record::{TaskRecord, spawn as spawn_word, state};
 use crate::task::stack::foreign;
 use crate::task::waker::{self, Fallback, LentWaker};
 use crate::task::{registry, spawn};
@@ -64,10 +65,10 @@ pub(crate) fn enter(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> En
         return enter_slow(frame, a, cx);
     };
     // SAFETY: the live task holds a reference to its record.
-    let waker = if unsafe { r.waker.get() }.will_wake(cx.waker()) {
+    let waker = if unsafe { r.will_wake(cx.waker()) } {
         waker::lend(index)
     } else {
-        fallback(r, index, cx)
+        fallback(index, cx)
     };
     let seen = begin(r, place::key_of(p), frame, a);
     Entered::Task {
@@ -82,7 +83,10 @@ pub(crate) fn enter(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> En
 #[inline(always)]
 fn begin(r: &TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -> u64 {
     r.collect_foreign();
-    let seen = r.start_poll(clock::now_ms(), a.thread_id());
+    // Lists this thread, on its first task poll, for debuggers and the
+    // sampler.
+    a.thread_id();
+    let seen = r.start_poll(clock::now_ms());
     a.enter_task(r, key, root);
     #[cfg(not(async_stack_loom))]
     if crate::wake::recorder::on() {
@@ -119,18 +123,11 @@ fn enter_slow(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Entered 
 /// [`crate::task::waker`]).
 #[cold]
 #[inline(never)]
-fn fallback(r: &TaskRecord, index: u32, cx: &Context<'_>) -> LentWaker {
-    let ext = match r.ext() {
-        Some(ext) => ext,
-        None => {
-            let Some(handle) = registry::alloc_ext() else {
-                // No extension left: the record's waker still reaches the
-                // task it was made for.
-                return waker::lend(index);
-            };
-            r.ext.store(handle, Ordering::Release);
-            registry::ext(handle).expect("just allocated")
-        }
+fn fallback(index: u32, cx: &Context<'_>) -> LentWaker {
+    let Some(ext) = registry::ext_or_make(index) else {
+        // Not a record index (cannot happen): the record's waker still
+        // reaches the task it was made for.
+        return waker::lend(index);
     };
     let mut cur = ext.fallback.load(Ordering::Relaxed).cast::<Fallback>();
     // SAFETY: `fallback` holds null or a pointer from `Arc::into_raw`,
@@ -212,29 +209,31 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     r.refs.store(1, Ordering::Relaxed);
     // SAFETY: `refs` was 0 (a free record) and the cell holds no waker
     // (`recycle` took it, or it was never written).
-    unsafe { r.waker.put(cx.waker().clone()) };
+    unsafe { r.put_waker(cx.waker().clone()) };
     r.reset_stack();
     r.polls.store(0, Ordering::Relaxed);
     r.wakes.store(0, Ordering::Relaxed);
     r.self_wakes.store(0, Ordering::Relaxed);
-    r.thread.store(0, Ordering::Relaxed);
     r.state.store(
         state::pack(state::SCHEDULED, 0, clock::now_ms()),
         Ordering::Relaxed,
     );
-    let ext = spawn.and_then(|s| {
-        let handle = registry::alloc_ext()?;
-        let ext = registry::ext(handle)?;
-        ext.parent.store(s.parent, Ordering::Relaxed);
-        let site = crate::record::site::call_site_for_caller(s.location, None);
-        ext.spawn_site.store(site.id(), Ordering::Relaxed);
-        if let Some(name) = &s.name {
-            ext.name.store(Some(name.clone()));
-            ext.named.store(1, Ordering::Relaxed);
+    let (parent, spawn_word) = match spawn {
+        Some(s) => {
+            let site = crate::record::site::call_site_for_caller(s.location, None).id();
+            // Only a named task needs its extension (and its page).
+            let named = match &s.name {
+                Some(name) => registry::ext_or_make(index)
+                    .map(|ext| ext.name.store(Some(name.clone())))
+                    .is_some(),
+                None => false,
+            };
+            (s.parent, spawn_word::pack(site, named))
         }
-        Some(handle)
-    });
-    r.ext.store(ext.unwrap_or(0), Ordering::Relaxed);
+        None => (0, 0),
+    };
+    r.parent.store(parent, Ordering::Relaxed);
+    r.spawn.store(spawn_word, Ordering::Relaxed);
     r.take_root(frame.site_id());
     // Last: readers report the record once its id is set.
     r.id.store(registry::next_id(), Ordering::Release);
@@ -260,20 +259,24 @@ pub(crate) fn end_task(p: u64) {
     r.id.store(0, Ordering::Release);
     r.close_incarnation();
     r.release_chunks();
-    let ext = r.ext.swap(0, Ordering::AcqRel);
-    if let Some(e) = registry::ext(ext) {
-        if e.named.swap(0, Ordering::Relaxed) != 0 {
+    let named = spawn_word::named(r.spawn.swap(0, Ordering::Relaxed));
+    r.parent.store(0, Ordering::Relaxed);
+    if let Some(e) = registry::ext(index) {
+        // Clearing an empty name is skipped: an `arc-swap` store is not
+        // free.
+        if named {
             e.name.store(None);
         }
-        e.parent.store(0, Ordering::Relaxed);
-        e.spawn_site.store(0, Ordering::Relaxed);
-        let f = e.fallback.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        // Most tasks have none: a load, not a read-modify-write.
+        let f = match e.fallback.load(Ordering::Acquire) {
+            f if f.is_null() => f,
+            _ => e.fallback.swap(std::ptr::null_mut(), Ordering::AcqRel),
+        };
         if !f.is_null() {
             // SAFETY: the extension owned this `Arc` (see `fallback`), and
             // the task's polls are over.
             drop(unsafe { Arc::from_raw(f.cast_const().cast::<Fallback>()) });
         }
-        registry::free_ext(ext);
     }
     let _ = waker::release(index);
 }
@@ -285,7 +288,7 @@ pub(crate) fn recycle(r: &TaskRecord, index: u32) {
     // SAFETY: `refs` just reached 0 on this thread, with acquire ordering
     // (see `waker::release`): the cell holds the task's executor waker and
     // nothing else can read it.
-    drop(unsafe { r.waker.take() });
+    drop(unsafe { r.take_waker() });
     if foreign::incarnation(r.foreign.load(Ordering::Relaxed)) < INCARNATION_LIMIT {
         registry::free_record(index);
     }
@@ -299,10 +302,10 @@ mod tests {
     use std::task::{Context, Poll, Waker};
 
     use super::INCARNATION_LIMIT;
-    use crate::TracedExt;
     use crate::sync::Ordering;
     use crate::task::registry;
     use crate::task::stack::foreign;
+    use crate::{TaskState, TracedExt};
 
     type Child = Arc<Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>>;
 
@@ -337,6 +340,45 @@ mod tests {
         let t = d.task(id).expect("the task is live");
         assert_eq!(t.hidden_frames, 0);
         t.frames.iter().map(|f| f.function.to_string()).collect()
+    }
+
+    /// The record keeps one count of wakes: those from outside the task's
+    /// polls as they happen, those from inside a poll when it ends. A poll
+    /// that woke its own task ends scheduled, a poll without wakes ends
+    /// idle, and a wake from outside makes an idle task scheduled.
+    #[test]
+    fn wakes_from_inside_and_outside_polls_are_counted_once_each() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let kept: Arc<Mutex<Option<Waker>>> = Arc::default();
+        let keep = kept.clone();
+        let mut polls = 0;
+        let mut task = Box::pin(
+            std::future::poll_fn(move |cx| {
+                polls += 1;
+                if polls == 1 {
+                    cx.waker().wake_by_ref();
+                    cx.waker().wake_by_ref();
+                }
+                *keep.lock().unwrap() = Some(cx.waker().clone());
+                Poll::<()>::Pending
+            })
+            .traced_named("counts-its-wakes"),
+        );
+        let seen = |id| {
+            let d = crate::dump();
+            let t = d.task(id).expect("the task is live");
+            (t.state, t.wakes, t.polls)
+        };
+        assert!(task.as_mut().poll(&mut cx).is_pending());
+        let id = task.task_id().unwrap();
+        assert_eq!(seen(id), (TaskState::Scheduled, 2, 1));
+        assert!(task.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(seen(id), (TaskState::Idle, 2, 2));
+        let waker = kept.lock().unwrap().take().unwrap();
+        std::thread::spawn(move || waker.wake()).join().unwrap();
+        assert_eq!(seen(id), (TaskState::Scheduled, 3, 2));
+        assert!(task.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(seen(id), (TaskState::Idle, 3, 3));
     }
 
     /// A frame that outlives its task keeps the incarnation it was placed

@@ -948,7 +948,7 @@ mod loom_tests {
                 end_poll(t, &a, seen);
             });
             let (r, c) = (ROOT.id(), CHILD.id());
-            if let Some((id, state, frames)) = view(t.record) {
+            if let Some((id, state, frames)) = view(t) {
                 assert_eq!(id, 1);
                 let allowed: &[(_, &[(u32, u32, bool)])] = &[
                     (Scheduled, &[(0, r, false)]),
@@ -991,7 +991,7 @@ mod loom_tests {
             place_child(t, child);
             let p = child.place.swap(0, Ordering::Relaxed);
             let dropper = loom::thread::spawn(move || place::unlink(p, None));
-            let reader = loom::thread::spawn(move || view(t.record));
+            let reader = loom::thread::spawn(move || view(t));
             t.record.collect_foreign();
             let (r, c) = (ROOT.id(), CHILD.id());
             if let Some((_, _, frames)) = reader.join().unwrap() {
@@ -1001,9 +1001,9 @@ mod loom_tests {
                 );
             }
             dropper.join().unwrap();
-            assert_eq!(view(t.record).unwrap().2, [(0, r, false)]);
+            assert_eq!(view(t).unwrap().2, [(0, r, false)]);
             t.record.collect_foreign();
-            assert_eq!(view(t.record).unwrap().2, [(0, r, false)]);
+            assert_eq!(view(t).unwrap().2, [(0, r, false)]);
             assert_eq!(t.record.meta().top, 1, "the slot is free again");
         });
     }
@@ -1023,7 +1023,7 @@ mod loom_tests {
                 assert_eq!(next.index, index, "the freed record is reused");
             });
             let (r, c, o) = (ROOT.id(), CHILD.id(), OTHER.id());
-            if let Some((id, _, frames)) = view(t.record) {
+            if let Some((id, _, frames)) = view(t) {
                 match id {
                     1 => assert_eq!(frames, [(0, r, false), (1, c, false)]),
                     2 => assert_eq!(frames, [(0, o, false)]),
@@ -1047,15 +1047,15 @@ mod loom_tests {
             place_child(ta, shared);
             let mover = loom::thread::spawn(move || place_child(tb, shared));
             let (r, c, o) = (ROOT.id(), CHILD.id(), OTHER.id());
-            if let Some((_, _, frames)) = view(ta.record) {
+            if let Some((_, _, frames)) = view(ta) {
                 assert!(
                     frames == [(0, r, false), (1, c, false)] || frames == [(0, r, false)],
                     "{frames:?}"
                 );
             }
             mover.join().unwrap();
-            assert_eq!(view(ta.record).unwrap().2, [(0, r, false)]);
-            assert_eq!(view(tb.record).unwrap().2, [(0, o, false), (1, c, false)]);
+            assert_eq!(view(ta).unwrap().2, [(0, r, false)]);
+            assert_eq!(view(tb).unwrap().2, [(0, o, false), (1, c, false)]);
             assert_eq!(
                 place::record(shared.place.load(Ordering::Relaxed)),
                 tb.index

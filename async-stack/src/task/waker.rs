@@ -116,7 +116,9 @@ unsafe fn wake_by_ref(data: *const ()) {
     count_wake(r, data.addr() as u32);
     // SAFETY: a reference (the caller's waker's) is held, so the record's
     // executor waker is alive and not written.
-    unsafe { r.waker.get() }.wake_by_ref();
+    if let Some(w) = unsafe { r.executor_waker() } {
+        w.wake_by_ref();
+    }
 }
 
 unsafe fn drop(data: *const ()) {

@@ -284,18 +284,15 @@ pub(crate) fn tasks() -> &'static Mutex<Tasks> {
     TASKS.get_or_init(Mutex::default)
 }
 
-/// The first poll of task `id` (record `r`, root `root`) while recording:
-/// resets its slot and notes what the task is.
+/// The first poll of task `id` (record `r` at `index`, root `root`) while
+/// recording: resets its slot and notes what the task is.
 #[cold]
 #[inline(never)]
-fn adopt(slot: &Slot, r: &TaskRecord, id: u64, root: &AsyncStackFrame) {
+fn adopt(slot: &Slot, index: u32, r: &TaskRecord, id: u64, root: &AsyncStackFrame) {
     slot.reset(id);
-    let ext = r.ext();
-    let name = ext
-        .and_then(|e| e.name.load())
-        .map(|n| n.as_str().to_owned());
-    let spawn_site = ext
-        .and_then(|e| e.location())
+    let name = r.name(index).map(|n| n.as_str().to_owned());
+    let spawn_site = r
+        .location()
         .map(|s| format!("{}:{}:{}", s.file(), s.line(), s.column()));
     let root = Some(root.call_site().function());
     lock(tasks()).meta.insert(
@@ -318,7 +315,7 @@ pub(crate) fn poll_started(index: u32, r: &TaskRecord, root: &AsyncStackFrame) {
     let id = r.id.load(Ordering::Relaxed);
     let Some(slot) = slot(index) else { return };
     if slot.task.load(Ordering::Relaxed) != id {
-        adopt(slot, r, id, root);
+        adopt(slot, index, r, id, root);
     }
     let now = now();
     bump(&slot.polls, 1);

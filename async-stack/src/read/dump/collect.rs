@@ -61,10 +61,10 @@ impl Reader {
         })
     }
 
-    /// Copies `record` into `into`, reusing its buffers; `false` (and
+    /// Copies `record` (at `index`) into `into`, reusing its buffers; `false` (and
     /// `into` unspecified) if the task ended meanwhile.
-    pub(super) fn read(&mut self, record: &TaskRecord, into: &mut TaskInfo) -> bool {
-        let Some(raw) = record.read(&mut self.copy, self.now_ms) else {
+    pub(super) fn read(&mut self, index: u32, record: &TaskRecord, into: &mut TaskInfo) -> bool {
+        let Some(raw) = record.read(index, &mut self.copy, self.now_ms) else {
             return false;
         };
         self.torn += u64::from(raw.torn);
@@ -269,11 +269,11 @@ pub(super) fn for_each_task(
     let mut reader = Reader::new();
     let mut task = scratch_task();
     let mut tasks = 0;
-    registry::for_each_record(|_, record| {
+    registry::for_each_record(|index, record| {
         let Some(status) = reader.status(record) else {
             return;
         };
-        if keep(&status) && reader.read(record, &mut task) {
+        if keep(&status) && reader.read(index, record, &mut task) {
             tasks += 1;
             visit(&task);
         }
@@ -294,7 +294,7 @@ pub(super) fn dump_where(mut keep: impl FnMut(&TaskStatus) -> bool) -> TaskDump 
     // themselves hold.
     let mut tasks = Vec::with_capacity(registry::record_count());
     let mut reader = Reader::new();
-    registry::for_each_record(|_, record| {
+    registry::for_each_record(|index, record| {
         let Some(status) = reader.status(record) else {
             return;
         };
@@ -304,7 +304,7 @@ pub(super) fn dump_where(mut keep: impl FnMut(&TaskStatus) -> bool) -> TaskDump 
         // A fresh task each time: its frames are collected straight into
         // a vector of the right size.
         let mut task = scratch_task();
-        if reader.read(record, &mut task) {
+        if reader.read(index, record, &mut task) {
             tasks.push(task);
         }
     });
