@@ -776,8 +776,8 @@ mod tests {
 /// The gdb commands, embedded in every ELF binary that links async-stack
 /// so that gdb loads them by itself (`.debug_gdb_scripts`, the section
 /// `#![debugger_visualizer]` writes, which takes one file only): the text
-/// of `debugger/async_stack_reader.py` followed by that of
-/// `debugger/async_stack_gdb.py`, as one inline Python script. gdb runs it
+/// of `async-stack/debugger/async_stack_reader.py` followed by that of
+/// `async-stack/debugger/async_stack_gdb.py`, as one inline Python script. gdb runs it
 /// only from a path it trusts: `add-auto-load-safe-path /path/to/binary`
 /// (or a folder above it) in `~/.gdbinit`, or `-iex` on the command line.
 #[cfg(target_os = "linux")]
@@ -787,8 +787,8 @@ mod gdb_autoload {
     const SCRIPT: &str = concat!(
         "\x04",
         "async_stack_gdb.py\n",
-        include_str!("../../debugger/async_stack_reader.py"),
-        include_str!("../../debugger/async_stack_gdb.py"),
+        include_str!("../debugger/async_stack_reader.py"),
+        include_str!("../debugger/async_stack_gdb.py"),
         "\0"
     );
 

@@ -1,4 +1,4 @@
-//! The gdb commands of `debugger/async_stack_gdb.py` (`async-bt`,
+//! The gdb commands of `async-stack/debugger/async_stack_gdb.py` (`async-bt`,
 //! `async-tasks`) on the `debuggee` program stopped at its breakpoint, live
 //! and from a core file, compared with what the in-process walker and dump
 //! wrote at that point. Needs gdb (`scripts/test.sh` installs it).

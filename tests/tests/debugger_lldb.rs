@@ -1,4 +1,4 @@
-//! The lldb commands of `debugger/async_stack_lldb.py` (`async-bt`,
+//! The lldb commands of `async-stack/debugger/async_stack_lldb.py` (`async-bt`,
 //! `async-tasks`) on the `debuggee` program stopped at its breakpoint, live
 //! and from a core file, compared with what the in-process walker and dump
 //! wrote at that point. Needs lldb with its Python module, and gdb to write

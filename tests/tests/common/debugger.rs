@@ -47,9 +47,9 @@ pub fn debuggee() -> PathBuf {
 /// The folder of the debugger scripts.
 pub fn scripts() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../debugger")
+        .join("../async-stack/debugger")
         .canonicalize()
-        .expect("the debugger/ folder")
+        .expect("the async-stack/debugger/ folder")
 }
 
 /// A fresh output folder for one debuggee run.
