@@ -22,9 +22,11 @@
 //! 1. entries are folded, lowest weight first, into one entry per group
 //!    and state whose stack is the synthetic frame `[cleared]`, so that
 //!    per-group and total weights stay exact ([`Stats::cleared_stacks`]);
-//! 2. if that is not enough, whole groups are dropped, lowest weight
-//!    first, and their weights are counted in [`Stats::dropped_groups`]
-//!    and [`Stats::dropped`].
+//!    (a stack that other entries still use stays, so many tasks on one
+//!    stack fold until enough entries are gone);
+//! 2. only when every entry is folded and that is not enough, whole
+//!    groups are dropped, lowest weight first, and their weights are
+//!    counted in [`Stats::dropped_groups`] and [`Stats::dropped`].
 
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, RandomState};
@@ -759,38 +761,9 @@ impl Profile {
     pub(crate) fn shed(&mut self) {
         let target = self.budget / 4 * 3;
         // 1. Fold the lightest entries into `[cleared]`, per group and
-        // state, until the rebuilt tables would fit. The rebuilt size is
-        // estimated from what each kept entry brings along; the rebuild
-        // below measures it exactly.
-        let mut order: Vec<usize> = (0..self.entries.len())
-            .filter(|&i| !self.is_cleared(&self.entries[i]))
-            .collect();
-        order.sort_by_key(|&i| (self.entries[i].weights.rank(), i));
-        let mut clear = vec![false; self.entries.len()];
-        let mut estimate = self.bytes;
-        for &i in &order {
-            if estimate <= target {
-                break;
-            }
-            clear[i] = true;
-            let e = &self.entries[i];
-            let stack_len = self.stacks.get(e.stack).map_or(0, |s| s.len());
-            // The entry goes; its stack (and frames) usually go with it.
-            estimate = estimate.saturating_sub(
-                2 * std::mem::size_of::<Entry>()
-                    + INTERN_OVERHEAD
-                    + stack_len * (8 + 2 * std::mem::size_of::<Frame>() + INTERN_OVERHEAD),
-            );
-        }
-        let cleared = clear.iter().filter(|&&c| c).count() as u64;
-        self.stats.cleared_stacks += cleared;
-        self.rebuild(|p, e| {
-            if clear[e] {
-                Some(p.cleared_key(e))
-            } else {
-                None
-            }
-        });
+        // state, until the rebuilt tables fit; again if the estimate fell
+        // short and entries are left to clear.
+        while self.bytes > target && self.clear_lightest(target) > 0 {}
         // 2. Drop whole groups, lightest first.
         while self.bytes > target {
             let mut by: HashMap<u32, Weights> = HashMap::new();
@@ -808,6 +781,79 @@ impl Profile {
             self.entries.retain(|e| e.group != lightest);
             self.rebuild(|_, _| None);
         }
+    }
+
+    /// Folds the lightest entries into `[cleared]` (per group and state)
+    /// until the rebuilt tables would fit in `target` bytes, and rebuilds
+    /// them; returns how many entries were folded.
+    ///
+    /// The rebuilt size is estimated from what each folded entry takes
+    /// with it: its own bytes, and its stack's (and the stack's frames')
+    /// only when it was the last entry (stack) that used them, as many
+    /// tasks often share one stack. The rebuild then measures it exactly.
+    fn clear_lightest(&mut self, target: usize) -> u64 {
+        let mut order: Vec<usize> = (0..self.entries.len())
+            .filter(|&i| !self.is_cleared(&self.entries[i]))
+            .collect();
+        order.sort_by_key(|&i| (self.entries[i].weights.rank(), i));
+        // Users of each stack (kept entries) and of each frame (stacks).
+        let mut stack_users = vec![0u32; self.stacks.len()];
+        for e in &self.entries {
+            if let Some(n) = stack_users.get_mut(e.stack as usize) {
+                *n += 1;
+            }
+        }
+        let mut frame_users = vec![0u32; self.frames.len()];
+        for (id, stack) in self.stacks.items.iter().enumerate() {
+            if stack_users[id] > 0 {
+                for &f in stack {
+                    if let Some(n) = frame_users.get_mut(f as usize) {
+                        *n += 1;
+                    }
+                }
+            }
+        }
+        let entry_bytes = 2 * std::mem::size_of::<Entry>() + INTERN_OVERHEAD;
+        let frame_bytes = 2 * std::mem::size_of::<Frame>() + INTERN_OVERHEAD;
+        let mut clear = vec![false; self.entries.len()];
+        let mut estimate = self.bytes;
+        for &i in &order {
+            if estimate <= target {
+                break;
+            }
+            clear[i] = true;
+            let mut freed = entry_bytes;
+            let stack = self.entries[i].stack as usize;
+            if let Some(users) = stack_users.get_mut(stack) {
+                *users -= 1;
+                if *users == 0 {
+                    let frames = self.stacks.get(stack as u32).map_or(&[][..], |s| &s[..]);
+                    freed += frames.len() * 8 + INTERN_OVERHEAD;
+                    for &f in frames {
+                        if let Some(n) = frame_users.get_mut(f as usize) {
+                            *n -= 1;
+                            if *n == 0 {
+                                freed += frame_bytes;
+                            }
+                        }
+                    }
+                }
+            }
+            estimate = estimate.saturating_sub(freed);
+        }
+        let cleared = clear.iter().filter(|&&c| c).count() as u64;
+        if cleared == 0 {
+            return 0;
+        }
+        self.stats.cleared_stacks += cleared;
+        self.rebuild(|p, e| {
+            if clear[e] {
+                Some(p.cleared_key(e))
+            } else {
+                None
+            }
+        });
+        cleared
     }
 
     fn is_cleared(&self, e: &Entry) -> bool {
@@ -1100,6 +1146,36 @@ mod tests {
         assert_eq!(got, want);
         assert!(p.stacks().any(|s| s.frames().eq([FrameRef::Cleared])));
         assert_eq!(p.memory_bytes(), p.measure());
+    }
+
+    /// Many tasks on one stack: clearing one of their entries frees the
+    /// entry, not the stack, which the others still use. Shedding counts
+    /// it so, clears enough, and drops no group.
+    #[test]
+    fn tasks_sharing_one_stack_are_cleared_without_dropping_a_group() {
+        let mut p = Profile::new(MIN_BUDGET);
+        let frames: Vec<_> = (1..=8).map(|line| f("shared", line)).collect();
+        let mut by_group = [Weights::default(), Weights::default()];
+        for i in 0..5_000u64 {
+            let weights = w(1 + i % 7);
+            let (g, group) = if i % 2 == 0 { (0, "even") } else { (1, "odd") };
+            p.add(group, i, "", SampleState::OffCpu, &frames, weights);
+            by_group[g].add(weights);
+            assert!(p.memory_bytes() <= p.budget());
+        }
+        let s = *p.stats();
+        assert!(s.cleared_stacks > 0, "the budget was reached");
+        assert_eq!(s.dropped_groups, 0);
+        assert_eq!(s.dropped, Weights::default());
+        let mut groups = p.groups();
+        groups.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            groups,
+            [
+                ("even".to_owned(), by_group[0]),
+                ("odd".to_owned(), by_group[1])
+            ]
+        );
     }
 
     #[test]
