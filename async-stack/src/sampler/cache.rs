@@ -37,10 +37,20 @@
 //!
 //! # Memory
 //!
-//! The per-record cache grows to the highest record index sampled and
-//! stays for the sampler's life: 160 bytes per record (a 64-byte hot line
-//! and the rest), plus the shapes that do not fit the hot line. It is the
-//! sampler thread's, outside the profile's memory budget.
+//! The per-record cache takes 152 bytes per slot (a 64-byte hot line and
+//! the rest), plus the shapes that do not fit the hot line, and has at
+//! most [`TaskCache::slots_for_budget`] slots: the profile's memory budget
+//! divided by 152, rounded down to a power of two, and at least 1,024. So
+//! it holds about as much as the budget whatever the number of tasks (a
+//! million tasks would otherwise hold 152 MB). It grows with the highest
+//! record index sampled, up to that bound; past it, record `i` takes slot
+//! `i mod slots`. Slots are tagged with the task id (ids are never
+//! reused), so a task whose slot another task took since is read as a new
+//! task: slower, never wrong. With more live tasks than
+//! [`SamplerBuilder::max_tasks_per_tick`] a tick samples a different subset
+//! each time anyway, so a task seldom finds its last sample cached.
+//!
+//! [`SamplerBuilder::max_tasks_per_tick`]: super::SamplerBuilder::max_tasks_per_tick
 //!
 //! [`TaskRecord::read_tries_with`]: crate::task::record::TaskRecord::read_tries_with
 
@@ -118,13 +128,19 @@ impl SiteFrames {
     }
 }
 
-/// The per-record cache (see the module docs), in two tables by record
-/// index: what a hit reads, one cache line per record, and the rest.
-#[derive(Debug, Default)]
+/// The per-record cache (see the module docs), in two tables by slot
+/// (the record index modulo the slots): what a hit reads, one cache line
+/// per slot, and the rest.
+#[derive(Debug)]
 pub(crate) struct TaskCache {
     hot: Vec<Hot>,
     cold: Vec<Cold>,
+    /// The most slots (a power of two).
+    max_slots: usize,
 }
+
+/// Bytes of one slot of the per-record cache, shapes that spill aside.
+pub(crate) const SLOT_BYTES: usize = std::mem::size_of::<Hot>() + std::mem::size_of::<Cold>();
 
 /// Shape words a record's hot line holds: the state, the length and up to
 /// 8 sites of a sample with one stack.
@@ -181,11 +197,43 @@ struct Labels {
 }
 
 impl TaskCache {
+    /// A cache of at most `max_slots` slots (rounded down to a power of
+    /// two, at least 1).
+    pub(crate) fn new(max_slots: usize) -> Self {
+        let max_slots = if max_slots.is_power_of_two() {
+            max_slots
+        } else {
+            (max_slots.next_power_of_two() / 2).max(1)
+        };
+        TaskCache {
+            hot: Vec::new(),
+            cold: Vec::new(),
+            max_slots,
+        }
+    }
+
+    /// The most slots for a profile of `budget` bytes: the budget over
+    /// [`SLOT_BYTES`], rounded down to a power of two, at least 1,024.
+    pub(crate) fn slots_for_budget(budget: usize) -> usize {
+        let slots = (budget / SLOT_BYTES).max(1024);
+        if slots.is_power_of_two() {
+            slots
+        } else {
+            slots.next_power_of_two() / 2
+        }
+    }
+
+    /// The slot of record `index`.
+    #[inline(always)]
+    fn slot(&self, index: u32) -> usize {
+        index as usize & (self.max_slots - 1)
+    }
+
     #[cold]
     #[inline(never)]
     fn grow(&mut self, i: usize) {
         // Records are handed out from index 0 up: room for some more.
-        let n = (i + 1).next_power_of_two();
+        let n = (i + 1).next_power_of_two().min(self.max_slots);
         self.hot.resize(n, Hot::default());
         self.cold.resize_with(n, Cold::default);
     }
@@ -193,17 +241,19 @@ impl TaskCache {
     /// Asks the processor for record `index`'s hot line, if it has one.
     #[inline]
     pub(crate) fn prefetch(&self, index: u32) {
-        if let Some(h) = self.hot.get(index as usize) {
+        if let Some(h) = self.hot.get(self.slot(index)) {
             crate::sync::prefetch(std::ptr::from_ref(h).cast());
         }
     }
 
     /// Whether a read of task `id` in record `index` must load what the
     /// task was spawned with (its name and spawn location): it is not the
-    /// task last seen there.
+    /// task last seen in its slot.
     #[inline]
     pub(crate) fn wants_ext(&self, index: u32, id: u64) -> bool {
-        self.hot.get(index as usize).is_none_or(|h| h.task_id != id)
+        self.hot
+            .get(self.slot(index))
+            .is_none_or(|h| h.task_id != id)
     }
 
     /// Takes in a read of record `index`: a new task starts afresh, its
@@ -212,7 +262,7 @@ impl TaskCache {
     /// observed.
     #[inline]
     pub(crate) fn observe(&mut self, index: u32, raw: &RawTask) {
-        let i = index as usize;
+        let i = self.slot(index);
         if i >= self.hot.len() {
             self.grow(i);
         }
@@ -232,7 +282,7 @@ impl TaskCache {
     /// and its entries hold in `epoch`.
     #[inline]
     pub(crate) fn entries_for(&self, index: u32, shape: &Shape, epoch: u64) -> Option<&[u32]> {
-        let i = index as usize;
+        let i = self.slot(index);
         let hot = &self.hot[i];
         if hot.epoch != epoch || hot.len == 0 {
             return None;
@@ -257,7 +307,7 @@ impl TaskCache {
         frames: &mut Vec<u32>,
         weights: impl Fn(usize) -> Weights,
     ) {
-        let i = index as usize;
+        let i = self.slot(index);
         let task_id = self.hot[i].task_id;
         let cold = &mut self.cold[i];
         cold.entries.clear();
@@ -608,11 +658,46 @@ mod tests {
     /// budget that sheds again and again and with one that never does.
     #[test]
     fn the_caches_give_the_profile_interning_by_text_gives() {
-        same_profile_as_by_text(MIN_BUDGET);
-        same_profile_as_by_text(MAX_BUDGET);
+        same_profile_as_by_text(MIN_BUDGET, None);
+        same_profile_as_by_text(MAX_BUDGET, None);
     }
 
-    fn same_profile_as_by_text(budget: usize) {
+    /// The same with fewer cache slots than records (400 records over 64
+    /// slots, and over one): records share slots and evict each other's
+    /// entries, and the profile is still the one interning by text gives.
+    #[test]
+    fn records_sharing_a_cache_slot_give_the_same_profile() {
+        same_profile_as_by_text(MAX_BUDGET, Some(64));
+        same_profile_as_by_text(MIN_BUDGET, Some(1));
+    }
+
+    #[test]
+    fn the_cache_holds_about_as_much_as_the_budget() {
+        use super::super::DEFAULT_BUDGET;
+        use super::{SLOT_BYTES, TaskCache};
+
+        assert_eq!(SLOT_BYTES, 152);
+        assert_eq!(TaskCache::slots_for_budget(MIN_BUDGET), 1024);
+        assert_eq!(TaskCache::slots_for_budget(DEFAULT_BUDGET), 16_384);
+        assert_eq!(TaskCache::slots_for_budget(MAX_BUDGET), 131_072);
+        for budget in [DEFAULT_BUDGET, MAX_BUDGET] {
+            let bytes = TaskCache::slots_for_budget(budget) * SLOT_BYTES;
+            assert!(
+                bytes <= budget,
+                "{bytes} bytes of slots for a budget of {budget}"
+            );
+        }
+        // A cache grows with the records it sees, up to its slots.
+        let mut c = TaskCache::new(1000);
+        assert_eq!(c.max_slots, 512, "rounded down to a power of two");
+        c.grow(5);
+        assert_eq!(c.hot.len(), 8);
+        c.grow(100_000);
+        assert_eq!((c.hot.len(), c.cold.len()), (512, 512));
+        assert_eq!((c.slot(511), c.slot(512), c.slot(1025)), (511, 0, 1));
+    }
+
+    fn same_profile_as_by_text(budget: usize, slots: Option<usize>) {
         use std::panic::Location;
         use std::sync::Arc;
 
@@ -632,6 +717,9 @@ mod tests {
             .map(|k| (k > 0).then(|| Arc::new(TaskName::new(format!("eq-task-{k}")))))
             .collect();
         let mut s = sampling(budget);
+        if let Some(slots) = slots {
+            s.tasks = super::TaskCache::new(slots);
+        }
         let mut reference = Profile::new(budget);
         for tick in 0..8u32 {
             for i in 0..400u32 {

@@ -81,9 +81,12 @@
 //!
 //! The profile keeps its tables within a budget (4 MiB by default, at most
 //! 20 MiB): see [`Profile`] and [`SamplerBuilder::memory_budget`]. The
-//! sampler thread's caches are outside it: 160 bytes per task record
-//! sampled (a record is reused by later tasks), so 1.6 MB for 10,000
-//! tasks.
+//! sampler thread's per-task cache sits beside it and is bounded by it: 152
+//! bytes per task record sampled, for at most the budget's worth of
+//! records (16,384 with the default budget, 2.5 MB); past that, records
+//! share slots and a task whose slot was taken is read afresh. So the
+//! sampler holds about twice its budget at most, however many tasks
+//! live.
 
 mod cache;
 mod export;

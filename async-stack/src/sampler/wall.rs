@@ -142,7 +142,7 @@ pub(crate) struct Sampling {
     shape: Shape,
     /// Profile ids remembered between samples (see [`super::cache`]).
     pub(crate) site_frames: SiteFrames,
-    tasks: TaskCache,
+    pub(crate) tasks: TaskCache,
     #[cfg(all(target_os = "linux", not(async_stack_loom)))]
     pub(crate) on_cpu: Option<super::oncpu::Session>,
     /// The record page an on-CPU sample's record was last found in (see
@@ -157,6 +157,7 @@ impl Sampling {
     /// The state of a sampler thread that aggregates into `profile`,
     /// ticking every `interval` (the on-CPU session is added by `start`).
     pub(crate) fn new(profile: Profile, interval: Duration, max_tasks: usize, seed: u64) -> Self {
+        let slots = TaskCache::slots_for_budget(profile.budget());
         Sampling {
             profile,
             interval,
@@ -169,7 +170,7 @@ impl Sampling {
             frame_ids: Vec::new(),
             shape: Shape::default(),
             site_frames: SiteFrames::default(),
-            tasks: TaskCache::default(),
+            tasks: TaskCache::new(slots),
             #[cfg(all(target_os = "linux", not(async_stack_loom)))]
             on_cpu: None,
             #[cfg(all(target_os = "linux", not(async_stack_loom)))]

@@ -520,6 +520,26 @@ mod free_cache {
 mod tests {
     use super::*;
 
+    /// An address finds its record's index, from any hint; an address
+    /// that is not the start of a record finds none.
+    #[test]
+    fn a_record_address_gives_its_index() {
+        // Make sure some records exist.
+        let index = alloc_record().expect("a free record");
+        let addr = std::ptr::from_ref(record(index).unwrap()).addr();
+        for hint in [0, index as usize / PAGE, usize::MAX] {
+            let mut h = hint;
+            assert_eq!(index_of(addr, &mut h), Some(index));
+            assert_eq!(h, index as usize / PAGE, "the page it found");
+        }
+        let mut h = 0;
+        assert_eq!(index_of(addr + 8, &mut h), None, "inside a record");
+        assert_eq!(index_of(0, &mut h), None);
+        let elsewhere = std::ptr::from_ref(&h).addr();
+        assert_eq!(index_of(elsewhere, &mut h), None);
+        free_record(index);
+    }
+
     #[test]
     fn the_task_cap_reads_a_number_in_range_and_reports_the_rest() {
         use std::ffi::OsStr;
