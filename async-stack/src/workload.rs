@@ -305,11 +305,8 @@ impl Workload {
     /// type, and any bound of the [module docs](self#bounds). Never
     /// panics; memory use is proportional to the input's length.
     pub fn from_json(json: &str) -> Result<Workload, WorkloadError> {
-        let mut de = serde_json::Deserializer::from_str(json);
-        let workload: Workload = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| WorkloadError::json(e.path().to_string(), e.into_inner()))?;
-        de.end()
-            .map_err(|e| WorkloadError::json(String::new(), e))?;
+        let workload: Workload = crate::read::dump::json::parse_at_path(json)
+            .map_err(|(path, e)| WorkloadError::json(path, e))?;
         workload.validate()?;
         Ok(workload)
     }

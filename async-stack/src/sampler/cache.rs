@@ -200,27 +200,17 @@ impl TaskCache {
     /// A cache of at most `max_slots` slots (rounded down to a power of
     /// two, at least 1).
     pub(crate) fn new(max_slots: usize) -> Self {
-        let max_slots = if max_slots.is_power_of_two() {
-            max_slots
-        } else {
-            (max_slots.next_power_of_two() / 2).max(1)
-        };
         TaskCache {
             hot: Vec::new(),
             cold: Vec::new(),
-            max_slots,
+            max_slots: 1 << max_slots.max(1).ilog2(),
         }
     }
 
     /// The most slots for a profile of `budget` bytes: the budget over
     /// [`SLOT_BYTES`], rounded down to a power of two, at least 1,024.
     pub(crate) fn slots_for_budget(budget: usize) -> usize {
-        let slots = (budget / SLOT_BYTES).max(1024);
-        if slots.is_power_of_two() {
-            slots
-        } else {
-            slots.next_power_of_two() / 2
-        }
+        1 << (budget / SLOT_BYTES).max(1024).ilog2()
     }
 
     /// The slot of record `index`.

@@ -440,8 +440,7 @@ impl TaskRecord {
     #[inline(always)]
     pub(crate) unsafe fn will_wake(&self, other: &Waker) -> bool {
         // SAFETY: per the caller's obligations.
-        let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
-        data == other.data() && vtables::get(id).is_some_and(|v| std::ptr::eq(v, other.vtable()))
+        unsafe { self.executor_waker() }.is_some_and(|w| w.will_wake(other))
     }
 
     /// Takes the executor's waker out, to drop it.

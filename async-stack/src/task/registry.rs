@@ -105,10 +105,8 @@ impl<T: 'static> Arena<T> {
     /// Item `index`, its page allocated if it was not; `None` past the
     /// capacity.
     pub(crate) fn get_or_make(&self, index: usize) -> Option<&'static T> {
-        let page = page(self.pages.get(index / PAGE)?, PAGE, self.make);
-        // SAFETY: as in `get`: `page` is a leaked `Box<[T]>` of `PAGE`
-        // items, never freed; `index % PAGE < PAGE`.
-        Some(unsafe { &*page.add(index % PAGE) })
+        page(self.pages.get(index / PAGE)?, PAGE, self.make);
+        self.get(index)
     }
 
     /// A never-used index, with its page allocated; `None` when full.

@@ -259,8 +259,9 @@ pub(crate) fn end_task(p: u64) {
     r.id.store(0, Ordering::Release);
     r.close_incarnation();
     r.release_chunks();
-    let named = spawn_word::named(r.spawn.swap(0, Ordering::Relaxed));
-    r.parent.store(0, Ordering::Relaxed);
+    // `parent` and `spawn` stay: nobody reads a free record's, and the
+    // next task's registration writes both.
+    let named = spawn_word::named(r.spawn.load(Ordering::Relaxed));
     if let Some(e) = registry::ext(index) {
         // Clearing an empty name is skipped: an `arc-swap` store is not
         // free.

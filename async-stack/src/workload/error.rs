@@ -56,18 +56,7 @@ enum Kind {
 }
 
 impl WorkloadError {
-    pub(super) fn json(mut path: String, e: serde_json::Error) -> Self {
-        // `serde_path_to_error` writes the document itself as `.`, and a
-        // key it could not read as `?`: the error is then about the object
-        // that holds it.
-        if path == "." {
-            path.clear();
-        } else if path.ends_with('?') {
-            path.pop();
-            if path.ends_with('.') {
-                path.pop();
-            }
-        }
+    pub(super) fn json(path: String, e: serde_json::Error) -> Self {
         WorkloadError {
             path,
             kind: Kind::Json(e),

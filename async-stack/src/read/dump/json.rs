@@ -56,13 +56,10 @@ impl TaskDump {
     /// );
     /// ```
     pub fn from_json(json: &str) -> Result<TaskDump, FromJsonError> {
-        let mut de = serde_json::Deserializer::from_str(json);
-        let dump: TaskDump = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            FromJsonError::json(path, e.into_inner())
+        let dump: TaskDump = parse_at_path(json).map_err(|(path, e)| FromJsonError {
+            path,
+            kind: Kind::Json(e),
         })?;
-        de.end()
-            .map_err(|e| FromJsonError::json(String::new(), e))?;
         bounds::check(&dump).map_err(|OutOfBounds { path, reason }| FromJsonError {
             path,
             kind: Kind::OutOfBounds(reason),
@@ -101,8 +98,16 @@ enum Kind {
     OutOfBounds(String),
 }
 
-impl FromJsonError {
-    fn json(mut path: String, e: serde_json::Error) -> Self {
+/// Parses the whole of `json` (trailing characters are an error) as a
+/// `T`, through `serde_path_to_error`. An error comes with the JSON path of
+/// the field it is about (`tasks[3].frames[2].depth`), empty when it is
+/// about the document as a whole. Shared by every `from_json` of the crate.
+pub(crate) fn parse_at_path<'de, T: serde::Deserialize<'de>>(
+    json: &'de str,
+) -> Result<T, (String, serde_json::Error)> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let mut path = e.path().to_string();
         // `serde_path_to_error` writes the document itself as `.`, and a
         // key it could not read as `?`: the error is then about the object
         // that holds it.
@@ -114,12 +119,13 @@ impl FromJsonError {
                 path.pop();
             }
         }
-        FromJsonError {
-            path,
-            kind: Kind::Json(e),
-        }
-    }
+        (path, e.into_inner())
+    })?;
+    de.end().map_err(|e| (String::new(), e))?;
+    Ok(value)
+}
 
+impl FromJsonError {
     /// The JSON path of the field the error is about, such as
     /// `tasks[3].frames[2].depth` or `version`; empty when it is about the
     /// document as a whole (empty input, trailing characters).

@@ -69,7 +69,7 @@ use crate::task::TaskState;
 
 mod bounds;
 mod collect;
-mod json;
+pub(crate) mod json;
 mod stream;
 mod text;
 #[cfg(test)]
