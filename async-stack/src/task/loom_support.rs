@@ -2,6 +2,8 @@
 //! the way `root::register` does it, without a clock or an executor, and a
 //! reader's view of a copy.
 
+use std::task::Waker;
+
 use crate::record::current::{self, Active};
 use crate::record::frame::AsyncStackFrame;
 use crate::record::site::CallSite;
@@ -33,12 +35,25 @@ pub(crate) fn frame(site: &'static CallSite) -> &'static AsyncStackFrame {
 
 /// Registers a task whose root frame is at `site`, with id `id`.
 pub(crate) fn task(site: &'static CallSite, id: u64) -> Task {
+    // SAFETY: a free record: `refs` was 0 and the cell holds no waker.
+    register(site, id, |r| unsafe { r.put_waker(Waker::noop().clone()) })
+}
+
+/// [`task`], with `executor` as the executor's waker, kept boxed in the
+/// record as for an executor whose vtable finds the table of vtables full.
+pub(crate) fn task_with_boxed_waker(site: &'static CallSite, id: u64, executor: Waker) -> Task {
+    // SAFETY: a free record: `refs` was 0 and the cell holds no waker.
+    register(site, id, |r| unsafe { r.put_boxed_waker(executor) })
+}
+
+/// Registers a task; `put_waker` stores the executor's waker in its free
+/// record.
+fn register(site: &'static CallSite, id: u64, put_waker: impl FnOnce(&TaskRecord)) -> Task {
     let index = registry::alloc_record().expect("a free record");
     let record = registry::record(index).unwrap();
     let inc = foreign::incarnation(record.foreign.load(Ordering::Acquire));
     record.refs.store(1, Ordering::Relaxed);
-    // SAFETY: a free record: `refs` was 0 and the cell holds no waker.
-    unsafe { record.put_waker(std::task::Waker::noop().clone()) };
+    put_waker(record);
     record.reset_stack();
     record
         .state

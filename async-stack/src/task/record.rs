@@ -20,8 +20,8 @@
 //! | 16 | `polls` | the polling thread |
 //! | 24 | `wakes`: wakes from outside the task's poll, and the time of the first one since the last poll started | wakers, by compare-and-swap |
 //! | 32 | `current`: the frame being polled right now, its slot in the top bits (see [`crate::record::current`]) | the polling thread, on every entry and exit of a frame |
-//! | 40 | `waker_data`, 48 `waker_vtable`: the executor's waker, forwarded to by the task's own waker (its data pointer, and its vtable as an id in [`vtables`]) | the registering thread, while no waker refers to the record |
-//! | 52 | `refs`: one for the live task, one per waker of it | wakers (read-modify-write) |
+//! | 40 | `waker_data`, 48 `waker_vtable`: the executor's waker, forwarded to by the task's own waker (its data pointer, and its vtable as an id in [`vtables`]; or a boxed waker, see [`vtables::BOXED`]) | the registering thread, while no waker refers to the record |
+//! | 52 | `refs`: one for the live task, one per waker of it, exact up to [`refs::MAX`] (see [`refs`]) | wakers (read-modify-write) |
 //! | 56 | `self_wakes`: wakes from inside the task's own polls | the polling thread |
 //! | 64 | `parent`: the id of the task that spawned this one, `0` if unknown | the registering thread |
 //! | 72 | `spawn`: where the task was spawned, and whether it has a name (see [`spawn`]) | the registering thread |
@@ -36,7 +36,18 @@
 //! counter is exhausted is retired, never handed out again, so numbers are
 //! never reused. A record returns to the free list only when its task has
 //! ended *and* the last waker that refers to it is dropped (`refs` reaches
-//! zero): a waker therefore always refers to the task it was made for.
+//! zero): a waker therefore always refers to the task it was made for. A
+//! count that would pass [`refs::MAX`] (only forgotten wakers get there)
+//! sticks instead of wrapping, and the record is then never recycled.
+//!
+//! # The executor's waker
+//!
+//! The record keeps the waker of the executor that first polled its task,
+//! which the task's own waker forwards every wake to, whatever executors
+//! the process runs: in 12 bytes (data pointer and interned vtable id)
+//! when its vtable is one of the first [`vtables::MAX`] the process saw,
+//! and otherwise whole, in a box allocated once per task. So a clone of
+//! the task's waker, made at any poll, reaches that executor.
 //!
 //! # Reading a record
 //!
@@ -165,18 +176,49 @@ pub(crate) mod spawn {
     }
 }
 
+/// The `refs` count of a record: one for the live task, one per waker of
+/// it (and one per fallback waker, see [`crate::task::waker`]).
+///
+/// Exact up to [`MAX`], which no program reaches except by forgetting
+/// wakers (`mem::forget`: 2^31 of them, some 15 s of safe code). A
+/// count that would pass `MAX` *sticks*: it is set to [`STUCK`], halfway
+/// between `MAX` and the wrap, and every later increment or decrement that
+/// sees it above `MAX` sets it back there. So it never wraps to a small
+/// count, the record is never recycled, and each waker of it keeps waking
+/// the executor of the task it was made for. The record (128 bytes) and
+/// the executor's waker are kept for the rest of the process: where `Arc`
+/// aborts the process, a library inside a production process leaks one
+/// record.
+///
+/// Between the increment or decrement that sees a count above `MAX` and
+/// its store of `STUCK`, other threads may move the count, each by at
+/// most one per waker operation in flight. Reaching `0` from above `MAX`,
+/// or wrapping from `STUCK`, would take 2^30 of them at once.
+pub(crate) mod refs {
+    /// The largest exact count.
+    pub(crate) const MAX: u32 = i32::MAX as u32;
+    /// A count that passed [`MAX`]: `0xC000_0000`.
+    pub(crate) const STUCK: u32 = 3 << 30;
+}
+
 /// The interned vtables of executors' wakers. A record keeps its task's
 /// executor waker as the waker's data pointer and the index + 1 of its
 /// vtable here, in 12 bytes instead of 16; a process sees one vtable or
 /// two (tokio has one). Entries are appended, never changed or removed.
+/// A waker whose vtable finds the table full is kept boxed instead (id
+/// [`BOXED`]).
 pub(crate) mod vtables {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicPtr, Ordering};
     use std::task::RawWakerVTable;
 
-    /// The most vtables interned. A task whose executor's vtable finds no
-    /// room is woken through a fallback waker (see [`crate::task::waker`]).
+    /// The most vtables interned.
     pub(crate) const MAX: usize = 64;
+
+    /// The vtable id of a record whose executor waker is boxed: its data
+    /// pointer is then a `Box<Waker>`'s. No interned vtable has this id
+    /// ([`get`] gives `None` for it).
+    pub(crate) const BOXED: u32 = u32::MAX;
 
     /// An append-only table of up to `N` vtables.
     pub(crate) struct Table<const N: usize> {
@@ -389,10 +431,9 @@ impl TaskRecord {
 
     // ---- the executor's waker (see `WakerPart` for who may call these) ----
 
-    /// Stores the executor's waker of a new task. A waker whose vtable
-    /// finds no room in [`vtables`] is dropped, and the task is woken
-    /// through a fallback waker instead ([`will_wake`](Self::will_wake) is
-    /// then always `false`).
+    /// Stores the executor's waker of a new task: as its data pointer and
+    /// interned vtable id, or boxed if its vtable finds no room in
+    /// [`vtables`] (see the module docs).
     ///
     /// # Safety
     ///
@@ -402,10 +443,34 @@ impl TaskRecord {
     ///
     /// [`take_waker`]: Self::take_waker
     pub(crate) unsafe fn put_waker(&self, waker: Waker) {
-        let (data, id) = match vtables::id(waker.vtable()) {
-            Some(id) => (ManuallyDrop::new(waker).data(), id),
-            None => (std::ptr::null(), 0),
-        };
+        match vtables::id(waker.vtable()) {
+            // SAFETY: per the caller's obligations.
+            Some(id) => unsafe { self.put_waker_parts(ManuallyDrop::new(waker).data(), id) },
+            // SAFETY: per the caller's obligations.
+            None => unsafe { self.put_boxed_waker(waker) },
+        }
+    }
+
+    /// [`put_waker`](Self::put_waker) for a waker kept boxed, whatever its
+    /// vtable (loom models call it directly).
+    ///
+    /// # Safety
+    ///
+    /// As for `put_waker`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn put_boxed_waker(&self, waker: Waker) {
+        let data = Box::into_raw(Box::new(waker)).cast_const().cast::<()>();
+        // SAFETY: per the caller's obligations; `take_waker` frees the box.
+        unsafe { self.put_waker_parts(data, vtables::BOXED) }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`put_waker`](Self::put_waker); `(data, id)` own a waker:
+    /// the parts of one with an interned vtable of id `id`, or a
+    /// `Box<Waker>` with id [`vtables::BOXED`].
+    unsafe fn put_waker_parts(&self, data: *const (), id: u32) {
         // SAFETY: exclusive access, per the caller's obligations.
         unsafe {
             self.waker_data.write(data);
@@ -413,34 +478,76 @@ impl TaskRecord {
         }
     }
 
-    /// The executor's waker, borrowed (`None`: the record holds none).
+    /// Calls `f` with the executor's waker, borrowed; `None` if the record
+    /// holds none, which only a free record does. (A closure rather than a
+    /// returned borrow, so that the usual case, an interned vtable, is
+    /// compiled apart from the cold boxed one, with no merge between.)
     ///
     /// # Safety
     ///
     /// The caller holds a reference counted in `refs` (the live task's, or
     /// a waker's), so the waker is neither being written nor dropped.
     #[inline(always)]
-    pub(crate) unsafe fn executor_waker(&self) -> Option<ManuallyDrop<Waker>> {
+    pub(crate) unsafe fn with_executor_waker<R>(&self, f: impl FnOnce(&Waker) -> R) -> Option<R> {
         // SAFETY: per the caller's obligations.
         let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
-        let vtable = vtables::get(id)?;
+        let Some(vtable) = vtables::get(id) else {
+            // SAFETY: per the caller's obligations, `data` is what
+            // `put_waker` stored with `id`, and stays alive.
+            return unsafe { Self::with_boxed_waker(data, id, f) };
+        };
         // SAFETY: `data` and `vtable` are the parts of the waker that
         // `put_waker` stored and that stays alive while the reference is
-        // held; the `ManuallyDrop` never drops this copy, so the result
-        // is a borrow of that waker.
-        Some(ManuallyDrop::new(unsafe { Waker::new(data, vtable) }))
+        // held; the `ManuallyDrop` never drops this copy, so it is a
+        // borrow of that waker.
+        let waker = ManuallyDrop::new(unsafe { Waker::new(data, vtable) });
+        Some(f(&waker))
+    }
+
+    /// [`with_executor_waker`](Self::with_executor_waker) for a vtable id
+    /// that is not interned: the boxed waker if `id` is
+    /// [`vtables::BOXED`], else none.
+    ///
+    /// # Safety
+    ///
+    /// `(data, id)` were stored together by `put_waker`, and the waker
+    /// they own stays alive during the call.
+    #[cold]
+    #[inline(never)]
+    unsafe fn with_boxed_waker<R>(
+        data: *const (),
+        id: u32,
+        f: impl FnOnce(&Waker) -> R,
+    ) -> Option<R> {
+        if id != vtables::BOXED {
+            return None;
+        }
+        // SAFETY: with id `BOXED`, `data` is a `Box<Waker>` that the record
+        // owns and keeps alive (the caller's obligation).
+        Some(f(unsafe { &*data.cast::<Waker>() }))
     }
 
     /// Whether the executor's waker wakes the same task as `other` (as
     /// [`Waker::will_wake`] tells: the same data pointer and vtable).
+    /// Called on every task poll: for an interned vtable, two compares,
+    /// as `Waker::will_wake` makes them; a boxed waker is compared in a
+    /// cold call, whose result does not merge into the usual path.
     ///
     /// # Safety
     ///
-    /// As for [`executor_waker`](Self::executor_waker).
+    /// As for [`with_executor_waker`](Self::with_executor_waker).
     #[inline(always)]
     pub(crate) unsafe fn will_wake(&self, other: &Waker) -> bool {
         // SAFETY: per the caller's obligations.
-        unsafe { self.executor_waker() }.is_some_and(|w| w.will_wake(other))
+        let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
+        match vtables::get(id) {
+            Some(vtable) => data == other.data() && std::ptr::eq(vtable, other.vtable()),
+            None => {
+                // SAFETY: per the caller's obligations.
+                let same = unsafe { Self::with_boxed_waker(data, id, |w| w.will_wake(other)) };
+                same == Some(true)
+            }
+        }
     }
 
     /// Takes the executor's waker out, to drop it.
@@ -451,15 +558,56 @@ impl TaskRecord {
     /// record holds the waker `put_waker` stored and nobody else can read
     /// it.
     pub(crate) unsafe fn take_waker(&self) -> Option<Waker> {
-        // SAFETY: exclusive access, per the caller's obligations; the
-        // parts are those of a waker this record owns, and the cell is
-        // cleared so that it is dropped once.
+        // SAFETY: exclusive access, per the caller's obligations.
+        let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
+        let waker = match vtables::get(id) {
+            // SAFETY: the parts of the waker this record owns, stored by
+            // `put_waker`; the cell is cleared below, so it is taken once.
+            Some(vtable) => Some(unsafe { Waker::new(data, vtable) }),
+            None if id == vtables::BOXED => {
+                // SAFETY: with id `BOXED`, `data` is a `Box<Waker>` this
+                // record owns, from `put_boxed_waker`; taken once, as
+                // above.
+                let boxed = unsafe { Box::from_raw(data.cast_mut().cast::<Waker>()) };
+                Some(*boxed)
+            }
+            None => None,
+        };
+        // SAFETY: exclusive access, per the caller's obligations.
         unsafe {
-            let waker = self.executor_waker().map(ManuallyDrop::into_inner);
             self.waker_vtable.write(0);
             self.waker_data.write(std::ptr::null());
-            waker
         }
+        waker
+    }
+
+    // ---- references (see `refs`) ----
+
+    /// One more reference: a new waker of the task. A count that passes
+    /// [`refs::MAX`] sticks.
+    #[inline(always)]
+    pub(crate) fn add_ref(&self) {
+        if self.refs.fetch_add(1, Ordering::Relaxed) >= refs::MAX {
+            self.stick_refs();
+        }
+    }
+
+    /// One reference less. Returns the count before: `1` means that was
+    /// the last one, and the caller recycles the record (after an acquire
+    /// fence). A stuck count stays stuck, so it never returns `1`.
+    #[inline(always)]
+    pub(crate) fn drop_ref(&self) -> u32 {
+        let before = self.refs.fetch_sub(1, Ordering::Release);
+        if before > refs::MAX {
+            self.stick_refs();
+        }
+        before
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn stick_refs(&self) {
+        self.refs.store(refs::STUCK, Ordering::Relaxed);
     }
 
     /// Where the task was spawned, if a spawn helper said so: a call site

@@ -15,6 +15,22 @@
 //! recognises them and executors and leaf futures do not clone anew on
 //! every poll.
 //!
+//! # Guarantees
+//!
+//! - **Every wake reaches its executor**: a wake of a clone made at any
+//!   poll runs the executor's waker that poll was given, whatever
+//!   executors and waker vtables the process has (the record keeps any
+//!   waker, boxed if its vtable is not interned; see
+//!   [`crate::task::record::vtables`]).
+//! - **A waker never wakes another task**, even when the program forgets
+//!   wakers (`mem::forget`) without bound: the reference count sticks
+//!   instead of wrapping (see [`crate::task::record::refs`]), and the
+//!   record of a count that stuck is never reused. Where `Arc` would abort
+//!   the process, this keeps one task record (128 bytes) and its
+//!   executor's waker for the rest of the process.
+//! - Dropping the last waker of an ended task drops the executor's waker
+//!   (unless its count stuck): nothing else is kept.
+//!
 //! A wake from inside the task's own poll (a yield) is counted by the
 //! polling thread without atomics, in its thread state; any other wake is
 //! counted in the record by compare-and-swap. Then the executor's waker
@@ -94,7 +110,7 @@ static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, dr
 // waker; the waker's own, for an owned one).
 
 unsafe fn clone(data: *const ()) -> RawWaker {
-    record_of(data).refs.fetch_add(1, Ordering::Relaxed);
+    record_of(data).add_ref();
     #[cfg(not(async_stack_loom))]
     if crate::wake::recorder::on() {
         crate::wake::recorder::cloned(data.addr() as u32);
@@ -116,9 +132,7 @@ unsafe fn wake_by_ref(data: *const ()) {
     count_wake(r, data.addr() as u32);
     // SAFETY: a reference (the caller's waker's) is held, so the record's
     // executor waker is alive and not written.
-    if let Some(w) = unsafe { r.executor_waker() } {
-        w.wake_by_ref();
-    }
+    unsafe { r.with_executor_waker(Waker::wake_by_ref) };
 }
 
 unsafe fn drop(data: *const ()) {
@@ -156,7 +170,7 @@ fn count_wake(r: &TaskRecord, index: u32) {
 /// Returns how many there were.
 pub(crate) fn release(index: u32) -> u32 {
     let r = record_of(data_of(index));
-    let before = r.refs.fetch_sub(1, Ordering::Release);
+    let before = r.drop_ref();
     if before == 1 {
         // Every use of the record through another reference happens before
         // this (their decrements are releases).
@@ -183,9 +197,7 @@ impl Fallback {
     /// A fallback for the task of record `index`, which the caller's task
     /// poll keeps alive.
     pub(crate) fn new(index: u32, executor: &Waker) -> Arc<Fallback> {
-        record_of(data_of(index))
-            .refs
-            .fetch_add(1, Ordering::Relaxed);
+        record_of(data_of(index)).add_ref();
         Arc::new(Fallback {
             index,
             executor: executor.clone(),
@@ -257,7 +269,13 @@ unsafe fn fb_drop(data: *const ()) {
 
 #[cfg(all(test, async_stack_loom))]
 mod loom_tests {
-    use crate::task::loom_support::{ROOT, task};
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering as StdOrdering;
+    use std::task::{Wake, Waker};
+
+    use crate::sync::Ordering;
+    use crate::task::loom_support::{ROOT, Task, task, task_with_boxed_waker};
+    use crate::task::record::refs;
     use crate::task::{place, registry, root};
 
     /// The task ends on one thread while the last clone of its waker is
@@ -273,5 +291,239 @@ mod loom_tests {
             assert_eq!(registry::alloc_record(), Some(t.index), "recycled");
             assert_ne!(registry::alloc_record(), Some(t.index), "only once");
         });
+    }
+
+    /// An executor's waker kept boxed (its vtable found the table full) is
+    /// woken from another thread while the task ends: the wake reaches it,
+    /// and the last reference drops it, once.
+    #[test]
+    fn a_boxed_executor_waker_is_woken_and_dropped_once() {
+        loom::model(|| {
+            let executor = Arc::new(Executor::default());
+            let t = task_with_boxed_waker(&ROOT, 1, Waker::from(executor.clone()));
+            no_clock(t);
+            let clone = (*super::lend(t.index)).clone();
+            let waker = loom::thread::spawn(move || clone.wake());
+            root::end_task(place::root(t.key));
+            waker.join().unwrap();
+            assert_eq!(executor.0.load(StdOrdering::Relaxed), 1, "woken once");
+            assert_eq!(Arc::strong_count(&executor), 1, "dropped");
+            assert_eq!(registry::alloc_record(), Some(t.index), "recycled");
+        });
+    }
+
+    /// A count at its limit: a clone that passes it on one thread, while
+    /// the task ends on another. Whatever the order, the record is never
+    /// recycled (the count stays exact and above 0, or sticks), and the
+    /// wake reaches the executor.
+    #[test]
+    fn a_count_past_its_limit_never_recycles_the_record() {
+        loom::model(|| {
+            let t = task(&ROOT, 1);
+            no_clock(t);
+            let w = (*super::lend(t.index)).clone();
+            // As if `refs::MAX - 2` clones had been forgotten.
+            t.record.refs.fetch_add(refs::MAX - 2, Ordering::Relaxed);
+            let cloner = loom::thread::spawn(move || {
+                w.clone().wake();
+                drop(w);
+            });
+            root::end_task(place::root(t.key));
+            cloner.join().unwrap();
+            assert!(t.record.refs.load(Ordering::Relaxed) >= refs::MAX - 2);
+            assert_ne!(registry::alloc_record(), Some(t.index), "recycled");
+        });
+    }
+
+    /// Counts a wake of `t`'s task from outside its polls, so that the
+    /// wakes of a model are not the first since a poll, which would read
+    /// the clock (and start its ticker thread, outside the model).
+    fn no_clock(t: Task) {
+        t.record.wakes.store(1, Ordering::Relaxed);
+    }
+
+    /// An executor's waker that counts its wakes.
+    #[derive(Debug, Default)]
+    struct Executor(std::sync::atomic::AtomicUsize);
+
+    impl Wake for Executor {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, StdOrdering::Relaxed);
+        }
+    }
+}
+
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll, Wake, Waker};
+
+    use crate::TracedExt;
+    use crate::task::record::{TaskRecord, refs};
+    use crate::task::registry;
+
+    /// An executor's waker that counts its wakes.
+    #[derive(Debug, Default)]
+    struct Executor(AtomicUsize);
+
+    impl Wake for Executor {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    impl Executor {
+        fn wakes(&self) -> usize {
+            self.0.load(Ordering::Relaxed)
+        }
+    }
+
+    /// A task root, polled once.
+    struct Task {
+        root: Pin<Box<dyn Future<Output = ()> + Send>>,
+        index: u32,
+    }
+
+    impl Task {
+        fn record(&self) -> &'static TaskRecord {
+            registry::record(self.index).unwrap()
+        }
+    }
+
+    /// A task root polled once by `executor`, and a clone of the waker it
+    /// was polled with.
+    fn polled_task(executor: &Arc<Executor>) -> (Task, Waker) {
+        let kept: Arc<Mutex<Option<Waker>>> = Arc::default();
+        let id = Arc::new(AtomicU64::new(0));
+        let (keep, task_id) = (kept.clone(), id.clone());
+        let mut root: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(
+            std::future::poll_fn(move |cx| {
+                *keep.lock().unwrap() = Some(cx.waker().clone());
+                task_id.store(crate::current_task_id().unwrap(), Ordering::Relaxed);
+                Poll::Pending
+            })
+            .traced(),
+        );
+        let waker = Waker::from(executor.clone());
+        assert!(
+            root.as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_pending()
+        );
+        let id = id.load(Ordering::Relaxed);
+        let index = (0..registry::record_count() as u32)
+            .find(|&i| registry::record(i).is_some_and(|r| r.id.load(Ordering::Relaxed) == id))
+            .expect("a live task has a record");
+        let kept = kept.lock().unwrap().take().unwrap();
+        (Task { root, index }, kept)
+    }
+
+    /// Issue 20: `refs` wrapped after 2^32 - 1 forgotten clones (safe code,
+    /// about 30 s), and the record went to the next task while a waker of
+    /// the old one lived: waking it woke the next task's executor. Past the
+    /// limit the count now sticks, and the record is never reused.
+    #[test]
+    fn a_waker_count_past_its_limit_never_lets_the_record_be_reused() {
+        // A fresh thread: its cache of free records hands back the record
+        // it freed last, so a recycled record would go to the next task.
+        std::thread::spawn(|| {
+            let (a, b) = (Arc::new(Executor::default()), Arc::new(Executor::default()));
+            let (task, w) = polled_task(&a);
+            let r = task.record();
+            assert_eq!(r.refs.load(Ordering::Relaxed), 2, "the task's and `w`'s");
+            // As if 2^32 - 4 clones had been forgotten, then two more.
+            r.refs.fetch_add(u32::MAX - 3, Ordering::Relaxed);
+            std::mem::forget(w.clone());
+            std::mem::forget(w.clone());
+            let w2 = w.clone();
+            let index = task.index;
+            drop(task);
+
+            let (later, _) = polled_task(&b);
+            assert_ne!(later.index, index, "the record was reused");
+            w.wake_by_ref();
+            w2.wake();
+            assert_eq!((a.wakes(), b.wakes()), (2, 0));
+            drop(w);
+            assert_eq!(a.wakes(), 2);
+            drop(later);
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// Below the limit the count is exact: a count that reaches
+    /// `refs::MAX` comes back down, and the last reference recycles the
+    /// record (its executor's waker is dropped, and the next task of the
+    /// thread gets the record).
+    #[test]
+    fn a_waker_count_up_to_its_limit_is_exact() {
+        std::thread::spawn(|| {
+            let a = Arc::new(Executor::default());
+            let (task, w) = polled_task(&a);
+            let r = task.record();
+            // As if `refs::MAX - 3` clones had been forgotten.
+            r.refs.fetch_add(refs::MAX - 3, Ordering::Relaxed);
+            let w2 = w.clone();
+            assert_eq!(r.refs.load(Ordering::Relaxed), refs::MAX);
+            w2.wake();
+            assert_eq!(r.refs.load(Ordering::Relaxed), refs::MAX - 1);
+            // As if the forgotten clones had been dropped after all.
+            r.refs.fetch_sub(refs::MAX - 3, Ordering::Relaxed);
+            let index = task.index;
+            drop(task);
+            assert_eq!(Arc::strong_count(&a), 2, "`w` keeps the executor's waker");
+            w.wake();
+            assert_eq!(a.wakes(), 2);
+            assert_eq!(Arc::strong_count(&a), 1, "the last waker released it");
+            let (later, _) = polled_task(&Arc::new(Executor::default()));
+            assert_eq!(later.index, index, "the record was recycled");
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A fallback waker (the executor changed its waker) takes its
+    /// reference the same way: a fallback made at the limit makes the
+    /// count stick.
+    #[test]
+    fn a_fallback_past_the_limit_never_lets_the_record_be_reused() {
+        std::thread::spawn(|| {
+            let (a, b) = (Arc::new(Executor::default()), Arc::new(Executor::default()));
+            let (mut task, w) = polled_task(&a);
+            let r = task.record();
+            // As if 2^32 - 3 clones had been forgotten: `u32::MAX`.
+            r.refs.fetch_add(u32::MAX - 2, Ordering::Relaxed);
+            // The executor changes its waker: the task makes a fallback,
+            // which takes a reference.
+            let other = Waker::from(b.clone());
+            assert!(
+                task.root
+                    .as_mut()
+                    .poll(&mut Context::from_waker(&other))
+                    .is_pending()
+            );
+            std::mem::forget(w.clone());
+            std::mem::forget(w.clone());
+            let index = task.index;
+            // The fallback's reference and the task's go: were the count
+            // wrapped, `w`'s would be the last.
+            drop(task);
+            let (later, _) = polled_task(&Arc::new(Executor::default()));
+            assert_ne!(later.index, index, "the record was reused");
+            w.wake();
+            assert_eq!((a.wakes(), b.wakes()), (1, 0));
+        })
+        .join()
+        .unwrap();
     }
 }
