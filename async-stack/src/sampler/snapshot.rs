@@ -12,11 +12,14 @@
 //! - **Decoding never trusts a number before checking it.** The payload
 //!   length is checked against [`MAX_SNAPSHOT_PAYLOAD`] before the payload
 //!   is read; every count against the bytes left before anything is
-//!   allocated for it (each item takes at least one byte, so no table can
-//!   claim more items than the bytes that remain); every id against the
-//!   table it points into; every tag, flag and bound against its range.
-//!   Malformed input gives a [`SnapshotError`] naming the field, never a
-//!   panic.
+//!   allocated for it (a table's distinct items take a few bytes each, so
+//!   no table can claim more items than the bytes that remain can spell);
+//!   every id against the table it points into; every tag, flag and bound
+//!   against its range. Malformed input gives a [`SnapshotError`] naming
+//!   the field, never a panic.
+//! - **Decoding holds at most a small multiple of its input.** Whatever
+//!   the bytes, decoding a snapshot of `n` bytes holds at most `16 n`
+//!   bytes, plus a few kilobytes, at any instant (see *Limits*).
 //! - **The format is canonical.** Varints must be in their shortest form
 //!   and every table item must be unique, so a valid snapshot decodes to
 //!   one profile and that profile encodes back to the same bytes (less any
@@ -108,15 +111,31 @@
 //! - a payload above [`MAX_SNAPSHOT_PAYLOAD`] (64 MiB) is refused before
 //!   it is read;
 //! - a count larger than the bytes left could hold is refused before
-//!   anything is allocated for it ([`SnapshotError::CountTooLarge`]);
+//!   anything is allocated for it ([`SnapshotError::CountTooLarge`]). The
+//!   items of a table are distinct, so all but a few take more than a
+//!   byte: `""` takes 1 byte and the 128 one-byte strings 2, every other
+//!   string at least 3; modules and stacks likewise at least 3 (all but
+//!   128 and 129 of them); frames at least 4 (all but `[cleared]`);
+//!   entries at least 8; stack frame ids and mismatch strings 1;
+//! - each list of a mismatch holds at most [`STACK_CAPACITY`] (63)
+//!   strings, the most frames the sampler reads (else
+//!   [`SnapshotError::TooManyItems`]);
 //! - the profile's budget charges every interned item (string, module,
 //!   frame, stack, entry) at least 32 bytes and every frame id of a stack
 //!   8 bytes, so a profile holds at most `MAX_BUDGET / 32` items and
 //!   `MAX_BUDGET / 8` stack frame ids. The reader allows twice that
-//!   (1,310,720 items in all, 5,242,880 stack frame ids) and refuses more
-//!   with [`SnapshotError::TooManyItems`]. This bounds the memory a
-//!   decoded profile takes, where one payload byte can otherwise become
-//!   tens of bytes of tables.
+//!   (1,310,720 items in all, mismatch strings included, and 5,242,880
+//!   stack frame ids) and refuses more with
+//!   [`SnapshotError::TooManyItems`].
+//!
+//! Together these bound what decoding holds: each table's items are
+//! reserved once, for a count its bytes can spell, and indexed by id
+//! without a second copy, so an item takes at most about 15 times the
+//! bytes that spell it (a module, 32 bytes and its index slot, from 3
+//! bytes), and the whole profile at most 16 times the snapshot's size.
+//! `tests/tests/faults_decoders.rs` checks it with a counting allocator on
+//! hostile snapshots: the densest tables, runs of duplicates, counts and
+//! lengths far beyond the bytes that follow, mutated files.
 
 use std::fmt;
 use std::fs::File;
@@ -266,8 +285,9 @@ pub enum SnapshotError {
         /// The bytes its contents took.
         actual: u64,
     },
-    /// A count that cannot fit in the bytes left (every item takes at
-    /// least one byte): refused before anything is allocated for it.
+    /// A count that cannot fit in the bytes left (the distinct items of a
+    /// table take at least one to eight bytes each: see the module docs'
+    /// *Limits*): refused before anything is allocated for it.
     CountTooLarge {
         /// The table or list counted.
         what: &'static str,

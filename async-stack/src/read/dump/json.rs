@@ -30,7 +30,8 @@ impl TaskDump {
     /// - names, roots, functions and files at most
     ///   [`TaskDump::MAX_STRING_CHARS`] characters.
     ///
-    /// The memory it takes is proportional to the input's length.
+    /// The memory it takes is proportional to the input's length: at most
+    /// 16 times it, whatever the input (`tests/tests/faults_decoders.rs`).
     ///
     /// ```
     /// use async_stack::TaskDump;
