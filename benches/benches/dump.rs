@@ -1,4 +1,5 @@
-//! `dump`: a dump of 10,000 live, suspended tasks, 9 frames deep, as text.
+//! `dump`: a dump of 10,000 live, suspended tasks, 9 frames deep, as text
+//! and as JSON.
 //!
 //! # What runs
 //!
@@ -38,7 +39,15 @@
 //!   snapshot of all tasks and no string of all the text, only a buffer of
 //!   32 KB. The order differs (registry order, not by id); the text does
 //!   not.
-//! - `async-stack dump().to_json()`: the snapshot as (pretty) JSON.
+//! - `async-stack dump().to_json()`: the snapshot as (pretty) JSON, in
+//!   one `String` sized up front; like the text, each distinct frame and
+//!   stack is written once and copied where it repeats. The target (at
+//!   most 10 ms) applies to this figure.
+//! - `async-stack to_json() of a dump`: `to_json()` alone, of a dump
+//!   taken once before the timing: the JSON's share of the figure above.
+//! - `async-stack write_json(sink)`: the same JSON streamed, one task at a
+//!   time, into `io::sink()` (`async_stack::dump::write_json`), in memory
+//!   that does not grow with the tasks; compare it with `write_text(sink)`.
 //! - `async-backtrace taskdump_tree(false)`: tasks built from
 //!   `#[async_backtrace::framed]` fns; one line per frame with the fn's
 //!   definition site (the peers' chains come from [`benches::chain!`], so
@@ -150,6 +159,14 @@ fn check_async_stack() -> String {
         DUMP_TASKS * DUMP_DEPTH
     );
     eprintln!("async-stack text dump: {} bytes", text.len());
+    // The streamed JSON is a whole dump of the same tasks.
+    let mut json = Vec::new();
+    let summary = async_stack::dump::write_json(&mut json).expect("writing to a Vec");
+    assert_eq!(summary.tasks, DUMP_TASKS);
+    let json = String::from_utf8(json).expect("JSON is UTF-8");
+    let streamed = async_stack::TaskDump::from_json(&json).expect("the streamed JSON reads back");
+    assert_eq!(streamed.tasks.len(), DUMP_TASKS);
+    eprintln!("async-stack JSON dump: {} bytes", dump.to_json().len());
     dump.tasks[0].to_string()
 }
 
@@ -212,6 +229,14 @@ fn dump(c: &mut Criterion<BenchClock>) {
     });
     group.bench_function(names::DUMP_JSON, |b| {
         b.iter(|| async_stack::dump().to_json());
+    });
+    let taken = async_stack::dump();
+    group.bench_function(names::DUMP_TO_JSON, |b| {
+        b.iter(|| taken.to_json());
+    });
+    drop(taken);
+    group.bench_function(names::DUMP_WRITE_JSON, |b| {
+        b.iter(|| async_stack::dump::write_json(std::io::sink()).map(|s| s.tasks));
     });
     drop(rt);
     assert_eq!(

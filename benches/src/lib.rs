@@ -155,6 +155,11 @@ pub mod names {
     pub const COLD_TO_STRING: &str = "first dump().to_string()";
     /// `dump`: `async_stack::dump().to_json()`, snapshot + JSON.
     pub const DUMP_JSON: &str = "async-stack dump().to_json()";
+    /// `dump`: `TaskDump::to_json()` of a dump taken once, the JSON alone.
+    pub const DUMP_TO_JSON: &str = "async-stack to_json() of a dump";
+    /// `dump`: `async_stack::dump::write_json(io::sink())`, the streamed
+    /// JSON, one task at a time.
+    pub const DUMP_WRITE_JSON: &str = "async-stack write_json(sink)";
     /// `dump`: `async_backtrace::taskdump_tree(false)`.
     pub const AB_TASKDUMP: &str = "async-backtrace taskdump_tree(false)";
     /// `dump`: `await_tree::Registry::collect_all()`, the snapshot alone.

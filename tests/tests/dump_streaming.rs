@@ -1,5 +1,5 @@
-//! Streaming dumps as a user sees them: `write_text` writes exactly the
-//! text of `dump().to_string()` (in registry order), `live_tasks()` filters
+//! Streaming dumps as a user sees them: `write_text` and `write_json` write
+//! exactly what `dump()` writes (in registry order), `live_tasks()` filters
 //! by status before reading a task and hands over each task once, and a
 //! task's `Display` is its entry in the dump.
 //!
@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 
 use async_stack::dump::{TaskStatus, live_tasks};
-use async_stack::{TaskInfo, TaskState, traced_async};
+use async_stack::{TaskDump, TaskInfo, TaskState, traced_async};
 use futures::channel::oneshot;
 use futures::task::LocalSpawnExt;
 
@@ -156,6 +156,59 @@ fn write_text_writes_the_text_of_dump_task_by_task() {
     assert_eq!(entries(&whole.to_string()), expected);
     let displayed: Vec<String> = whole.tasks.iter().map(TaskInfo::to_string).collect();
     assert_eq!(displayed.join("\n"), whole.to_string());
+
+    drop(senders);
+    pool.run();
+    assert_eq!(our_ids(), None);
+}
+
+#[test]
+fn write_json_writes_the_json_of_dump_task_by_task() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pool = futures::executor::LocalPool::new();
+    let senders = spawn_three(&pool);
+    pool.run_until_stalled();
+    let ids = our_ids().expect("three live tasks");
+
+    let mut streamed = Vec::new();
+    let summary = live_tasks()
+        .filter(|s| ids.contains(&s.id))
+        .write_json(&mut streamed)
+        .unwrap();
+    assert_eq!(summary.tasks, 3);
+    let streamed = String::from_utf8(streamed).unwrap();
+
+    // One document, which `from_json` reads back, and which `to_json`
+    // writes byte for byte from the tasks it holds.
+    let read = TaskDump::from_json(&streamed).unwrap();
+    assert_eq!(read.to_json(), streamed);
+    assert_eq!(read.version, async_stack::dump::DUMP_FORMAT_VERSION);
+    assert_eq!(read.torn_copies, summary.torn_copies);
+    assert_eq!(read.untracked_roots, summary.untracked_roots);
+
+    // The same tasks as the whole dump's (times in state aside: two reads
+    // at two instants may differ by a tick), in registry order.
+    let mut whole = async_stack::dump();
+    whole.tasks.retain(|t| ids.contains(&t.id));
+    let mut tasks = read.tasks;
+    tasks.sort_by_key(|t| t.id);
+    for t in tasks.iter_mut().chain(&mut whole.tasks) {
+        t.state_ms = 0;
+    }
+    assert_eq!(tasks, whole.tasks);
+    let [a, b, c] = ids;
+    let frames: Vec<(u64, usize, Option<&str>)> = tasks
+        .iter()
+        .map(|t| (t.id, t.frames.len(), t.name.as_deref()))
+        .collect();
+    assert_eq!(
+        frames,
+        [
+            (a, 4, Some("stream-a")),
+            (b, 4, None),
+            (c, 3, Some("stream-c"))
+        ]
+    );
 
     drop(senders);
     pool.run();

@@ -1,5 +1,6 @@
-//! What a streamed dump allocates does not grow with the number of tasks:
-//! the same bytes for 200 and for 2,000 tasks, and less than a fixed bound.
+//! What a streamed dump, text or JSON, allocates does not grow with the
+//! number of tasks: the same bytes for 200 and for 2,000 tasks, and less
+//! than a fixed bound.
 //!
 //! A test binary of its own, with one test, because it replaces the global
 //! allocator with one that counts the bytes each thread allocates, and
@@ -89,34 +90,53 @@ fn park(tasks: &mut Vec<Pin<Box<dyn Future<Output = ()>>>>, n: usize) {
     }
 }
 
-/// Streams every live task's text to a sink; returns the bytes allocated
-/// and the tasks written.
-fn stream() -> (u64, usize) {
+/// A streaming dump: `write_text` or `write_json`.
+type Write = fn(std::io::Sink) -> std::io::Result<async_stack::dump::DumpSummary>;
+
+/// Streams every live task to a sink with `write`; returns the bytes
+/// allocated and the tasks written.
+fn stream(write: Write) -> (u64, usize) {
     let mut tasks = 0;
     let bytes = allocated_by(|| {
-        tasks = async_stack::dump::write_text(std::io::sink())
-            .unwrap()
-            .tasks;
+        tasks = write(std::io::sink()).unwrap().tasks;
     });
     (bytes, tasks)
 }
 
 #[test]
 fn a_streamed_dump_allocates_the_same_for_200_and_2000_tasks() {
+    let forms: [(&str, Write); 2] = [
+        ("write_text", |out| async_stack::dump::write_text(out)),
+        ("write_json", |out| async_stack::dump::write_json(out)),
+    ];
     let mut tasks = Vec::new();
     park(&mut tasks, 200);
-    // Interns the sites and starts what starts once per process.
-    let _ = stream();
-    let (few, written) = stream();
-    assert_eq!(written, 200);
+    let mut few = Vec::new();
+    for (name, write) in forms {
+        // Interns the sites and starts what starts once per process.
+        let _ = stream(write);
+        let (bytes, written) = stream(write);
+        assert_eq!(written, 200, "{name}");
+        few.push(bytes);
+    }
     park(&mut tasks, 1_800);
-    let (many, written) = stream();
-    assert_eq!(written, 2_000);
-    assert_eq!(few, many, "bytes allocated for 200 and for 2,000 tasks");
-    // The buffer (40 KB), the renderer's caches, one task: well under
-    // what 2,000 tasks' text alone would take (about 600 KB).
-    assert!(many < 128 * 1024, "{many} bytes");
+    for ((name, write), few) in forms.into_iter().zip(few) {
+        let (many, written) = stream(write);
+        assert_eq!(written, 2_000, "{name}");
+        assert_eq!(
+            few, many,
+            "{name}: bytes allocated for 200 and for 2,000 tasks"
+        );
+        // The buffer (40 KB), the renderer's caches, one task: well under
+        // what 2,000 tasks' text alone would take (about 600 KB of text,
+        // 1.2 MB of JSON).
+        assert!(many < 128 * 1024, "{name}: {many} bytes");
+    }
     // The whole dump, for scale: it grows with the tasks.
+    let (many, _) = stream(forms[0].1);
     let whole = allocated_by(|| drop(async_stack::dump().to_string()));
     assert!(whole > 10 * many, "dump().to_string(): {whole} bytes");
+    let (many, _) = stream(forms[1].1);
+    let whole = allocated_by(|| drop(async_stack::dump().to_json()));
+    assert!(whole > 10 * many, "dump().to_json(): {whole} bytes");
 }

@@ -28,8 +28,11 @@
 //!    groups are dropped, lowest weight first, and their weights are
 //!    counted in [`Stats::dropped_groups`] and [`Stats::dropped`].
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, RandomState};
+
+use hashbrown::HashTable;
 
 use rustc_hash::FxHasher;
 
@@ -325,7 +328,12 @@ impl Entry {
 }
 
 /// A mismatch between the live frame chain and the published stack, kept
-/// for the report (the first [`MAX_MISMATCHES`]).
+/// for the report (the first [`MAX_MISMATCHES`], while they fit in an
+/// eighth of the profile's budget).
+///
+/// Each list holds at most [`STACK_CAPACITY`](crate::task::STACK_CAPACITY)
+/// frames: the live chain is read that deep, and a published stack holds
+/// no more.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Mismatch {
     /// The task.
@@ -339,47 +347,98 @@ pub struct Mismatch {
 /// How many mismatches a profile keeps in full.
 pub const MAX_MISMATCHES: usize = 8;
 
+impl Mismatch {
+    /// The bytes the mismatch takes, as the budget counts them: itself,
+    /// and each string with its text.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let strings = self.live.iter().chain(&self.published);
+        std::mem::size_of::<Mismatch>()
+            + strings
+                .map(|s| std::mem::size_of::<String>() + s.len())
+                .sum::<usize>()
+    }
+}
+
+/// The hash of an entry's key, by which `Profile::entry_ids` finds it.
+fn entry_hash(key: &EntryKey) -> u64 {
+    Fx::default().hash_one(key)
+}
+
 /// The hasher of the tables keyed by integer ids (see `Cargo.toml`).
 type Fx = BuildHasherDefault<FxHasher>;
 
 /// An interning table: values by id, ids by value, hashed by `S`.
+///
+/// Each value is held once, in `items`; the index `ids` holds only ids,
+/// hashed by the value they name, and compares values through `items`. So
+/// a table of `n` values takes the values plus about 5 bytes per slot of
+/// the index (a `u32` and a control byte), where a map from value to id
+/// would hold a second copy of every value.
 #[derive(Clone, Debug)]
 pub(crate) struct Interner<T: Eq + Hash + Clone, S = RandomState> {
     pub(crate) items: Vec<T>,
-    ids: HashMap<T, u32, S>,
+    ids: HashTable<u32>,
+    hasher: S,
 }
 
 impl<T: Eq + Hash + Clone, S: Default> Default for Interner<T, S> {
     fn default() -> Self {
         Interner {
             items: Vec::new(),
-            ids: HashMap::default(),
+            ids: HashTable::new(),
+            hasher: S::default(),
         }
     }
 }
 
 impl<T: Eq + Hash + Clone, S: BuildHasher + Default> Interner<T, S> {
+    /// The id of the value equal to `value`, if there is one. `T` and `Q`
+    /// hash alike (the contract of `Borrow`).
+    fn find<Q: Eq + Hash + ?Sized>(&self, value: &Q) -> Option<u32>
+    where
+        T: Borrow<Q>,
+    {
+        let items = &self.items;
+        self.ids
+            .find(self.hasher.hash_one(value), |&id| {
+                items[id as usize].borrow() == value
+            })
+            .copied()
+    }
+
+    /// Appends `value`, which no item equals, and returns its id.
+    fn push_new(&mut self, value: T) -> u32 {
+        let id = self.items.len() as u32;
+        let hash = self.hasher.hash_one(&value);
+        self.items.push(value);
+        let (items, hasher) = (&self.items, &self.hasher);
+        self.ids
+            .insert_unique(hash, id, |&id| hasher.hash_one(&items[id as usize]));
+        id
+    }
+
     /// The id of `value`, and whether it is new.
     fn intern(&mut self, value: &T) -> (u32, bool) {
-        if let Some(&id) = self.ids.get(value) {
-            return (id, false);
+        match self.find(value) {
+            Some(id) => (id, false),
+            None => (self.push_new(value.clone()), true),
         }
-        let id = self.items.len() as u32;
-        self.items.push(value.clone());
-        self.ids.insert(value.clone(), id);
-        (id, true)
     }
 
     /// Builds the table from its items (a loaded snapshot); `None` if two
-    /// items are equal.
+    /// items are equal. The index is sized for the items once, and takes
+    /// about 5 to 12 bytes per item.
     pub(crate) fn from_items(items: Vec<T>) -> Option<Self> {
-        let mut ids = HashMap::with_capacity_and_hasher(items.len(), S::default());
+        let hasher = S::default();
+        let mut ids = HashTable::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            if ids.insert(item.clone(), i as u32).is_some() {
+            let hash = hasher.hash_one(item);
+            if ids.find(hash, |&id| items[id as usize] == *item).is_some() {
                 return None;
             }
+            ids.insert_unique(hash, i as u32, |&id| hasher.hash_one(&items[id as usize]));
         }
-        Some(Interner { items, ids })
+        Some(Interner { items, ids, hasher })
     }
 
     pub(crate) fn get(&self, id: u32) -> Option<&T> {
@@ -391,8 +450,9 @@ impl<T: Eq + Hash + Clone, S: BuildHasher + Default> Interner<T, S> {
     }
 }
 
-/// Per-item overhead of an interned value: the item, its key copy in the
-/// map, and the map's control bytes and spare capacity, estimated.
+/// Per-item overhead of an interned value: the item, its index slot and
+/// the index's spare capacity, estimated (generously: the estimate dates
+/// from a map that held a second copy of every value).
 const INTERN_OVERHEAD: usize = 32;
 
 /// A frame as a sampler hands it to the profile, before interning.
@@ -425,7 +485,8 @@ pub struct Profile {
     pub(crate) frames: Interner<Frame, Fx>,
     pub(crate) stacks: Interner<Box<[u32]>, Fx>,
     pub(crate) entries: Vec<Entry>,
-    entry_ids: HashMap<EntryKey, u32, Fx>,
+    /// Ids of `entries`, hashed by their key (see [`entry_hash`]).
+    entry_ids: HashTable<u32>,
     pub(crate) stats: Stats,
     pub(crate) mismatches: Vec<Mismatch>,
     /// Sampling frequency of the run (of the last run, when resumed).
@@ -458,7 +519,7 @@ impl Profile {
             frames: Interner::default(),
             stacks: Interner::default(),
             entries: Vec::new(),
-            entry_ids: HashMap::default(),
+            entry_ids: HashTable::new(),
             stats: Stats::default(),
             mismatches: Vec::new(),
             frequency_hz: 0,
@@ -474,30 +535,37 @@ impl Profile {
     }
 
     /// Rebuilds a profile from decoded tables (a loaded snapshot). The
-    /// caller has checked every id; `None` if a table holds duplicates.
+    /// caller has checked every id, and built each interned table with
+    /// [`Interner::from_items`]; `None` if two entries have the same key.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn from_parts(
-        strings: Vec<Box<str>>,
-        modules: Vec<Module>,
-        frames: Vec<Frame>,
-        stacks: Vec<Box<[u32]>>,
+        strings: Interner<Box<str>>,
+        modules: Interner<Module>,
+        frames: Interner<Frame, Fx>,
+        stacks: Interner<Box<[u32]>, Fx>,
         entries: Vec<Entry>,
         stats: Stats,
         mismatches: Vec<Mismatch>,
         meta: (u32, Grouping, u64, u64, usize),
     ) -> Option<Profile> {
         let (frequency_hz, grouping, duration_ns, start_unix_ns, budget) = meta;
-        let mut entry_ids = HashMap::with_capacity_and_hasher(entries.len(), Fx::default());
+        let mut entry_ids = HashTable::with_capacity(entries.len());
         for (i, e) in entries.iter().enumerate() {
-            if entry_ids.insert(e.key(), i as u32).is_some() {
+            let key = e.key();
+            let hash = entry_hash(&key);
+            if entry_ids
+                .find(hash, |&j: &u32| entries[j as usize].key() == key)
+                .is_some()
+            {
                 return None;
             }
+            entry_ids.insert_unique(hash, i as u32, |&j| entry_hash(&entries[j as usize].key()));
         }
         let mut p = Profile {
-            strings: Interner::from_items(strings)?,
-            modules: Interner::from_items(modules)?,
-            frames: Interner::from_items(frames)?,
-            stacks: Interner::from_items(stacks)?,
+            strings,
+            modules,
+            frames,
+            stacks,
             entries,
             entry_ids,
             stats,
@@ -534,7 +602,8 @@ impl Profile {
         self.budget
     }
 
-    /// The estimated bytes the profile's tables take; at most
+    /// The estimated bytes the profile's tables and the
+    /// [`mismatches`](Self::mismatches) it keeps take; at most
     /// [`budget`](Self::budget) after every insertion.
     pub fn memory_bytes(&self) -> usize {
         self.bytes
@@ -589,10 +658,10 @@ impl Profile {
 
     /// The id of string `s`, interned if new.
     pub(crate) fn string(&mut self, s: &str) -> u32 {
-        if let Some(&id) = self.strings.ids.get(s) {
+        if let Some(id) = self.strings.find(s) {
             return id;
         }
-        let (id, _) = self.strings.intern(&Box::from(s));
+        let id = self.strings.push_new(Box::from(s));
         self.bytes += s.len() * 2 + INTERN_OVERHEAD;
         id
     }
@@ -647,10 +716,10 @@ impl Profile {
     /// The id of the stack of frame ids `frames`, root first, interned if
     /// new.
     pub(crate) fn stack(&mut self, frames: &[u32]) -> u32 {
-        if let Some(&id) = self.stacks.ids.get(frames) {
+        if let Some(id) = self.stacks.find(frames) {
             return id;
         }
-        let (id, _) = self.stacks.intern(&Box::from(frames));
+        let id = self.stacks.push_new(Box::from(frames));
         self.bytes += frames.len() * 8 + INTERN_OVERHEAD;
         id
     }
@@ -708,14 +777,19 @@ impl Profile {
     }
 
     fn add_entry(&mut self, key: EntryKey, weights: Weights) -> u32 {
-        match self.entry_ids.get(&key) {
-            Some(&i) => {
+        let hash = entry_hash(&key);
+        let entries = &self.entries;
+        match self
+            .entry_ids
+            .find(hash, |&i| entries[i as usize].key() == key)
+            .copied()
+        {
+            Some(i) => {
                 self.entries[i as usize].weights.add(weights);
                 i
             }
             None => {
                 let i = self.entries.len() as u32;
-                self.entry_ids.insert(key, i);
                 self.entries.push(Entry {
                     group: key.group,
                     task_id: key.task_id,
@@ -724,6 +798,9 @@ impl Profile {
                     stack: key.stack,
                     weights,
                 });
+                let entries = &self.entries;
+                self.entry_ids
+                    .insert_unique(hash, i, |&j| entry_hash(&entries[j as usize].key()));
                 self.bytes += 2 * std::mem::size_of::<Entry>() + INTERN_OVERHEAD;
                 i
             }
@@ -731,7 +808,7 @@ impl Profile {
     }
 
     /// The bytes of the tables, counted from scratch.
-    fn measure(&self) -> usize {
+    pub(crate) fn measure(&self) -> usize {
         let strings: usize = self
             .strings
             .items
@@ -752,7 +829,8 @@ impl Profile {
             .map(|s| s.len() * 8 + INTERN_OVERHEAD)
             .sum();
         let entries = self.entries.len() * (2 * std::mem::size_of::<Entry>() + INTERN_OVERHEAD);
-        strings + modules + frames + stacks + entries
+        let mismatches: usize = self.mismatches.iter().map(Mismatch::memory_bytes).sum();
+        strings + modules + frames + stacks + entries + mismatches
     }
 
     /// Brings the profile back under three quarters of its budget (see
@@ -881,6 +959,11 @@ impl Profile {
         let mut fresh = Profile::new(self.budget);
         fresh.stats = self.stats;
         fresh.mismatches = std::mem::take(&mut self.mismatches);
+        fresh.bytes += fresh
+            .mismatches
+            .iter()
+            .map(Mismatch::memory_bytes)
+            .sum::<usize>();
         fresh.frequency_hz = self.frequency_hz;
         fresh.grouping = self.grouping;
         fresh.duration_ns = self.duration_ns;
@@ -954,12 +1037,21 @@ impl Profile {
         into.intern_frame(frame)
     }
 
-    /// Records a mismatch (counted always, kept in full for the first
-    /// few).
+    /// Records a mismatch: counted always, and kept in full (counted in
+    /// [`memory_bytes`](Self::memory_bytes)) for the first
+    /// [`MAX_MISMATCHES`], as long as the kept ones together take at most
+    /// an eighth of the budget, so that shedding, which never drops them,
+    /// always has the rest to work with.
     pub(crate) fn add_mismatch(&mut self, m: Mismatch) {
         self.stats.mismatches += 1;
-        if self.mismatches.len() < MAX_MISMATCHES {
+        let kept: usize = self.mismatches.iter().map(Mismatch::memory_bytes).sum();
+        let cost = m.memory_bytes();
+        if self.mismatches.len() < MAX_MISMATCHES && kept + cost <= self.budget / 8 {
+            self.bytes += cost;
             self.mismatches.push(m);
+            if self.bytes > self.budget {
+                self.shed();
+            }
         }
     }
 }

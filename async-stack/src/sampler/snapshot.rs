@@ -12,11 +12,14 @@
 //! - **Decoding never trusts a number before checking it.** The payload
 //!   length is checked against [`MAX_SNAPSHOT_PAYLOAD`] before the payload
 //!   is read; every count against the bytes left before anything is
-//!   allocated for it (each item takes at least one byte, so no table can
-//!   claim more items than the bytes that remain); every id against the
-//!   table it points into; every tag, flag and bound against its range.
-//!   Malformed input gives a [`SnapshotError`] naming the field, never a
-//!   panic.
+//!   allocated for it (a table's distinct items take a few bytes each, so
+//!   no table can claim more items than the bytes that remain can spell);
+//!   every id against the table it points into; every tag, flag and bound
+//!   against its range. Malformed input gives a [`SnapshotError`] naming
+//!   the field, never a panic.
+//! - **Decoding holds at most a small multiple of its input.** Whatever
+//!   the bytes, decoding a snapshot of `n` bytes holds at most `16 n`
+//!   bytes, plus a few kilobytes, at any instant (see *Limits*).
 //! - **The format is canonical.** Varints must be in their shortest form
 //!   and every table item must be unique, so a valid snapshot decodes to
 //!   one profile and that profile encodes back to the same bytes (less any
@@ -108,27 +111,43 @@
 //! - a payload above [`MAX_SNAPSHOT_PAYLOAD`] (64 MiB) is refused before
 //!   it is read;
 //! - a count larger than the bytes left could hold is refused before
-//!   anything is allocated for it ([`SnapshotError::CountTooLarge`]);
+//!   anything is allocated for it ([`SnapshotError::CountTooLarge`]). The
+//!   items of a table are distinct, so all but a few take more than a
+//!   byte: `""` takes 1 byte and the 128 one-byte strings 2, every other
+//!   string at least 3; modules and stacks likewise at least 3 (all but
+//!   128 and 129 of them); frames at least 4 (all but `[cleared]`);
+//!   entries at least 8; stack frame ids and mismatch strings 1;
+//! - each list of a mismatch holds at most [`STACK_CAPACITY`] (63)
+//!   strings, the most frames the sampler reads (else
+//!   [`SnapshotError::TooManyItems`]);
 //! - the profile's budget charges every interned item (string, module,
 //!   frame, stack, entry) at least 32 bytes and every frame id of a stack
 //!   8 bytes, so a profile holds at most `MAX_BUDGET / 32` items and
 //!   `MAX_BUDGET / 8` stack frame ids. The reader allows twice that
-//!   (1,310,720 items in all, 5,242,880 stack frame ids) and refuses more
-//!   with [`SnapshotError::TooManyItems`]. This bounds the memory a
-//!   decoded profile takes, where one payload byte can otherwise become
-//!   tens of bytes of tables.
+//!   (1,310,720 items in all, mismatch strings included, and 5,242,880
+//!   stack frame ids) and refuses more with
+//!   [`SnapshotError::TooManyItems`].
+//!
+//! Together these bound what decoding holds: each table's items are
+//! reserved once, for a count its bytes can spell, and indexed by id
+//! without a second copy, so an item takes at most about 15 times the
+//! bytes that spell it (a module, 32 bytes and its index slot, from 3
+//! bytes), and the whole profile at most 16 times the snapshot's size.
+//! `tests/tests/faults_decoders.rs` checks it with a counting allocator on
+//! hostile snapshots: the densest tables, runs of duplicates, counts and
+//! lengths far beyond the bytes that follow, mutated files.
 
-use std::collections::HashSet;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use super::profile::{Entry, Frame, Module};
+use super::profile::{Entry, Frame, Interner, Module};
 use super::{
     Grouping, MAX_BUDGET, MAX_MISMATCHES, MIN_BUDGET, Mismatch, Profile, SampleState, Stats,
     Weights,
 };
+use crate::task::STACK_CAPACITY;
 
 /// The first 8 bytes of every snapshot: `"\x89ASPROF\n"`. The high first
 /// byte and the newline catch a snapshot mangled as text.
@@ -147,6 +166,65 @@ const MAX_ITEMS: u64 = (MAX_BUDGET / 16) as u64;
 /// The most frame ids all stacks together may hold: twice what a profile
 /// within [`MAX_BUDGET`] can, at 8 bytes of budget per id.
 const MAX_STACK_FRAMES: u64 = (MAX_BUDGET / 4) as u64;
+
+/// The most strings one list of a mismatch may hold: as many frames as a
+/// published stack holds, the most the sampler writes.
+const MAX_MISMATCH_FRAMES: usize = STACK_CAPACITY;
+
+/// The fewest bytes the items of a list take: `each` bytes every item,
+/// except at most `shorter` of them, which take one byte at least. Counts
+/// are checked against it before anything is allocated for them, so that
+/// an allocation is at most the items' size over `each` times the bytes
+/// left (see the module docs' *Limits*).
+#[derive(Clone, Copy, Debug)]
+struct MinSize {
+    each: usize,
+    shorter: usize,
+}
+
+impl MinSize {
+    /// The most items `bytes` can hold.
+    fn most_items(self, bytes: usize) -> usize {
+        let short = self.shorter.min(bytes);
+        short + (bytes - short) / self.each
+    }
+}
+
+/// Lists whose items take a byte at least: stack frame ids, mismatch
+/// strings.
+const ONE_BYTE_EACH: MinSize = MinSize {
+    each: 1,
+    shorter: 0,
+};
+/// Distinct strings: `""` takes 1 byte, the 128 one-byte strings (ASCII)
+/// 2, and every other at least 3 (a length and two bytes).
+const STRINGS: MinSize = MinSize {
+    each: 3,
+    shorter: 129,
+};
+/// Distinct modules: a path id and a build id of 2 bytes together only
+/// for the 128 path ids below 128 with an empty build id, else 3 at least.
+const MODULES: MinSize = MinSize {
+    each: 3,
+    shorter: 128,
+};
+/// Distinct frames: a tag and four fields (async, 5 bytes) or three
+/// (native, 4), except the one `[cleared]` frame, a tag alone.
+const FRAMES: MinSize = MinSize {
+    each: 4,
+    shorter: 1,
+};
+/// Distinct stacks: a count and its ids, 1 byte for the empty stack and 2
+/// for the 128 stacks of one frame id below 128, else 3 at least.
+const STACKS: MinSize = MinSize {
+    each: 3,
+    shorter: 129,
+};
+/// Entries: eight fields.
+const ENTRIES: MinSize = MinSize {
+    each: 8,
+    shorter: 0,
+};
 
 /// The size of the fixed header.
 const HEADER_LEN: usize = 24;
@@ -207,8 +285,9 @@ pub enum SnapshotError {
         /// The bytes its contents took.
         actual: u64,
     },
-    /// A count that cannot fit in the bytes left (every item takes at
-    /// least one byte): refused before anything is allocated for it.
+    /// A count that cannot fit in the bytes left (the distinct items of a
+    /// table take at least one to eight bytes each: see the module docs'
+    /// *Limits*): refused before anything is allocated for it.
     CountTooLarge {
         /// The table or list counted.
         what: &'static str,
@@ -803,12 +882,12 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A count of items that take at least `min_bytes` each, checked
-    /// against the bytes left, so that it can size an allocation.
-    fn count(&mut self, what: &'static str, min_bytes: usize) -> Result<usize, SnapshotError> {
+    /// A count of items of size `min` at least, checked against the bytes
+    /// left, so that it can size an allocation.
+    fn count(&mut self, what: &'static str, min: MinSize) -> Result<usize, SnapshotError> {
         let count = self.varint(what)?;
         let remaining = self.remaining();
-        if count > (remaining / min_bytes) as u64 {
+        if count > min.most_items(remaining) as u64 {
             return Err(SnapshotError::CountTooLarge {
                 what,
                 count,
@@ -902,7 +981,7 @@ fn decode_core(r: &mut Reader<'_>) -> Result<Profile, SnapshotError> {
     let mut items = 0;
     let mut stack_frames = 0;
 
-    let n = r.count("strings", 1)?;
+    let n = r.count("strings", STRINGS)?;
     within("strings", &mut items, n, MAX_ITEMS)?;
     let mut strings: Vec<Box<str>> = Vec::with_capacity(n);
     for _ in 0..n {
@@ -923,8 +1002,9 @@ fn decode_core(r: &mut Reader<'_>) -> Result<Profile, SnapshotError> {
         }
         Some(_) => {}
     }
+    let strings = unique("strings", strings)?;
 
-    let n = r.count("modules", 2)?;
+    let n = r.count("modules", MODULES)?;
     within("modules", &mut items, n, MAX_ITEMS)?;
     let mut modules = Vec::with_capacity(n);
     for _ in 0..n {
@@ -932,8 +1012,9 @@ fn decode_core(r: &mut Reader<'_>) -> Result<Profile, SnapshotError> {
         let build_id = r.bytes("module build_id")?.to_vec();
         modules.push(Module { path, build_id });
     }
+    let modules = unique("modules", modules)?;
 
-    let n = r.count("frames", 1)?;
+    let n = r.count("frames", FRAMES)?;
     within("frames", &mut items, n, MAX_ITEMS)?;
     let mut frames = Vec::with_capacity(n);
     for _ in 0..n {
@@ -959,12 +1040,13 @@ fn decode_core(r: &mut Reader<'_>) -> Result<Profile, SnapshotError> {
         };
         frames.push(frame);
     }
+    let frames = unique("frames", frames)?;
 
-    let n = r.count("stacks", 1)?;
+    let n = r.count("stacks", STACKS)?;
     within("stacks", &mut items, n, MAX_ITEMS)?;
     let mut stacks: Vec<Box<[u32]>> = Vec::with_capacity(n);
     for _ in 0..n {
-        let len = r.count("stack frames", 1)?;
+        let len = r.count("stack frames", ONE_BYTE_EACH)?;
         within("stack frames", &mut stack_frames, len, MAX_STACK_FRAMES)?;
         let mut stack = Vec::with_capacity(len);
         for _ in 0..len {
@@ -972,8 +1054,9 @@ fn decode_core(r: &mut Reader<'_>) -> Result<Profile, SnapshotError> {
         }
         stacks.push(stack.into());
     }
+    let stacks = unique("stacks", stacks)?;
 
-    let n = r.count("entries", 8)?;
+    let n = r.count("entries", ENTRIES)?;
     within("entries", &mut items, n, MAX_ITEMS)?;
     let mut entries = Vec::with_capacity(n);
     for _ in 0..n {
@@ -1006,20 +1089,10 @@ fn decode_core(r: &mut Reader<'_>) -> Result<Profile, SnapshotError> {
         });
     }
 
-    let mismatches = decode_mismatches(r)?;
+    let mismatches = decode_mismatches(r, &mut items)?;
 
-    check_unique("strings", &strings)?;
-    check_unique("modules", &modules)?;
-    check_unique("frames", &frames)?;
-    check_unique("stacks", &stacks)?;
-    check_unique(
-        "entries",
-        entries
-            .iter()
-            .map(|e| (e.group, e.task_id, e.task_name, e.state, e.stack)),
-    )?;
-    // The tables were just found free of duplicates, which is all
-    // `from_parts` refuses.
+    // Only two entries with one key make `from_parts` fail: every other
+    // table was found free of duplicates as it was read.
     Profile::from_parts(
         strings,
         modules,
@@ -1030,7 +1103,7 @@ fn decode_core(r: &mut Reader<'_>) -> Result<Profile, SnapshotError> {
         mismatches,
         (frequency_hz, grouping, duration_ns, start_unix_ns, budget),
     )
-    .ok_or(SnapshotError::Duplicate { what: "profile" })
+    .ok_or(SnapshotError::Duplicate { what: "entries" })
 }
 
 /// Adds `count` to `total`, and fails if that takes it over `max`.
@@ -1051,20 +1124,12 @@ fn within(
     Ok(())
 }
 
-/// Fails if two items are equal. (`Profile::from_parts` checks this too,
-/// but cannot say which table is at fault.)
-fn check_unique<T: Eq + std::hash::Hash>(
+/// The interned table of `items`, which fails if two items are equal.
+fn unique<T: Eq + std::hash::Hash + Clone, S: std::hash::BuildHasher + Default>(
     what: &'static str,
-    items: impl IntoIterator<Item = T, IntoIter: ExactSizeIterator>,
-) -> Result<(), SnapshotError> {
-    let items = items.into_iter();
-    let mut seen = HashSet::with_capacity(items.len());
-    for item in items {
-        if !seen.insert(item) {
-            return Err(SnapshotError::Duplicate { what });
-        }
-    }
-    Ok(())
+    items: Vec<T>,
+) -> Result<Interner<T, S>, SnapshotError> {
+    Interner::from_items(items).ok_or(SnapshotError::Duplicate { what })
 }
 
 fn decode_stats(r: &mut Reader<'_>) -> Result<Stats, SnapshotError> {
@@ -1075,7 +1140,8 @@ fn decode_stats(r: &mut Reader<'_>) -> Result<Stats, SnapshotError> {
     Ok(Stats::from_fields(values))
 }
 
-fn decode_mismatches(r: &mut Reader<'_>) -> Result<Vec<Mismatch>, SnapshotError> {
+/// The mismatches, whose strings count toward `items`.
+fn decode_mismatches(r: &mut Reader<'_>, items: &mut u64) -> Result<Vec<Mismatch>, SnapshotError> {
     let n = r.varint("mismatches")?;
     if n > MAX_MISMATCHES as u64 {
         return Err(SnapshotError::InvalidValue {
@@ -1091,7 +1157,15 @@ fn decode_mismatches(r: &mut Reader<'_>) -> Result<Vec<Mismatch>, SnapshotError>
             .iter_mut()
             .zip(["mismatch live", "mismatch published"])
         {
-            let len = r.count(what, 1)?;
+            let len = r.count(what, ONE_BYTE_EACH)?;
+            if len > MAX_MISMATCH_FRAMES {
+                return Err(SnapshotError::TooManyItems {
+                    what,
+                    count: len as u64,
+                    max: MAX_MISMATCH_FRAMES as u64,
+                });
+            }
+            within(what, items, len, MAX_ITEMS)?;
             list.reserve_exact(len);
             for _ in 0..len {
                 list.push(r.str(what)?.to_owned());
@@ -1607,6 +1681,20 @@ mod tests {
                 remaining: 7
             }
         ));
+        // Distinct items: 200 strings need at least 129 + 3 * 71 = 342
+        // bytes (only 129 strings are shorter than 3 bytes).
+        let bytes = crafted(|c| {
+            c.varint(200);
+            c.0.resize(c.0.len() + 300, 0);
+        });
+        assert!(matches!(
+            err(&bytes),
+            SnapshotError::CountTooLarge {
+                what: "strings",
+                count: 200,
+                remaining: 300
+            }
+        ));
         let bytes = crafted(|c| {
             c.varint(1);
             c.varint(1 << 40);
@@ -1640,8 +1728,8 @@ mod tests {
 
     #[test]
     fn rejects_more_items_than_a_profile_holds() {
-        // Counts the bytes could hold (empty strings, empty stacks), but
-        // more than any profile has.
+        // Counts the bytes could hold (distinct strings and stacks take 3
+        // bytes each), but more than any profile has.
         let too_many = |rest: &dyn Fn(&mut Writer)| match err(&crafted(rest)) {
             SnapshotError::TooManyItems { what, count, max } => (what, count, max),
             e => panic!("{e}"),
@@ -1649,16 +1737,40 @@ mod tests {
         let n = MAX_ITEMS + 1;
         let strings = too_many(&|c| {
             c.varint(n);
-            c.0.resize(c.0.len() + n as usize, 0);
+            c.0.resize(c.0.len() + 3 * n as usize, 0);
         });
         assert_eq!(strings, ("strings", n, MAX_ITEMS));
         // The limit is on all tables together.
         let stacks = too_many(&|c| {
             c.0.extend_from_slice(&[1, 0, 0, 0]); // strings [""], no modules or frames
             c.varint(MAX_ITEMS);
-            c.0.resize(c.0.len() + MAX_ITEMS as usize, 0);
+            c.0.resize(c.0.len() + 3 * MAX_ITEMS as usize, 0);
         });
         assert_eq!(stacks, ("stacks", n, MAX_ITEMS));
+        // Mismatch strings too: one list may hold as many frames as a
+        // published stack, and no more.
+        let mismatch = |live: u64| {
+            crafted(|c| {
+                c.0.extend_from_slice(&[1, 0, 0, 0, 0, 0]); // strings [""], empty tables
+                c.0.extend_from_slice(&[1, 7]); // one mismatch, of task 7
+                c.varint(live);
+                c.0.resize(c.0.len() + live as usize, 0);
+                c.varint(0);
+            })
+        };
+        let cap = STACK_CAPACITY as u64;
+        let p = Profile::from_snapshot(&mismatch(cap)).unwrap();
+        assert_eq!(p.mismatches()[0].live.len(), STACK_CAPACITY);
+        assert_eq!(p.memory_bytes(), p.measure());
+        assert!(p.memory_bytes() >= STACK_CAPACITY * std::mem::size_of::<String>());
+        assert!(matches!(
+            err(&mismatch(cap + 1)),
+            SnapshotError::TooManyItems {
+                what: "mismatch live",
+                count,
+                max,
+            } if count == cap + 1 && max == cap
+        ));
         let n = MAX_STACK_FRAMES + 1;
         let frames = too_many(&|c| {
             c.0.extend_from_slice(&[1, 0, 0, 0, 1]); // one stack

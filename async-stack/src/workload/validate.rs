@@ -11,9 +11,12 @@
 //!
 //! The checks run on the parsed value, not while parsing: serde's types
 //! already bound every number (`u32`, `u64`), and a parsed workload takes
-//! memory proportional to the text that spelled it.
+//! memory proportional to the text that spelled it. The checks add little
+//! to it: a table of the names seen, each with the position of its entry
+//! (a few integers, spelled out as a path only in an error).
 
 use std::collections::HashMap;
+use std::fmt;
 
 use super::{Workload, WorkloadError};
 
@@ -93,12 +96,34 @@ impl Workload {
     }
 }
 
-/// The state of one validation: task names seen so far (with the path of
-/// the entry that took each) and tasks counted so far.
+/// The state of one validation: task names seen so far (with the entry
+/// that took each) and tasks counted so far.
 #[derive(Default)]
 struct Checker<'a> {
-    names: HashMap<&'a str, String>,
+    names: HashMap<&'a str, Entry>,
     tasks: u64,
+}
+
+/// An entry that names tasks, by its position in the workload.
+#[derive(Clone, Copy, Debug)]
+enum Entry {
+    /// `groups[g].producer`
+    Producer(usize),
+    /// `groups[g].consumers[c]`
+    Consumer(usize, usize),
+    /// `independent[i]`
+    Independent(usize),
+}
+
+impl fmt::Display for Entry {
+    /// The entry's JSON path.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Entry::Producer(g) => write!(f, "groups[{g}].producer"),
+            Entry::Consumer(g, c) => write!(f, "groups[{g}].consumers[{c}]"),
+            Entry::Independent(i) => write!(f, "independent[{i}]"),
+        }
+    }
 }
 
 type Check = Result<(), WorkloadError>;
@@ -167,7 +192,7 @@ impl<'a> Checker<'a> {
             name(&format!("{at}.name"), &group.name)?;
             let p = &group.producer;
             let at_p = format!("{at}.producer");
-            self.task_name(&at_p, &p.name)?;
+            self.task_name(Entry::Producer(g), &p.name)?;
             self.count(&format!("{at_p}.name"), 1)?;
             time_us(&format!("{at_p}.busy_us_per_cycle"), p.busy_us_per_cycle)?;
             time_us(&format!("{at_p}.sleep_us_per_cycle"), p.sleep_us_per_cycle)?;
@@ -193,7 +218,7 @@ impl<'a> Checker<'a> {
             }
             for (c, consumer) in group.consumers.iter().enumerate() {
                 let at_c = format!("{at}.consumers[{c}]");
-                self.task_name(&at_c, &consumer.name)?;
+                self.task_name(Entry::Consumer(g, c), &consumer.name)?;
                 self.instances(&at_c, consumer.instances)?;
                 time_us(
                     &format!("{at_c}.busy_us_per_wake"),
@@ -203,7 +228,7 @@ impl<'a> Checker<'a> {
         }
         for (i, entry) in w.independent.iter().enumerate() {
             let at = format!("independent[{i}]");
-            self.task_name(&at, &entry.name)?;
+            self.task_name(Entry::Independent(i), &entry.name)?;
             self.instances(&at, entry.instances)?;
             time_us(&format!("{at}.busy_us_per_wake"), entry.busy_us_per_wake)?;
             range(
@@ -222,15 +247,15 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
-    /// Checks the name of the entry at `at`, and that no entry before it
-    /// took it.
-    fn task_name(&mut self, at: &str, task: &'a str) -> Check {
+    /// Checks the name of entry `at`, and that no entry before it took
+    /// it.
+    fn task_name(&mut self, at: Entry, task: &'a str) -> Check {
         let path = format!("{at}.name");
         name(&path, task)?;
         if let Some(first) = self.names.get(task) {
             return fail(path, format!("{task:?} is already the name of {first}"));
         }
-        self.names.insert(task, at.to_owned());
+        self.names.insert(task, at);
         Ok(())
     }
 

@@ -45,6 +45,8 @@ const TARGET_SPAWN_POLLS: u32 = 1;
 /// Largest acceptable time for `dump().to_string()` of the `dump` bench's
 /// tasks, ms.
 const TARGET_DUMP_MS: f64 = 5.0;
+/// `dump().to_json()` of the same tasks (issue 20).
+const TARGET_DUMP_JSON_MS: f64 = 10.0;
 /// Largest acceptable time for the first streamed dump of the same tasks
 /// in a fresh process (`dump_cold`), ms.
 const TARGET_COLD_DUMP_MS: f64 = 5.0;
@@ -496,11 +498,13 @@ fn spawn_targets(r: &Lookup<'_>, group: &str, runtime: &str) -> Vec<Target> {
 }
 
 /// Every `dump` variant, async-stack first.
-const DUMP_VARIANTS: [&str; 7] = [
+const DUMP_VARIANTS: [&str; 9] = [
     names::DUMP_SNAPSHOT,
     names::DUMP_TEXT,
     names::DUMP_WRITE_TEXT,
     names::DUMP_JSON,
+    names::DUMP_TO_JSON,
+    names::DUMP_WRITE_JSON,
     names::AB_TASKDUMP,
     names::AT_COLLECT,
     names::AT_COLLECT_TEXT,
@@ -534,7 +538,20 @@ fn dump(r: &Lookup<'_>) {
         fmt(ratio(get(names::DUMP_SNAPSHOT), get(names::AT_COLLECT)), 2)
     );
     println!("- {}", dump_target(r).line());
+    println!("- {}", dump_json_target(r).line());
     println!();
+}
+
+fn dump_json_target(r: &Lookup<'_>) -> Target {
+    Target::at_most(
+        format!(
+            "≤ {TARGET_DUMP_JSON_MS} ms for dump().to_json() of {DUMP_TASKS} tasks × {DUMP_DEPTH} frames"
+        ),
+        r.get(names::DUMP, names::DUMP_JSON, "").map(|ns| ns / 1e6),
+        TARGET_DUMP_JSON_MS,
+        " ms",
+        2,
+    )
 }
 
 fn dump_target(r: &Lookup<'_>) -> Target {
@@ -645,7 +662,7 @@ fn targets(r: &Lookup<'_>) {
             names::SPAWN_CURRENT_THREAD,
             "current_thread",
         ))
-        .chain([dump_target(r)])
+        .chain([dump_target(r), dump_json_target(r)])
         .chain(dump_cold_targets(r))
         .chain([memory_target(r)])
         .chain(sampler_targets(r))

@@ -1,5 +1,6 @@
-//! The JSON form of a dump (schema: `docs/task-dump.schema.json`), and why
-//! reading one fails ([`FromJsonError`]).
+//! The JSON form of a dump (schema: `docs/task-dump.schema.json`), read,
+//! and why reading one fails ([`FromJsonError`]). Writing it is
+//! `json_write.rs`.
 //!
 //! Reading goes through `serde_path_to_error`, so that every error, from
 //! the parser, a field's type or a bound (see `bounds.rs`), names the field
@@ -11,11 +12,6 @@ use super::TaskDump;
 use super::bounds::{self, OutOfBounds};
 
 impl TaskDump {
-    /// The JSON form (schema: `docs/task-dump.schema.json`).
-    pub fn to_json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
-    }
-
     /// Parses the JSON form, with an error naming the field for malformed
     /// or out-of-bounds input.
     ///
@@ -34,7 +30,8 @@ impl TaskDump {
     /// - names, roots, functions and files at most
     ///   [`TaskDump::MAX_STRING_CHARS`] characters.
     ///
-    /// The memory it takes is proportional to the input's length.
+    /// The memory it takes is proportional to the input's length: at most
+    /// 16 times it, whatever the input (`tests/tests/faults_decoders.rs`).
     ///
     /// ```
     /// use async_stack::TaskDump;

@@ -36,26 +36,31 @@
 //! `docs/task-dump.schema.json`. [`TaskDump::from_json`] reads it back,
 //! within bounds (at most [`TaskDump::MAX_TASKS`] tasks, depths of a real
 //! tree, ...) that keep rendering a dump read from a file linear in the
-//! file's size.
+//! file's size, in memory at most a small multiple of the file's.
 //!
 //! # Streaming
 //!
-//! A [`TaskDump`] holds every task at once. [`write_text`] writes the same
-//! text (in registry order rather than by id) one task at a time, and
-//! [`live_tasks`] hands each task to a closure, so that a dump of many
-//! tasks allocates for one task, not for all of them: what the signal
-//! dump, the stall watchdog and the panic hook use. [`TaskInfo`]'s
-//! `Display` is one task's entry of the text form.
+//! A [`TaskDump`] holds every task at once. [`write_text`] and
+//! [`write_json`] write the same text and JSON (in registry order rather
+//! than by id) one task at a time, and [`live_tasks`] hands each task to a
+//! closure, so that a dump of many tasks allocates for one task, not for
+//! all of them: what the signal dump, the stall watchdog and the panic
+//! hook use. [`TaskInfo`]'s `Display` is one task's entry of the text
+//! form.
 //!
 //! # Files
 //!
 //! - `mod.rs` (this file): the model ([`TaskDump`], [`TaskInfo`],
 //!   [`DumpFrame`]) and its filters;
 //! - `collect.rs`: reading the task records into that model;
-//! - `stream.rs`: the streaming forms ([`write_text`], [`live_tasks`]);
+//! - `stream.rs`: the streaming forms ([`write_text`], [`write_json`],
+//!   [`live_tasks`]);
 //! - `text.rs`: the Go-style text form;
-//! - `json.rs`: the JSON form, and why reading one fails
+//! - `json_write.rs`: the JSON form, written;
+//! - `json.rs`: the JSON form, read, and why reading one fails
 //!   ([`FromJsonError`]);
+//! - `cache.rs`: the text of repeated frames and stacks, rendered once
+//!   (for both forms);
 //! - `bounds.rs`: the bounds a dump read from a file obeys, so that
 //!   rendering it stays linear in the file's size.
 
@@ -68,15 +73,17 @@ use serde::{Deserialize, Serialize};
 use crate::task::TaskState;
 
 mod bounds;
+mod cache;
 mod collect;
 pub(crate) mod json;
+mod json_write;
 mod stream;
 mod text;
 #[cfg(test)]
 mod text_tests;
 
 pub use json::FromJsonError;
-pub use stream::{DumpSummary, LiveTasks, TaskStatus, live_tasks, write_text};
+pub use stream::{DumpSummary, LiveTasks, TaskStatus, live_tasks, write_json, write_text};
 pub use text::format_duration;
 
 /// A source location (file, line, column).

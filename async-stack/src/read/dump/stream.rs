@@ -6,17 +6,18 @@
 //! about 10 MB of model and as much text again. The forms here read each
 //! live task into one scratch [`TaskInfo`] (`collect.rs`), reused from
 //! task to task, and pass it on before reading the next: to a closure, or
-//! to the text renderer's [`TextStream`], which writes through a buffer of
-//! 32 KB. The order and the filters are documented on [`LiveTasks`], the
-//! public face of this file.
+//! to the text or JSON renderer's stream ([`TextStream`], [`JsonStream`]),
+//! which writes through a buffer of 32 KB. The order and the filters are
+//! documented on [`LiveTasks`], the public face of this file.
 
 use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use super::TaskInfo;
 use super::collect::for_each_task;
+use super::json_write::JsonStream;
 use super::text::TextStream;
+use super::{DUMP_FORMAT_VERSION, TaskInfo};
 
 use crate::task::TaskState;
 
@@ -90,8 +91,49 @@ pub fn write_text(out: impl io::Write) -> io::Result<DumpSummary> {
     live_tasks().write_text(out)
 }
 
+/// Writes the JSON form of every live task to `out`, one task at a time,
+/// in registry order (see [`LiveTasks`]).
+///
+/// The JSON is what `dump().to_json()` writes for the same tasks, in a
+/// different order, byte for byte (so [`TaskDump::from_json`] reads it),
+/// written in chunks of about 32 KB; `out` needs no buffer of its own.
+/// Memory used does not grow with the number of tasks: a dump of a
+/// million tasks holds one task and 32 KB of JSON at a time, where
+/// `dump().to_json()` holds every task and all of their JSON. Never
+/// blocks, pauses or polls any task. An error of `out` is returned after
+/// the pass (nothing more is written once `out` failed).
+///
+/// [`TaskDump::from_json`]: super::TaskDump::from_json
+///
+/// ```
+/// use async_stack::{TaskDump, traced_async};
+///
+/// #[traced_async(name = "waiter")]
+/// async fn waiter(rx: futures::channel::oneshot::Receiver<()>) {
+///     let _ = rx.await;
+/// }
+///
+/// let (tx, rx) = futures::channel::oneshot::channel();
+/// let mut pool = futures::executor::LocalPool::new();
+/// use futures::task::LocalSpawnExt;
+/// pool.spawner().spawn_local(waiter(rx)).unwrap();
+/// pool.run_until_stalled();
+///
+/// let mut json = Vec::new();
+/// let summary = async_stack::dump::write_json(&mut json).unwrap();
+/// let dump = TaskDump::from_json(std::str::from_utf8(&json).unwrap()).unwrap();
+/// assert_eq!(dump.tasks.len(), summary.tasks);
+/// assert!(dump.tasks.iter().any(|t| t.name.as_deref() == Some("waiter")));
+/// drop(tx);
+/// pool.run();
+/// ```
+pub fn write_json(out: impl io::Write) -> io::Result<DumpSummary> {
+    live_tasks().write_json(out)
+}
+
 /// The live tasks, to stream: filter them by status, then visit each
-/// ([`LiveTasks::for_each`]) or write its text ([`LiveTasks::write_text`]).
+/// ([`LiveTasks::for_each`]) or write its text ([`LiveTasks::write_text`])
+/// or JSON ([`LiveTasks::write_json`]).
 ///
 /// ```
 /// use async_stack::{TaskState, traced_async};
@@ -124,12 +166,12 @@ pub fn live_tasks() -> LiveTasks<'static> {
 ///
 /// Each live task is read into one scratch [`TaskInfo`], reused from task
 /// to task, and passed on before the next is read: to a closure
-/// ([`LiveTasks::for_each`]), or as text to an [`io::Write`] through a
-/// buffer of 32 KB ([`LiveTasks::write_text`]). What a pass allocates is
-/// one task, the buffer, a snapshot of the site tables and the text
-/// renderer's caches, whatever the number of tasks: about 80 KB for
-/// 10,000 tasks of 9 frames, where `dump().to_string()` allocates about
-/// 45 MB.
+/// ([`LiveTasks::for_each`]), or as text or JSON to an [`io::Write`]
+/// through a buffer of 32 KB ([`LiveTasks::write_text`],
+/// [`LiveTasks::write_json`]). What a pass allocates is one task, the
+/// buffer, a snapshot of the site tables and the renderer's caches,
+/// whatever the number of tasks: about 80 KB for 10,000 tasks of 9
+/// frames, where `dump().to_string()` allocates about 45 MB.
 ///
 /// # Order
 ///
@@ -137,7 +179,8 @@ pub fn live_tasks() -> LiveTasks<'static> {
 /// by id**: records are reused, so a young task can come before an old one.
 /// (Sorting needs every task first, which is what [`dump()`](super::dump())
 /// does.) Apart from the order, [`write_text`] writes exactly what
-/// `dump().to_string()` writes for the same tasks.
+/// `dump().to_string()` writes for the same tasks, and [`write_json`]
+/// what `dump().to_json()` writes.
 ///
 /// # Filters
 ///
@@ -196,6 +239,17 @@ impl<'a> LiveTasks<'a> {
         let mut stream = TextStream::new(out);
         let summary = self.for_each(|task| stream.task(task));
         stream.finish()?;
+        Ok(summary)
+    }
+
+    /// Writes the JSON form of each selected task to `out`, as one
+    /// document (see [`write_json`]): its `torn_copies` and
+    /// `untracked_roots` are those of the pass, as in the
+    /// [`DumpSummary`] returned.
+    pub fn write_json(self, out: impl io::Write) -> io::Result<DumpSummary> {
+        let mut stream = JsonStream::new(out, DUMP_FORMAT_VERSION);
+        let summary = self.for_each(|task| stream.task(task));
+        stream.finish(&summary)?;
         Ok(summary)
     }
 }

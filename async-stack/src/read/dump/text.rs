@@ -4,7 +4,7 @@
 //! below append plain slices and `itoa` integers to a `String` (no
 //! `core::fmt` per field, no allocation per task), and each distinct frame
 //! and each distinct stack is formatted once per render and copied after
-//! that (`TextCache`).
+//! that (`cache.rs`).
 //!
 //! One renderer, [`TextRenderer`], writes a task's entry (header, frames,
 //! footer) wherever the text goes: into one `String` ([`TaskDump::to_text`]),
@@ -22,6 +22,9 @@ use std::fmt::{self, Write as _};
 use std::io;
 use std::time::Duration;
 
+use super::cache::{
+    RenderCache, Rendering, frame_hash, same_str, stack_hash, store_frame, store_stack,
+};
 use super::{DumpFrame, SourceLocation, TaskDump, TaskInfo};
 use crate::task::{STACK_CAPACITY, TaskState};
 
@@ -128,12 +131,6 @@ fn write_frame(out: &mut String, frame: &DumpFrame) {
     }
 }
 
-/// Whether two strings are equal, deciding at once for two borrows of the
-/// same interned site string.
-fn same_str(a: &str, b: &str) -> bool {
-    a.len() == b.len() && (std::ptr::eq(a.as_ptr(), b.as_ptr()) || a == b)
-}
-
 /// Whether two frames render to the same text (see [`write_frame`]: depth,
 /// function, `.await` site and running flag; `defined_at` is not shown).
 #[inline]
@@ -150,119 +147,38 @@ fn same_frame_text(a: &DumpFrame, b: &DumpFrame) -> bool {
         }
 }
 
-/// Whether two stacks render to the same text: frame by frame, in order.
-fn same_stack_text(a: &[DumpFrame], b: &[DumpFrame]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(a, b)| same_frame_text(a, b))
-}
+/// Frames, as the text form shows them ([`write_frame`]).
+struct FrameText;
 
-/// A hash of what [`same_frame_text`] compares, strings by length only
-/// (cheap, and enough to spread a dump's few distinct frames).
-fn frame_hash(frame: &DumpFrame) -> u64 {
-    let (line, column, file_len) = frame
-        .awaiting_at
-        .as_ref()
-        .map_or((0, 0, 0), |at| (at.line, at.column, at.file.len()));
-    let key = u64::from(frame.depth)
-        ^ (frame.function.len() as u64) << 8
-        ^ u64::from(line) << 24
-        ^ u64::from(column) << 44
-        ^ (file_len as u64) << 54
-        ^ u64::from(frame.running) << 63;
-    key.wrapping_mul(0x9e37_79b9_7f4a_7c15)
-}
-
-/// A hash of what [`same_stack_text`] compares.
-fn stack_hash(frames: &[DumpFrame]) -> u64 {
-    frames.iter().fold(frames.len() as u64, |h, f| {
-        (h.rotate_left(23) ^ frame_hash(f)).wrapping_mul(0x9e37_79b9_7f4a_7c15)
-    })
-}
-
-/// A key of a [`TextCache`]: something whose text the cache keeps, compared
-/// as far as the text shows, and kept in the slot as an owned copy (so
-/// that the cache outlives the task it was filled from: a streaming dump
-/// reads every task into the same scratch).
-trait CacheKey {
-    /// The copy a slot keeps.
-    type Owned;
-    /// Whether `seen` renders to the same text as `self`.
-    fn same(&self, seen: &Self::Owned) -> bool;
-    /// Keeps a copy of `self` in `slot`, reusing what it holds.
-    fn store(&self, slot: &mut Option<Self::Owned>);
-}
-
-impl CacheKey for DumpFrame {
+impl Rendering for FrameText {
+    type Key = DumpFrame;
     type Owned = DumpFrame;
 
     #[inline]
-    fn same(&self, seen: &DumpFrame) -> bool {
-        same_frame_text(self, seen)
+    fn same(key: &DumpFrame, seen: &DumpFrame) -> bool {
+        same_frame_text(key, seen)
     }
 
-    fn store(&self, slot: &mut Option<DumpFrame>) {
-        // Strings of a live dump are borrowed (`'static`), so this copies
-        // pointers, not text.
-        *slot = Some(self.clone());
+    fn store(key: &DumpFrame, slot: &mut Option<DumpFrame>) {
+        store_frame(key, slot);
     }
 }
 
-impl CacheKey for [DumpFrame] {
+/// Stacks, as the text form shows them ([`TextRenderer::write_frames`]):
+/// frame by frame, in order.
+struct StackText;
+
+impl Rendering for StackText {
+    type Key = [DumpFrame];
     type Owned = Vec<DumpFrame>;
 
     #[inline]
-    fn same(&self, seen: &Vec<DumpFrame>) -> bool {
-        same_stack_text(self, seen)
+    fn same(key: &[DumpFrame], seen: &Vec<DumpFrame>) -> bool {
+        key.len() == seen.len() && key.iter().zip(seen).all(|(a, b)| same_frame_text(a, b))
     }
 
-    fn store(&self, slot: &mut Option<Vec<DumpFrame>>) {
-        let seen = slot.get_or_insert_with(Vec::new);
-        seen.clear();
-        seen.extend_from_slice(self);
-    }
-}
-
-/// Text rendered once and copied wherever it repeats.
-///
-/// A dump repeats itself: frames come from a few interned sites, and many
-/// tasks wait in the same place. 10,000 tasks at depth 9 hold 90,000 frames
-/// but only 9 distinct frame texts, and a single distinct stack. So the
-/// renderer keeps two of these tables, one for frames and one for whole
-/// stacks (which it renders from the first).
-///
-/// Each is a direct-mapped table: a key hashes to one slot, which keeps
-/// a copy of the last key rendered there and its text. A hit (the key
-/// compares equal, as far as the text shows) copies the text; a miss, or a
-/// collision, renders it again into the slot. So a table is never wrong,
-/// only sometimes slower, and its size is bounded whatever the dump holds.
-struct TextCache<K: CacheKey + ?Sized> {
-    slots: Box<[(Option<K::Owned>, String)]>,
-    /// `64 - log2(slots)`: a key's slot is the top bits of its hash (a
-    /// multiplicative hash mixes into those).
-    shift: u32,
-}
-
-impl<K: CacheKey + ?Sized> TextCache<K> {
-    /// A table of `2^bits` slots.
-    fn new(bits: u32) -> Self {
-        assert!((1..=16).contains(&bits), "a table of 2 to 65536 slots");
-        TextCache {
-            slots: (0..1usize << bits).map(|_| (None, String::new())).collect(),
-            shift: 64 - bits,
-        }
-    }
-
-    /// The text of `key` (with hash `hash`): the text in its slot if the
-    /// slot holds a key that renders the same, else rendered there by
-    /// `render` first.
-    #[inline]
-    fn text(&mut self, key: &K, hash: u64, render: impl FnOnce(&mut String, &K)) -> &str {
-        let (seen, text) = &mut self.slots[(hash >> self.shift) as usize];
-        if !seen.as_ref().is_some_and(|seen| key.same(seen)) {
-            text.clear();
-            render(text, key);
-            key.store(seen);
-        }
-        text
+    fn store(key: &[DumpFrame], slot: &mut Option<Vec<DumpFrame>>) {
+        store_stack(key, slot);
     }
 }
 
@@ -297,12 +213,12 @@ fn write_stack(
     }
 }
 
-/// The two tables of a [`TextRenderer`] that renders many tasks.
+/// The two caches of a [`TextRenderer`] that renders many tasks.
 struct Caches {
     /// Each distinct frame's lines (see [`write_frame`]).
-    frames: TextCache<DumpFrame>,
+    frames: RenderCache<FrameText>,
     /// Each distinct stack's lines (see [`TextRenderer::write_frames`]).
-    stacks: TextCache<[DumpFrame]>,
+    stacks: RenderCache<StackText>,
 }
 
 /// Renders tasks as text; what one render reuses from task to task. Its
@@ -322,8 +238,8 @@ impl TextRenderer {
     pub(super) fn new() -> Self {
         TextRenderer {
             caches: Some(Caches {
-                frames: TextCache::new(8),
-                stacks: TextCache::new(6),
+                frames: RenderCache::new(8),
+                stacks: RenderCache::new(6),
             }),
             open: Vec::new(),
         }
@@ -349,11 +265,13 @@ impl TextRenderer {
             write_stack(out.buf(), frames, open, write_frame);
             return Ok(());
         };
-        out.put(stacks.text(frames, stack_hash(frames), |text, frames| {
-            write_stack(text, frames, open, |text, frame| {
-                text.push_str(frame_text.text(frame, frame_hash(frame), write_frame));
-            })
-        }))
+        out.put(
+            stacks.text(frames, stack_hash(frames, frame_hash), |text, frames| {
+                write_stack(text, frames, open, |text, frame| {
+                    text.push_str(frame_text.text(frame, frame_hash(frame), write_frame));
+                })
+            }),
+        )
     }
 
     /// Writes one task as the plain text form shows it: header, frames
