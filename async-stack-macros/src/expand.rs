@@ -1,20 +1,29 @@
 //! Code generation: wraps the function's future in `Traced` and emits its
 //! call-site record.
 //!
-//! For `<attrs> <vis> async fn name<G>(x: X, (a, b): (A, B)) -> Ret where .. { body }`:
+//! For `<attrs> <vis> async fn name<G>(&self, x: X, (a, _b): (A, B), _: C) -> Ret where .. { body }`:
 //!
 //! ```text
-//! <attrs> <vis> fn name<G>(x: X, (a, b): (A, B)) -> impl Future<Output = Ret> where .. {
-//!     static __ASYNC_STACK_CALLSITE: ::async_stack::__private::CallSite =
+//! <attrs> <vis> fn name<G>(&self, x: X, __arg2: (A, B), __arg3: C) -> impl Future<Output = Ret> where .. {
+//!     static __ASYNC_STACK_CALLSITE: ::async_stack::__private::CallSite = {
+//!         fn __async_stack_here() {}
 //!         ::async_stack::__private::CallSite::new(
-//!             "name", ::core::module_path!(), ::core::file!(), ::core::line!(), ::core::column!(), false);
+//!             "name", ::core::module_path!(), ::core::file!(), ::core::line!(), ::core::column!(), false)
+//!             .with_path(|| ::core::any::type_name_of_val(&__async_stack_here))
+//!     };
 //!     ::async_stack::__private::Traced::new(async move {
 //!         if let ::core::option::Option::Some(__ret) = ::core::option::Option::None::<Ret> {
 //!             #[allow(unreachable_code)]
 //!             return __ret;
 //!         }
+//!         let _ = &self;
 //!         let x = x;
-//!         <body, with its .awaits rewritten by crate::rewrite_await>
+//!         let __arg2 = __arg2;
+//!         let (a, _b) = __arg2;
+//!         let __arg3 = __arg3;
+//!         match () {
+//!             () => { <body, with its .awaits rewritten by crate::rewrite_await> }
+//!         }
 //!     }, &__ASYNC_STACK_CALLSITE)
 //! }
 //! ```
@@ -26,19 +35,37 @@
 //! of the arguments (elided ones too) as an `async fn` does, also in a
 //! caller on an older edition.
 //!
+//! The `let`s move every argument into the future, as rustc does for an
+//! `async fn` (see [`crate::arguments`], which also says what becomes of
+//! `mut x`, `ref x` and `x @ ..` arguments). The body then runs in a `match`
+//! arm, whose temporaries, those of the body's tail expression included,
+//! are dropped when the arm ends: before the arguments, as rustc's own
+//! lowering does (`drop-temps { body }`). A tail such as
+//! `*mutex.lock().unwrap()` therefore compiles on every edition, and an
+//! argument outlives whatever in the body borrows it. A `return { body };`
+//! would do the same but warn `unreachable_code` when the body diverges
+//! (`loop { .. }`); a `let __ret: Ret = { body };` would extend the life of
+//! a temporary the tail borrows (`&temp()`), and cannot name an
+//! `impl Trait` in `Ret`.
+//!
+//! `__async_stack_here`'s type name is the fn's path, impl type included
+//! (`app::Store::get::..`), which `module_path!()` lacks.
+//!
 //! The fn stays an `async fn`, awaiting the `Traced` inside
 //! (`Traced::new(..).await`), when an attribute other than the inert
 //! built-in ones (`doc`, lints, `cfg`, `inline`, `must_use`, ...) follows
-//! ours and may expect an `async fn` (`#[tokio::main]`, `#[tokio::test]`),
-//! or when `Ret` mentions `!` (`Output = !` is not stable).
+//! ours and may expect an `async fn` (`#[tokio::main]`, `#[tokio::test]`,
+//! tracing's `#[instrument]`), or when `Ret` mentions `!` (`Output = !` is
+//! not stable). The `async move` block is the same; it is then moved into
+//! the outer `async fn`'s future, and maybe into further `async` blocks of
+//! the attribute below, which is why the record's path may end in
+//! `{{closure}}`s (the record drops them).
 //!
-//! The signature is emitted as written (attributes, docs, visibility,
-//! `unsafe`, generics, where-clauses, receiver, `impl Trait` arguments), so
-//! callers see the same function; the only change is that a `mut x` argument
-//! loses its `mut` to the `let mut x = x;` inside (see [`crate::arguments`],
-//! which keeps the drop order of a plain `async fn`). The future is `Send`
-//! exactly when the original one is, since `Traced<F>` is `Send` iff `F` is and
-//! the call site is a `static`.
+//! Apart from the argument patterns, the signature is emitted as written
+//! (attributes, docs, visibility, `unsafe`, generics, where-clauses,
+//! receiver, `impl Trait` arguments), so callers see the same function.
+//! The future is `Send` exactly when the original one is, since `Traced<F>`
+//! is `Send` iff `F` is and the call site is a `static`.
 //!
 //! The never-taken `if let` fixes the `async` block's output type to `Ret`
 //! before the body is type-checked, so `?` and `return` infer as in the
@@ -90,13 +117,23 @@ pub(crate) fn expand(
     };
     if item.sig.asyncness.is_some() {
         let mut stmts = return_type_check(&item.sig);
-        stmts.append(&mut arguments::move_into_body(&mut item.sig));
-        stmts.append(&mut item.block.stmts);
-        let mut body = Block {
-            brace_token: item.block.brace_token,
-            stmts,
+        // An attribute below may use the arguments outside our body
+        // (`#[instrument]` records them), where rustc cannot see it.
+        let lint_unused = !attribute_below(&item);
+        stmts.append(&mut arguments::move_into_body(&mut item.sig, lint_unused));
+        let brace_token = item.block.brace_token;
+        let empty = Block {
+            brace_token,
+            stmts: Vec::new(),
         };
-        rewrite_await::rewrite_block(&mut body);
+        let mut user_body = std::mem::replace(&mut *item.block, empty);
+        rewrite_await::rewrite_block(&mut user_body);
+        // The body's own scope: see the module docs.
+        stmts.push(Stmt::Expr(
+            parse_quote!(match () { () => #user_body }),
+            None,
+        ));
+        let body = Block { brace_token, stmts };
         let future = ExprAsync {
             attrs: Vec::new(),
             async_token: Default::default(),
@@ -142,17 +179,22 @@ const INERT_ATTRIBUTES: &[&str] = &[
     "cold",
 ];
 
-/// The return type of the desugared `fn .. -> impl Future<Output = Ret>`,
-/// or `None` when the fn must stay an `async fn` around the `Traced` (an
-/// attribute below ours may need it, or `Ret` mentions `!`, which cannot be
-/// an associated type on stable Rust).
-fn desugared_output(item: &syn::ItemFn) -> Option<ReturnType> {
+/// Whether an attribute other than the inert built-in ones follows ours.
+fn attribute_below(item: &syn::ItemFn) -> bool {
     let inert = |attr: &syn::Attribute| {
         attr.path()
             .get_ident()
             .is_some_and(|ident| INERT_ATTRIBUTES.iter().any(|known| ident == known))
     };
-    if !item.attrs.iter().all(inert) {
+    !item.attrs.iter().all(inert)
+}
+
+/// The return type of the desugared `fn .. -> impl Future<Output = Ret>`,
+/// or `None` when the fn must stay an `async fn` around the `Traced` (an
+/// attribute below ours may need it, or `Ret` mentions `!`, which cannot be
+/// an associated type on stable Rust).
+fn desugared_output(item: &syn::ItemFn) -> Option<ReturnType> {
+    if attribute_below(item) {
         return None;
     }
     let ret: Type = match &item.sig.output {

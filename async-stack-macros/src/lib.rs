@@ -70,7 +70,21 @@
 //!   `async fn` into a sync one: put `#[traced_async]` *above* them, so it sees
 //!   the `async fn` first.
 //!
+//! * **tracing's `#[instrument]`**: put `#[traced_async]` *above* it. Below
+//!   it, the frame keeps its name, but `#[instrument]` has moved the body into
+//!   an `async` block of its own, so the body's `.await`s are not recorded and
+//!   the frame is shown waiting at the `#[instrument]` line.
+//!
 //! Native `async fn` in traits and trait impls needs nothing special.
+//!
+//! # What does not change
+//!
+//! The instrumented fn behaves as the plain `async fn`: every argument,
+//! `self` and `_` and the parts of a pattern included, is moved into the
+//! future when the fn is called and dropped after the body's locals and
+//! temporaries, last argument first, when the future completes or is
+//! dropped; the body's tail expression may borrow an argument on every
+//! edition. Rustdoc shows a destructured or `_` argument as `__argN`.
 //!
 //! # Errors
 //!

@@ -99,11 +99,15 @@ impl CallSite {
     }
 
     /// The function's path from [`with_path`](Self::with_path), without the
-    /// nested item (and the `async fn` body's `{{closure}}` it may sit in).
+    /// nested item and the `{{closure}}`s it may sit in: the `async fn`
+    /// body's, and those of the `async` blocks that another attribute below
+    /// `#[traced_async]` (tracing's `#[instrument]`) wraps the body in.
     fn qualified_path(&self) -> Option<&'static str> {
         let path = (self.path?)();
-        let path = path.strip_suffix(PATH_ITEM)?.strip_suffix("::")?;
-        let path = path.strip_suffix("::{{closure}}").unwrap_or(path);
+        let mut path = path.strip_suffix(PATH_ITEM)?.strip_suffix("::")?;
+        while let Some(outer) = path.strip_suffix("::{{closure}}") {
+            path = outer;
+        }
         (!path.is_empty()).then_some(path)
     }
 
@@ -576,6 +580,43 @@ fn caller_site_slow(
         )))
     });
     site
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn named(path: fn() -> &'static str) -> String {
+        CallSite::new("run", "app", "src/app.rs", 1, 1, false)
+            .with_path(path)
+            .function()
+    }
+
+    /// The nested item's path names the function whatever wraps the body:
+    /// nothing (the desugared fn), the `async fn`'s body, or that body
+    /// wrapped again by an attribute below `#[traced_async]`.
+    #[test]
+    fn the_function_is_named_without_the_closures_around_its_body() {
+        assert_eq!(
+            named(|| "app::Handler::run::__ASYNC_STACK_CALLSITE::__async_stack_here"),
+            "app::Handler::run"
+        );
+        assert_eq!(
+            named(|| "app::Handler::run::{{closure}}::__ASYNC_STACK_CALLSITE::__async_stack_here"),
+            "app::Handler::run"
+        );
+        assert_eq!(
+            named(|| {
+                "app::Handler::run::{{closure}}::{{closure}}::__ASYNC_STACK_CALLSITE::__async_stack_here"
+            }),
+            "app::Handler::run"
+        );
+        // A closure the fn itself is defined in stays in its path.
+        assert_eq!(
+            named(|| "app::main::{{closure}}::run::__ASYNC_STACK_CALLSITE::__async_stack_here"),
+            "app::main::{{closure}}::run"
+        );
+    }
 }
 
 #[cfg(all(test, async_stack_loom))]
