@@ -1,7 +1,8 @@
 //! **Thread roots**: a process-wide list that maps each OS thread that
-//! polls task roots to its thread state ([`Active`]), for readers that
-//! cannot reach a thread-local: debugger scripts reading a live process or
-//! a core file (see [`crate::debug`]), and later the sampler.
+//! polls task roots to its thread state ([`Active`]) and its stack, for
+//! readers that cannot reach a thread-local: debugger scripts reading a
+//! live process or a core file (see [`crate::debug`]), and the on-CPU
+//! sampler, which gives each listed thread a timer.
 //!
 //! # Protocol
 //!
@@ -10,16 +11,23 @@
 //!   a free list of entries given back.
 //! - A thread registers the first time it polls a task root, when it first
 //!   reads its OS thread id ([`Active::thread_id`], cold). It takes a free
-//!   entry (one left by an exited thread) or a new one, and stores the
-//!   address of its `Active`, then its OS thread id (Linux `gettid`), both
-//!   with release ordering.
+//!   entry (one left by an exited thread) or a new one, and fills it.
 //! - When the thread exits, a thread-local guard clears the entry (id
 //!   first, then the address) and gives it back for the next thread.
-//! - A reader scans the entries handed out and skips those whose id is
-//!   `0`. A debugger reading a stopped process sees each entry whole; an
-//!   in-process reader must treat the `Active` address as valid only while
-//!   the entry still names the same thread (no in-process reader
-//!   dereferences it yet).
+//! - Every fill and clear is bracketed by two increments of the entry's
+//!   `generation` (odd while it is rewritten), and every access to the
+//!   entry's words is sequentially consistent (a fill or clear happens
+//!   once per thread: cost is no concern). So [`ThreadRoot::read`], which
+//!   reads the generation, the words, then the generation again, and
+//!   keeps what it read only if both generations are the same even
+//!   number, returns words that one registration wrote together: never an
+//!   id with a null or foreign state address, whatever thread exits or
+//!   registers meanwhile.
+//! - A debugger reading a stopped process sees each entry whole (it reads
+//!   `tid` and `active` by their offsets). An in-process reader must treat
+//!   the `Active` address as valid only while the entry still names the
+//!   same thread: the sampler dereferences it only in its signal handler,
+//!   on that thread (see [`crate::sampler`]).
 //!
 //! Not built under loom: the models pass their thread state explicitly.
 
@@ -36,25 +44,87 @@ use crate::task::registry::Arena;
 pub(crate) struct ThreadRoot {
     /// The thread's OS id (Linux `gettid`); `0` for a free entry.
     pub(crate) tid: AtomicU32,
-    _pad: u32,
+    /// Incremented before and after each fill and clear: odd while the
+    /// entry is rewritten (see the module docs).
+    generation: AtomicU32,
     /// The thread's [`Active`], in its thread-local storage.
     pub(crate) active: AtomicPtr<Active>,
     /// The lowest and one past the highest address of the thread's stack
     /// (`0`, `0` when unknown), so that the sampler's signal handler never
     /// reads outside it while following frame pointers.
-    pub(crate) stack_lo: AtomicUsize,
-    pub(crate) stack_hi: AtomicUsize,
+    stack_lo: AtomicUsize,
+    stack_hi: AtomicUsize,
+}
+
+/// What one registration wrote into a [`ThreadRoot`], read whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Listed {
+    /// The thread's OS id (never `0`).
+    pub(crate) tid: u32,
+    /// The entry's generation: another registration of the same entry,
+    /// even by a thread with the same id, has another.
+    pub(crate) generation: u32,
+    /// The thread's state (never null), valid while the thread lives.
+    pub(crate) active: *mut Active,
+    /// The thread's stack, lowest address and one past the highest
+    /// (`0`, `0` when unknown).
+    pub(crate) stack_lo: usize,
+    pub(crate) stack_hi: usize,
 }
 
 impl ThreadRoot {
     fn free() -> Self {
         ThreadRoot {
             tid: AtomicU32::new(0),
-            _pad: 0,
+            generation: AtomicU32::new(0),
             active: AtomicPtr::new(std::ptr::null_mut()),
             stack_lo: AtomicUsize::new(0),
             stack_hi: AtomicUsize::new(0),
         }
+    }
+
+    /// Lists thread `tid` (not `0`), whose state is `active` (not null),
+    /// in this free entry. Only the entry's owner writes it.
+    fn fill(&self, tid: u32, active: *mut Active, (lo, hi): (usize, usize)) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.active.store(active, Ordering::SeqCst);
+        self.stack_lo.store(lo, Ordering::SeqCst);
+        self.stack_hi.store(hi, Ordering::SeqCst);
+        self.tid.store(tid, Ordering::SeqCst);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Frees this entry. Only the entry's owner writes it.
+    fn clear(&self) {
+        self.generation.fetch_add(1, Ordering::SeqCst);
+        self.tid.store(0, Ordering::SeqCst);
+        self.active.store(std::ptr::null_mut(), Ordering::SeqCst);
+        self.stack_lo.store(0, Ordering::SeqCst);
+        self.stack_hi.store(0, Ordering::SeqCst);
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The thread this entry lists, as one registration wrote it; `None`
+    /// for a free entry or one being rewritten (read again later).
+    pub(crate) fn read(&self) -> Option<Listed> {
+        let generation = self.generation.load(Ordering::SeqCst);
+        if generation % 2 == 1 {
+            return None;
+        }
+        let listed = Listed {
+            tid: self.tid.load(Ordering::SeqCst),
+            generation,
+            active: self.active.load(Ordering::SeqCst),
+            stack_lo: self.stack_lo.load(Ordering::SeqCst),
+            stack_hi: self.stack_hi.load(Ordering::SeqCst),
+        };
+        // Every store to the entry sits between two increments of
+        // `generation`, and all of them are in one total order with these
+        // loads: if no increment came between the two loads of
+        // `generation` (and the first found no rewrite under way), every
+        // word read was written by the same, finished registration.
+        let again = self.generation.load(Ordering::SeqCst);
+        (again == generation && listed.tid != 0 && !listed.active.is_null()).then_some(listed)
     }
 }
 
@@ -83,8 +153,7 @@ impl Drop for Registration {
             return;
         };
         if let Some(entry) = roots().get(index) {
-            entry.tid.store(0, Ordering::Release);
-            entry.active.store(std::ptr::null_mut(), Ordering::Release);
+            entry.clear();
             roots().release(index);
         }
     }
@@ -109,13 +178,10 @@ pub(crate) fn register(active: &Active, tid: u32) {
         let Some(entry) = roots().get(index) else {
             return;
         };
-        entry
-            .active
-            .store(std::ptr::from_ref(active).cast_mut(), Ordering::Release);
-        let (lo, hi) = stack_bounds();
-        entry.stack_lo.store(lo, Ordering::Release);
-        entry.stack_hi.store(hi, Ordering::Release);
-        entry.tid.store(tid, Ordering::Release);
+        if tid == 0 {
+            return;
+        }
+        entry.fill(tid, std::ptr::from_ref(active).cast_mut(), stack_bounds());
         r.0.set(Some(index));
     });
 }
@@ -153,13 +219,8 @@ fn stack_bounds() -> (usize, usize) {
 pub(crate) fn registered() -> Vec<(u32, *const Active)> {
     (0..roots().len())
         .filter_map(|i| roots().get(i))
-        .filter(|e| e.tid.load(Ordering::Acquire) != 0)
-        .map(|e| {
-            (
-                e.tid.load(Ordering::Acquire),
-                e.active.load(Ordering::Acquire).cast_const(),
-            )
-        })
+        .filter_map(ThreadRoot::read)
+        .map(|l| (l.tid, l.active.cast_const()))
         .collect()
 }
 
@@ -189,6 +250,45 @@ mod tests {
                 .any(|&(t, a)| t == tid && a as usize == active),
             "the exited thread is no longer listed"
         );
+    }
+
+    /// A reader never sees an entry half-written: while one thread fills
+    /// and clears an entry over and over, with each fill's words derived
+    /// from its thread id, every read gives words of one fill, never an
+    /// id with a null or another fill's state or stack. (Reading the id
+    /// and then the state, as the sampler did, gave ids with a null
+    /// state.)
+    #[test]
+    fn a_reader_sees_one_registration_whole_or_none() {
+        use std::sync::atomic::AtomicBool;
+        let entry: &'static ThreadRoot = Box::leak(Box::new(ThreadRoot::free()));
+        static STOP: AtomicBool = AtomicBool::new(false);
+        let writer = std::thread::spawn(move || {
+            let mut tid = 1u32;
+            while !STOP.load(Ordering::Relaxed) {
+                let active = std::ptr::without_provenance_mut::<Active>(tid as usize * 64);
+                entry.fill(
+                    tid,
+                    active,
+                    (tid as usize * 4096, tid as usize * 4096 + 4096),
+                );
+                entry.clear();
+                tid = tid % 1_000_000 + 1;
+            }
+        });
+        let mut whole = 0u64;
+        for _ in 0..2_000_000 {
+            if let Some(l) = entry.read() {
+                whole += 1;
+                assert_eq!(l.active.addr(), l.tid as usize * 64, "{l:?}");
+                assert_eq!(l.stack_lo, l.tid as usize * 4096, "{l:?}");
+                assert_eq!(l.stack_hi, l.stack_lo + 4096, "{l:?}");
+                assert_eq!(l.generation % 2, 0);
+            }
+        }
+        STOP.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
+        assert!(whole > 0, "the reader saw filled entries");
     }
 
     /// An entry given back is the next one taken; the list grows only

@@ -48,16 +48,35 @@
 //!
 //! With [`SamplerBuilder::on_cpu`], every thread that polls tasks gets a
 //! timer on its own CPU-time clock (`timer_create` with
-//! `CLOCK_THREAD_CPUTIME_ID`, delivered to that thread). The signal
-//! handler, on the interrupted thread, takes from one instant:
+//! `CLOCK_THREAD_CPUTIME_ID`, delivered to that thread as a real-time
+//! signal). The signal handler, on the interrupted thread, takes from one
+//! instant:
 //!
 //! - the native frames, by following frame pointers from the interrupted
-//!   registers, bounded by the thread's stack;
+//!   registers, only while the interrupted stack pointer lies in the
+//!   thread's own stack and only up to its top: code running on another
+//!   stack (a coroutine or `stacker` segment, a `sigaltstack` handler)
+//!   keeps its interrupted address only, so the handler never reads
+//!   memory that may not be mapped;
 //! - the thread's async chain, by following the live frames' parent
 //!   pointers, and a copy of the task's published stack.
 //!
 //! It allocates nothing and takes no lock: it writes into a buffer the
 //! sampler preallocated for the thread, which the sampler thread drains.
+//! When the thread exits, the sampler drains its buffer one last time and
+//! gives it to the next thread: memory stays bounded by the threads
+//! sampled at once.
+//!
+//! The signal is the highest real-time signal with no handler that the
+//! starting thread does not block, never `SIGPROF`, so profilers driven
+//! by `setitimer` (pprof-rs, gperftools), which own `SIGPROF`, run beside
+//! it before, during and after a session. Each session start checks that
+//! the handler is still ours (reinstalling it, or picking another free
+//! signal if another handler took it), and a thread whose signals stop
+//! arriving (it blocks them, or another handler took them) has the
+//! periods of CPU time it ran meanwhile counted in
+//! [`Stats::signals_lost`]. The session ends with the sampler thread, even
+//! if it panics or never starts.
 //! Native frames are stored as module, build id and offset (see
 //! [`FrameRef::Native`]) and symbolised at export, so a profile loaded in
 //! another process still symbolises while the binary is at hand.
@@ -130,6 +149,7 @@ pub struct SamplerBuilder {
     pub(crate) grouping: Grouping,
     pub(crate) resume: Option<Profile>,
     pub(crate) seed: u64,
+    pub(crate) fault: Option<__faults::Fault>,
 }
 
 impl Default for SamplerBuilder {
@@ -142,6 +162,7 @@ impl Default for SamplerBuilder {
             grouping: Grouping::default(),
             resume: None,
             seed: 0x9e37_79b9_7f4a_7c15,
+            fault: None,
         }
     }
 }
@@ -156,7 +177,8 @@ impl SamplerBuilder {
     }
 
     /// On-CPU sampling with native frames (Linux only; `start` fails with
-    /// [`io::ErrorKind::Unsupported`] elsewhere). Default off.
+    /// [`io::ErrorKind::Unsupported`] elsewhere), one session per process,
+    /// driven by a real-time signal (see the module docs). Default off.
     pub fn on_cpu(mut self, on: bool) -> Self {
         self.on_cpu = on;
         self
@@ -198,6 +220,14 @@ impl SamplerBuilder {
         self
     }
 
+    /// Injects `fault` into this sampler: for the fault-injection tests
+    /// only, not a public API.
+    #[doc(hidden)]
+    pub fn inject_fault(mut self, fault: __faults::Fault) -> Self {
+        self.fault = Some(fault);
+        self
+    }
+
     fn check(&self) -> io::Result<()> {
         let bad = |m: String| Err(io::Error::new(io::ErrorKind::InvalidInput, m));
         if self.frequency_hz == 0 || self.frequency_hz > MAX_FREQUENCY_HZ {
@@ -231,8 +261,11 @@ impl SamplerBuilder {
     /// [`io::ErrorKind::InvalidInput`] for a setting out of range,
     /// [`io::ErrorKind::Unsupported`] for on-CPU sampling off Linux,
     /// [`io::ErrorKind::AlreadyExists`] if on-CPU sampling is already
-    /// running in this process, and the OS error if the thread or the
-    /// signal handler cannot be set up.
+    /// running in this process, [`io::ErrorKind::AddrInUse`] if every
+    /// real-time signal has another handler (or is blocked by the calling
+    /// thread), and the OS error if the thread or the signal handler
+    /// cannot be set up. A failed start leaves nothing behind: the next
+    /// `start` may succeed.
     pub fn start(self) -> io::Result<Sampler> {
         self.check()?;
         wall::start(self).map(|inner| Sampler { inner })
@@ -266,5 +299,57 @@ impl Sampler {
     /// The interval between wall-clock ticks.
     pub fn interval(&self) -> Duration {
         self.inner.interval
+    }
+}
+
+/// Hooks for the fault-injection tests (`tests/tests/faults_oncpu_*.rs`):
+/// not a public API. None of them costs anything unless a test uses it.
+#[doc(hidden)]
+pub mod __faults {
+    /// A fault [`SamplerBuilder::inject_fault`](super::SamplerBuilder::inject_fault)
+    /// injects.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum Fault {
+        /// The sampler thread fails to start, as if the OS refused it.
+        SpawnFails,
+        /// The sampler thread panics when asked to stop, before the
+        /// on-CPU session is drained.
+        PanicsOnStop,
+    }
+
+    /// While `true`, the sampler thread neither drains on-CPU samples nor
+    /// looks for new or exited threads: a sampler thread that falls
+    /// behind.
+    pub fn hold_on_cpu_drain(hold: bool) {
+        #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+        super::oncpu::hold_drain(hold);
+        #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
+        let _ = hold;
+    }
+
+    /// On-CPU sample buffers allocated in this process (each holds a
+    /// thread's samples; they are never freed, only reused).
+    pub fn on_cpu_buffers_allocated() -> usize {
+        #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+        return super::oncpu::buffers_allocated();
+        #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
+        0
+    }
+
+    /// The calling thread's on-CPU samples not drained yet: queued in its
+    /// buffer, and lost because the buffer was full.
+    pub fn on_cpu_backlog() -> (usize, u64) {
+        #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+        return super::oncpu::backlog();
+        #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
+        (0, 0)
+    }
+
+    /// Whether the calling thread has an on-CPU timer now.
+    pub fn on_cpu_sampled() -> bool {
+        #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+        return super::oncpu::sampled();
+        #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
+        false
     }
 }

@@ -137,7 +137,9 @@ pub struct Stats {
     pub reservoir_skipped: u64,
     /// On-CPU signals taken (Linux).
     pub signals: u64,
-    /// On-CPU samples lost because the thread's buffer was full.
+    /// On-CPU samples lost: the thread's buffer was full, or the thread
+    /// ran with no signal arriving (it blocks the signal, or another
+    /// handler took it), counted in periods of its CPU time.
     pub signals_lost: u64,
     /// Samples where the live frame chain and the published stack
     /// disagreed (see the sampler's "Verification").

@@ -1,8 +1,10 @@
 //! A single-producer, single-consumer ring of `N` values: the on-CPU
 //! signal handler (producer, on the sampled thread) hands samples to the
-//! sampler thread (consumer) through it.
+//! sampler thread (consumer) through it; and [`OwnedRing`], the same ring
+//! lent to one producer at a time, which the consumer hands from one
+//! producer to the next.
 //!
-//! # Protocol
+//! # Protocol of the ring
 //!
 //! - `head` counts values published, `tail` values consumed; both only
 //!   grow (wrapping), and `head - tail <= N`.
@@ -17,10 +19,33 @@
 //! So no slot is ever written and read at once. The producer allocates
 //! nothing and takes no lock; callers guarantee there is one producer and
 //! one consumer at a time.
+//!
+//! # Protocol of the owned ring
+//!
+//! - `owner` names the producer the ring is lent to (`0`: none); only the
+//!   consumer writes it. `busy` is held by a producer while it produces,
+//!   and by the consumer while the ring changes hands.
+//! - A producer (thread `me`) takes `busy` (swap, acquire) *before* it
+//!   reads `owner`: if `busy` was held, the consumer holds it (producers
+//!   are never concurrent: each owner produces from one thread, and only
+//!   the owner gets past the check), and the ring is changing hands. If
+//!   `owner` is not `me`, it lets `busy` go. Otherwise it pushes, counts a
+//!   full ring in `lost`, and lets `busy` go (release). While it holds
+//!   `busy` with `owner == me`, nothing the consumer writes under `busy`
+//!   changes: the caller's own per-owner data (the sampled thread's state
+//!   and stack bounds) is the owner's.
+//! - The consumer **revokes** the ring (`owner = 0`), then takes `busy`
+//!   (compare-exchange, acquire): once it holds it, no producer is inside
+//!   and none will push again, so what it drains then is everything that
+//!   was pushed. Holding `busy` with `owner` at `0`, it may empty the ring,
+//!   rewrite per-owner data and **hand** the ring to the next owner, then
+//!   let `busy` go (release), which the next producer's swap acquires.
+//! - `lost` only grows in producers (`fetch_add`); the consumer takes it
+//!   with a swap to `0`, so each loss is taken once.
 
 use std::mem::MaybeUninit;
 
-use crate::sync::{AtomicU32, Ordering};
+use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
 #[cfg(not(async_stack_loom))]
 struct Slot<T>(std::cell::UnsafeCell<MaybeUninit<T>>);
@@ -103,11 +128,134 @@ impl<T: Copy, const N: usize> Ring<T, N> {
         Some(v)
     }
 
+    /// Values published and not consumed yet (a snapshot).
+    pub(crate) fn len(&self) -> usize {
+        let t = self.tail.load(Ordering::Acquire);
+        self.head.load(Ordering::Acquire).wrapping_sub(t) as usize
+    }
+
     /// The consumer, while no producer runs: drops nothing, forgets what
     /// is queued.
     pub(crate) fn clear(&self) {
         let h = self.head.load(Ordering::Acquire);
         self.tail.store(h, Ordering::Release);
+    }
+}
+
+/// What [`OwnedRing::push_as`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Push {
+    /// The value was pushed.
+    Pushed,
+    /// Counted in `lost`: the ring was full, or the consumer held it while
+    /// `me` still owned it.
+    Lost,
+    /// The ring is not `me`'s: nothing was done.
+    NotOwner,
+}
+
+/// A [`Ring`] lent to one producer at a time (see the module docs).
+pub(crate) struct OwnedRing<T: Copy, const N: usize> {
+    owner: AtomicU32,
+    /// `1` while held, by a producer or the consumer.
+    busy: AtomicU32,
+    lost: AtomicU64,
+    ring: Ring<T, N>,
+}
+
+impl<T: Copy, const N: usize> OwnedRing<T, N> {
+    /// A ring with no owner, held by the consumer that makes it.
+    pub(crate) fn new_held() -> Self {
+        OwnedRing {
+            owner: AtomicU32::new(0),
+            busy: AtomicU32::new(1),
+            lost: AtomicU64::new(0),
+            ring: Ring::new(),
+        }
+    }
+
+    /// The producer `me` (not `0`): if the ring is `me`'s, fills its next
+    /// free slot with `fill` and publishes it. `fill` runs while `me`
+    /// holds the ring, so whatever the consumer writes only while it
+    /// holds the ring is `me`'s and stays so meanwhile.
+    ///
+    /// # Safety
+    ///
+    /// Only one producer calls this for a given `me` at a time, and `fill`
+    /// writes a whole `T` through the pointer it is given.
+    pub(crate) unsafe fn push_as(&self, me: u32, fill: impl FnOnce(*mut T)) -> Push {
+        if self.busy.swap(1, Ordering::Acquire) == 1 {
+            // The consumer holds it (see the module docs).
+            if self.owner.load(Ordering::Relaxed) == me {
+                self.lost.fetch_add(1, Ordering::Relaxed);
+                return Push::Lost;
+            }
+            return Push::NotOwner;
+        }
+        if self.owner.load(Ordering::Relaxed) != me {
+            self.busy.store(0, Ordering::Release);
+            return Push::NotOwner;
+        }
+        // SAFETY: `me` owns the ring and holds `busy`: the only producer.
+        let pushed = unsafe { self.ring.push_with(fill) };
+        if !pushed {
+            self.lost.fetch_add(1, Ordering::Relaxed);
+        }
+        self.busy.store(0, Ordering::Release);
+        if pushed { Push::Pushed } else { Push::Lost }
+    }
+
+    /// The consumer: the oldest value, if any (at any time).
+    pub(crate) fn pop(&self) -> Option<T> {
+        self.ring.pop()
+    }
+
+    /// The consumer: the values lost since the last call.
+    pub(crate) fn take_lost(&self) -> u64 {
+        self.lost.swap(0, Ordering::Relaxed)
+    }
+
+    /// The consumer: takes the ring from its owner, who pushes nothing
+    /// once the consumer next holds it.
+    pub(crate) fn revoke(&self) {
+        self.owner.store(0, Ordering::Release);
+    }
+
+    /// The consumer: holds the ring if no producer is inside.
+    pub(crate) fn try_hold(&self) -> bool {
+        self.busy
+            .compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// The consumer, holding the ring: forgets what it holds (values and
+    /// losses).
+    pub(crate) fn reset(&self) {
+        self.ring.clear();
+        self.lost.store(0, Ordering::Relaxed);
+    }
+
+    /// The consumer, holding the ring with no owner: lends it to `owner`
+    /// (not `0`) and lets it go.
+    pub(crate) fn hand_to(&self, owner: u32) {
+        self.owner.store(owner, Ordering::Relaxed);
+        self.unhold();
+    }
+
+    /// The consumer, holding the ring: lets it go.
+    pub(crate) fn unhold(&self) {
+        self.busy.store(0, Ordering::Release);
+    }
+
+    /// Values queued and values lost, not yet taken (a snapshot, for
+    /// tests).
+    pub(crate) fn backlog(&self) -> (usize, u64) {
+        (self.ring.len(), self.lost.load(Ordering::Relaxed))
+    }
+
+    /// Whether `id` owns the ring now.
+    pub(crate) fn is_owned_by(&self, id: u32) -> bool {
+        self.owner.load(Ordering::Acquire) == id
     }
 }
 
@@ -148,6 +296,63 @@ mod loom_tests {
                 got.push(a);
             }
             assert_eq!(got, pushed);
+        });
+    }
+
+    /// The consumer takes a ring from producer 7 while it pushes, and
+    /// hands it to producer 9 with 9's data (`data`, written only while
+    /// the consumer holds the ring). Producer 7 reads only its own data
+    /// while it pushes, pushes nothing after the consumer first held the
+    /// ring, and every value pushed is drained exactly once.
+    #[test]
+    fn loom_owned_ring_changes_hands_without_a_stray_push() {
+        use crate::sync::AtomicUsize;
+        loom::model(|| {
+            let ring = Arc::new(OwnedRing::<u64, 2>::new_held());
+            let data = Arc::new(AtomicUsize::new(70));
+            ring.hand_to(7);
+            let producer = {
+                let (ring, data) = (ring.clone(), data.clone());
+                loom::thread::spawn(move || {
+                    let mut pushed = Vec::new();
+                    for v in 1..=2u64 {
+                        // SAFETY: the only producer as 7; writes a whole
+                        // value.
+                        let push = unsafe {
+                            ring.push_as(7, |p| {
+                                assert_eq!(data.load(Ordering::Relaxed), 70, "7 read 9's data");
+                                p.write(v);
+                            })
+                        };
+                        if push == Push::Pushed {
+                            pushed.push(v);
+                        }
+                    }
+                    pushed
+                })
+            };
+            ring.revoke();
+            let mut drained = Vec::new();
+            let held = ring.try_hold();
+            if held {
+                while let Some(v) = ring.pop() {
+                    drained.push(v);
+                }
+                data.store(90, Ordering::Relaxed);
+                ring.hand_to(9);
+            }
+            let pushed = producer.join().unwrap();
+            if held {
+                assert_eq!(
+                    ring.pop(),
+                    None,
+                    "7 pushed after the consumer held the ring"
+                );
+            }
+            while let Some(v) = ring.pop() {
+                drained.push(v);
+            }
+            assert_eq!(drained, pushed);
         });
     }
 }

@@ -73,10 +73,17 @@ pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
         state.on_cpu = on_cpu;
     }
     let thread_shared = shared.clone();
+    let fault = b.fault;
+    if fault == Some(super::__faults::Fault::SpawnFails) {
+        return Err(io::Error::other("sampler thread: injected spawn failure"));
+    }
     let thread = std::thread::Builder::new()
         .name("async-stack-sampler".into())
         .spawn(move || {
             state.run(&thread_shared);
+            if fault == Some(super::__faults::Fault::PanicsOnStop) {
+                panic!("sampler thread: injected panic");
+            }
             state.finish()
         })?;
     Ok(Running {
