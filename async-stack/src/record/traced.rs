@@ -54,8 +54,7 @@ use crate::record::frame::AsyncStackFrame;
 use crate::record::site::{self, AwaitSite, CallSite};
 use crate::sync::{AtomicPtr, Ordering};
 use crate::task::place::{self, NO_SLOT};
-use crate::task::record::TaskRecord;
-use crate::task::root::{self, Entered};
+use crate::task::root::{self, Polling};
 
 /// A future wrapped so that each of its polls records an async stack frame.
 ///
@@ -151,9 +150,8 @@ struct Unwind<'a> {
     frame: &'a AsyncStackFrame,
     /// For a child: the current-frame word and the value to restore in it.
     child: Option<(&'a AtomicPtr<AsyncStackFrame>, *mut AsyncStackFrame)>,
-    /// For a tracked root: its record and the wake count its poll started
-    /// from.
-    task: Option<(&'static TaskRecord, u64)>,
+    /// For a tracked root: its poll in progress.
+    task: Option<Polling>,
 }
 
 impl Drop for Unwind<'_> {
@@ -197,12 +195,8 @@ impl<F: Future> Future for Traced<F> {
                 (cx, Some((word, parent)))
             }
             None => match root::enter(frame, a, cx) {
-                Entered::Task {
-                    waker: lent,
-                    record,
-                    seen,
-                } => {
-                    task = Some((record, seen));
+                Some((polling, lent)) => {
+                    task = Some(polling);
                     waker = lent;
                     root_cx = Context::from_waker(&waker);
                     // SAFETY: only the lifetime parameter changes, to the
@@ -215,7 +209,7 @@ impl<F: Future> Future for Traced<F> {
                     let root_cx = unsafe { &mut *(&raw mut root_cx).cast::<Context<'_>>() };
                     (root_cx, None)
                 }
-                Entered::Untracked => (cx, None),
+                None => (cx, None),
             },
         };
         let unwind = Unwind {
@@ -230,7 +224,7 @@ impl<F: Future> Future for Traced<F> {
             Some((word, parent)) => {
                 word.store(parent, Ordering::Relaxed);
                 if out.is_ready() {
-                    let p = frame.place.swap(0, Ordering::Relaxed);
+                    let p = frame.take_place();
                     place::unlink(p, Some(a));
                 }
             }
@@ -269,7 +263,7 @@ fn enter_child(
 impl<F> PinnedDrop for Traced<F> {
     fn drop(self: Pin<&mut Self>) {
         let frame: &AsyncStackFrame = self.project().frame;
-        let p = frame.place.swap(0, Ordering::Relaxed);
+        let p = frame.take_place();
         if p == 0 {
             return;
         }

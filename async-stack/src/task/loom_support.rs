@@ -67,7 +67,7 @@ pub(crate) fn start_poll(t: Task, a: &Active) -> u64 {
 
 /// Ends the poll, as `root::exit` does for a `Pending` return.
 pub(crate) fn end_poll(t: Task, a: &Active, seen: u64) {
-    let self_wakes = a.leave_task();
+    let self_wakes = a.leave_task(Some(t.record));
     t.record.end_poll(3, self_wakes, seen);
 }
 
