@@ -63,10 +63,15 @@ use crate::task::root::{self, Polling};
 /// future is, and it is 24 bytes larger than the inner future.
 #[pin_project::pin_project(PinnedDrop)]
 #[must_use = "futures do nothing unless polled"]
+// The frame first: its address is the future's, which the poll path has
+// in a register already. The size is what it would be in any order: 24
+// bytes more than the inner future, or 32 for an inner future aligned to
+// 16, rounded either way.
+#[repr(C)]
 pub struct Traced<F> {
+    frame: AsyncStackFrame,
     #[pin]
     inner: F,
-    frame: AsyncStackFrame,
 }
 
 impl<F> std::fmt::Debug for Traced<F> {
@@ -84,8 +89,8 @@ impl<F> Traced<F> {
     #[doc(hidden)]
     pub fn new(inner: F, call_site: &'static CallSite) -> Self {
         Traced {
-            inner,
             frame: AsyncStackFrame::new(call_site),
+            inner,
         }
     }
 

@@ -39,14 +39,13 @@ pub(crate) fn task(site: &'static CallSite, id: u64) -> Task {
     record.refs.store(1, Ordering::Relaxed);
     // SAFETY: a free record: `refs` was 0 and the cell holds no waker.
     unsafe { record.put_waker(std::task::Waker::noop().clone()) };
-    record.reset_stack();
     record
         .state
         .store(state::pack(state::SCHEDULED, 0, 1), Ordering::Relaxed);
     record.polls.store(0, Ordering::Relaxed);
     record.wakes.store(0, Ordering::Relaxed);
     let root = frame(site);
-    record.take_root(root.site_id());
+    record.start_stack(root.site_id());
     record.id.store(id, Ordering::Release);
     let key = place::key(index, inc);
     root.place.store(place::root(key), Ordering::Relaxed);

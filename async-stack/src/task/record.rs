@@ -139,15 +139,18 @@ pub(crate) mod wakes {
     }
 }
 
-/// The packed `spawn` word: `[named: 1][unused: 7][site: 24]`. `site` is
-/// the interned call-site id (see [`crate::record::site`]) of the spawn
-/// call that started the task, `0` if it was not started through a spawn
-/// helper; `named` is set while the task's [`TaskExt`] holds a name.
+/// The packed `spawn` word: `[named: 1][fallback: 1][unused: 6][site: 24]`.
+/// `site` is the interned call-site id (see [`crate::record::site`]) of
+/// the spawn call that started the task, `0` if it was not started
+/// through a spawn helper; `named` is set while the task's [`TaskExt`]
+/// holds a name, `fallback` once it may hold a fallback waker (so that
+/// the end of a task without either skips its extension).
 pub(crate) mod spawn {
     use crate::record::site::SITE_ID_BITS;
 
     pub(crate) const SITE_MASK: u32 = (1 << SITE_ID_BITS) - 1;
     pub(crate) const NAMED: u32 = 1 << 31;
+    pub(crate) const FALLBACK: u32 = 1 << 30;
 
     #[inline]
     pub(crate) fn pack(site: u32, named: bool) -> u32 {
@@ -162,6 +165,13 @@ pub(crate) mod spawn {
     #[inline]
     pub(crate) fn named(word: u32) -> bool {
         word & NAMED != 0
+    }
+
+    /// Whether the task's extension may hold something: a name or a
+    /// fallback waker.
+    #[inline]
+    pub(crate) fn has_ext(word: u32) -> bool {
+        word & (NAMED | FALLBACK) != 0
     }
 }
 

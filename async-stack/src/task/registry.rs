@@ -445,24 +445,51 @@ pub(crate) fn record_count() -> usize {
 /// thread's cached indices go back to the registry when the thread exits.
 #[cfg(not(async_stack_loom))]
 mod free_cache {
-    use std::cell::RefCell;
+    use std::cell::Cell;
 
     use crate::sync::{Mutex, lock};
 
     const CAPACITY: usize = 128;
     const BATCH: usize = CAPACITY / 2;
 
-    /// This thread's free record indices.
-    struct Cache(Vec<u32>);
+    /// This thread's free record indices: `items[..len]`, the last freed
+    /// on top. Cells, not a `RefCell<Vec>`: nothing here calls out while
+    /// an item is half moved, so no borrow flag is needed, and a push or a
+    /// pop is a few instructions.
+    struct Cache {
+        len: Cell<usize>,
+        items: [Cell<u32>; CAPACITY],
+    }
+
+    impl Cache {
+        /// The indices, oldest first, leaving the cache empty.
+        fn drain(&self, n: usize) -> impl Iterator<Item = u32> + '_ {
+            let len = self.len.get();
+            let n = n.min(len);
+            // The oldest `n` go; the rest move down.
+            let taken: Vec<u32> = (0..n).map(|i| self.items[i].get()).collect();
+            for i in n..len {
+                self.items[i - n].set(self.items[i].get());
+            }
+            self.len.set(len - n);
+            taken.into_iter()
+        }
+    }
 
     impl Drop for Cache {
         fn drop(&mut self) {
-            lock(&super::registry().records.free).append(&mut self.0);
+            let all: Vec<u32> = self.drain(CAPACITY).collect();
+            lock(&super::registry().records.free).extend(all);
         }
     }
 
     thread_local! {
-        static CACHE: RefCell<Cache> = const { RefCell::new(Cache(Vec::new())) };
+        static CACHE: Cache = const {
+            Cache {
+                len: Cell::new(0),
+                items: [const { Cell::new(0) }; CAPACITY],
+            }
+        };
     }
 
     /// A free record index: the one this thread freed last, or one of a
@@ -470,16 +497,20 @@ mod free_cache {
     pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
         CACHE
             .try_with(|c| {
-                let Ok(mut c) = c.try_borrow_mut() else {
-                    return lock(global).pop();
-                };
-                let c = &mut c.0;
-                if c.is_empty() {
+                let mut len = c.len.get();
+                if len == 0 {
                     let mut g = lock(global);
                     let from = g.len().saturating_sub(BATCH);
-                    c.extend(g.drain(from..));
+                    for (i, index) in g.drain(from..).enumerate() {
+                        c.items[i].set(index);
+                        len = i + 1;
+                    }
+                    if len == 0 {
+                        return None;
+                    }
                 }
-                c.pop()
+                c.len.set(len - 1);
+                Some(c.items[len - 1].get())
             })
             .unwrap_or_else(|_| lock(global).pop())
     }
@@ -488,17 +519,15 @@ mod free_cache {
     /// to `global`.
     pub(super) fn push(index: u32, global: &Mutex<Vec<u32>>) {
         let cached = CACHE.try_with(|c| {
-            let Ok(mut c) = c.try_borrow_mut() else {
-                return false;
-            };
-            let c = &mut c.0;
-            if c.len() >= CAPACITY {
-                lock(global).extend(c.drain(..BATCH));
+            if c.len.get() >= CAPACITY {
+                let oldest: Vec<u32> = c.drain(BATCH).collect();
+                lock(global).extend(oldest);
             }
-            c.push(index);
-            true
+            let len = c.len.get();
+            c.items[len].set(index);
+            c.len.set(len + 1);
         });
-        if cached != Ok(true) {
+        if cached.is_err() {
             lock(global).push(index);
         }
     }

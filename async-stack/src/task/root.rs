@@ -81,14 +81,12 @@ pub(crate) fn enter(
     a: &Active,
     cx: &Context<'_>,
 ) -> Option<(Polling, LentWaker)> {
-    let mut p = frame.place.load(Ordering::Relaxed);
-    if place::tracked_root(p).is_none() {
-        p = enter_first(frame, a, cx)?;
-    }
-    let index = place::record(p);
-    let Some(r) = registry::record(index) else {
-        return enter_lost(frame, a);
+    let p = frame.place.load(Ordering::Relaxed);
+    let (p, r) = match place::tracked_root(p).and_then(registry::record) {
+        Some(r) => (p, r),
+        None => enter_first(frame, a, cx)?,
     };
+    let index = place::record(p);
     // SAFETY: the live task holds a reference to its record.
     let waker = if unsafe { r.will_wake(cx.waker()) } {
         waker::lend(index)
@@ -119,30 +117,28 @@ fn begin(r: &'static TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -
 }
 
 /// [`enter`] on a first poll, and for an untracked root: registers the
-/// root if it is not one yet; returns its place if it is tracked, else
-/// enters it untracked and returns `None`.
+/// root if it is not one yet; returns its place and record if it is
+/// tracked, else enters it untracked and returns `None`. A tracked root
+/// whose record cannot be found (cannot happen: records are never freed)
+/// is polled untracked too, rather than panicking inside the executor.
 #[cold]
 #[inline(never)]
-fn enter_first(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Option<u64> {
+fn enter_first(
+    frame: &AsyncStackFrame,
+    a: &Active,
+    cx: &Context<'_>,
+) -> Option<(u64, &'static TaskRecord)> {
     let mut p = frame.place.load(Ordering::Relaxed);
     if !place::is_root(p) {
         p = register(frame, a, cx);
     }
-    if place::tracked_root(p).is_none() {
-        a.enter_untracked(frame, place::key_of(p));
-        return None;
+    match place::tracked_root(p).and_then(registry::record) {
+        Some(r) => Some((p, r)),
+        None => {
+            a.enter_untracked(frame, place::key_of(p));
+            None
+        }
     }
-    Some(p)
-}
-
-/// A tracked root whose record cannot be found (cannot happen: records
-/// are never freed): polled as an untracked root rather than panicking
-/// inside the executor.
-#[cold]
-#[inline(never)]
-fn enter_lost(frame: &AsyncStackFrame, a: &Active) -> Option<(Polling, LentWaker)> {
-    a.enter_untracked(frame, UNTRACKED);
-    None
 }
 
 /// The executor passed a waker that would not wake like the one in the
@@ -162,6 +158,12 @@ fn fallback(index: u32, cx: &Context<'_>) -> LentWaker {
     // root is polling).
     let usable = unsafe { cur.as_ref() }.is_some_and(|f| f.wakes_like(cx.waker()));
     if !usable {
+        if let Some(r) = registry::record(index) {
+            // Only the task's polling thread writes `spawn` after its
+            // registration; the end of the task looks for the fallback.
+            let w = r.spawn.load(Ordering::Relaxed);
+            r.spawn.store(w | spawn_word::FALLBACK, Ordering::Relaxed);
+        }
         let new = Arc::into_raw(Fallback::new(index, cx.waker()));
         ext.fallback.store(new.cast_mut().cast(), Ordering::Release);
         if !cur.is_null() {
@@ -195,7 +197,8 @@ pub(crate) fn exit(frame: &AsyncStackFrame, a: &Active, task: Option<Polling>, p
         if pending {
             r.end_poll(clock::now_ms(), self_wakes, t.seen());
         } else {
-            end_task(frame.take_place());
+            let p = frame.take_place();
+            end_task_in(r, place::record(p));
         }
     }
 }
@@ -215,7 +218,10 @@ pub(crate) fn unwind(frame: &AsyncStackFrame, a: &Active, task: Option<Polling>)
 fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     // A frame polled as a child before keeps no place there, and has no
     // parent now.
-    place::unlink(frame.take_place(), Some(a));
+    let old = frame.take_place();
+    if old != 0 {
+        place::unlink(old, Some(a));
+    }
     frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
     #[cfg(not(async_stack_loom))]
     crate::wake::recorder::init_from_env();
@@ -232,7 +238,7 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     // SAFETY: `refs` was 0 (a free record) and the cell holds no waker
     // (`recycle` took it, or it was never written).
     unsafe { r.put_waker(cx.waker().clone()) };
-    r.reset_stack();
+    r.start_stack(frame.site_id());
     r.polls.store(0, Ordering::Relaxed);
     r.wakes.store(0, Ordering::Relaxed);
     r.self_wakes.store(0, Ordering::Relaxed);
@@ -256,7 +262,6 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     };
     r.parent.store(parent, Ordering::Relaxed);
     r.spawn.store(spawn_word, Ordering::Relaxed);
-    r.take_root(frame.site_id());
     // Last: readers report the record once its id is set.
     r.id.store(registry::next_id(), Ordering::Release);
     let p = place::root(place::key(index, inc));
@@ -271,9 +276,14 @@ pub(crate) fn end_task(p: u64) {
         return;
     }
     let index = place::record(p);
-    let Some(r) = registry::record(index) else {
-        return;
-    };
+    if let Some(r) = registry::record(index) {
+        end_task_in(r, index);
+    }
+}
+
+/// [`end_task`] for a tracked task whose record (index `index`) the caller
+/// has: the root's own exit, when it completes.
+pub(crate) fn end_task_in(r: &TaskRecord, index: u32) {
     #[cfg(not(async_stack_loom))]
     if crate::wake::recorder::on() {
         crate::wake::recorder::task_ended(index, r.id.load(Ordering::Relaxed));
@@ -283,8 +293,12 @@ pub(crate) fn end_task(p: u64) {
     r.release_chunks();
     // `parent` and `spawn` stay: nobody reads a free record's, and the
     // next task's registration writes both.
-    let named = spawn_word::named(r.spawn.load(Ordering::Relaxed));
-    if let Some(e) = registry::ext(index) {
+    let spawn = r.spawn.load(Ordering::Relaxed);
+    let named = spawn_word::named(spawn);
+    if let Some(e) = spawn_word::has_ext(spawn)
+        .then(|| registry::ext(index))
+        .flatten()
+    {
         // Clearing an empty name is skipped: an `arc-swap` store is not
         // free.
         if named {

@@ -299,7 +299,17 @@ impl TaskRecord {
     /// The word of slot `slot`, if the chunk it lives in exists. Any
     /// thread: chunks are never freed; what a reader finds there is
     /// validated by its copy's counters and the record's id.
+    #[inline]
     fn slot_word(&self, slot: u32) -> Option<&AtomicU64> {
+        match self.slots.get(slot as usize) {
+            Some(w) => Some(w),
+            None => self.chunk_slot_word(slot),
+        }
+    }
+
+    /// [`slot_word`](Self::slot_word) past the record's own slots.
+    #[inline(never)]
+    fn chunk_slot_word(&self, slot: u32) -> Option<&AtomicU64> {
         match locate(slot) {
             Ok(i) => self.slots.get(i),
             Err((entry, i)) => {
@@ -344,13 +354,16 @@ impl TaskRecord {
         self.slot_word(slot)
     }
 
-    /// The writer, for a new task: an empty stack, the foreign counters
-    /// taken as seen.
-    pub(crate) fn reset_stack(&self) {
+    /// The writer, for a new task: a stack that holds only its root, at
+    /// `site`, in slot 0, with the foreign counters taken as seen. One
+    /// section.
+    pub(crate) fn start_stack(&self, site: u32) {
         let f = self.foreign.load(Ordering::Acquire);
         let old = self.meta();
+        let birth = self.next_birth();
         let s = self.begin();
-        for slot in 0..old.top {
+        self.slots[0].store(word::pack(site, NO_SLOT, birth), Ordering::Relaxed);
+        for slot in 1..old.top {
             if let Some(w) = self.slot_word(slot) {
                 w.store(0, Ordering::Relaxed);
             }
@@ -359,7 +372,7 @@ impl TaskRecord {
             hidden: 0,
             seen_hidden: foreign::hidden_retired(f),
             seen_version: foreign::version(f),
-            top: 0,
+            top: 1,
         });
         self.end(s);
     }
@@ -369,17 +382,6 @@ impl TaskRecord {
         let b = self.births.load(Ordering::Relaxed).wrapping_add(1);
         self.births.store(b, Ordering::Relaxed);
         b
-    }
-
-    /// The writer: the task root takes slot 0.
-    pub(crate) fn take_root(&self, site: u32) {
-        let birth = self.next_birth();
-        let s = self.begin();
-        self.slots[0].store(word::pack(site, NO_SLOT, birth), Ordering::Relaxed);
-        let mut m = self.meta();
-        m.top = m.top.max(1);
-        self.set_meta(m);
-        self.end(s);
     }
 
     /// The writer: a frame at `site` takes the lowest free slot under the
@@ -645,8 +647,17 @@ impl TaskRecord {
     /// The thread ending the task: gives the task's chunks back to the
     /// pool (after [`close_incarnation`](Self::close_incarnation), so no
     /// foreign section can touch them).
+    #[inline]
     pub(crate) fn release_chunks(&self) {
         let head = self.chunk.load(Ordering::Relaxed);
+        if head != 0 {
+            self.release_chunks_from(head);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn release_chunks_from(&self, head: u32) {
         let Some(head_chunk) = registry::chunk(head) else {
             return;
         };

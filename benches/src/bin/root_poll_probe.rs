@@ -4,16 +4,21 @@
 //! Timing on a shared machine moves with its load; instructions executed
 //! do not. Two runs that differ only in the number of polls give the
 //! instructions of one root poll, with everything else (start-up, the
-//! first registration, the clock thread's start) cancelled:
+//! first registration, the first poll on the thread) cancelled:
 //!
 //! ```text
 //! cargo build -p benches --profile bench --bin root_poll_probe
-//! for n in 10000 20000; do
-//!   valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.$n \
-//!     target/release/root_poll_probe async-stack 8 $n
+//! for n in 5000 15000; do
+//!   valgrind --tool=callgrind --separate-threads=yes \
+//!     --callgrind-out-file=/tmp/cg.$n target/release/root_poll_probe async-stack 8 $n
 //! done
-//! # instructions per root poll = (Ir(20000) - Ir(10000)) / 10000
+//! # the main thread's file is /tmp/cg.N-01; its `totals:` line is Ir:
+//! # instructions per root poll = (Ir(15000) - Ir(5000)) / 10000
 //! ```
+//!
+//! Only the main thread's count is read: async-stack's clock thread ticks
+//! by time, and a run under callgrind lasts in proportion to its polls, so
+//! its instructions would not cancel.
 //!
 //! Arguments: the variant (`untraced`, `async-stack`, `async-backtrace`;
 //! the names of [`benches::names`]), the depth (1 or 8), the number of
@@ -21,10 +26,7 @@
 //! [`POLLS_PER_ROOT`] polls. With `once` for the depth, each poll is of a
 //! new one-level task that completes on it and is dropped, as in the
 //! `root` bench with one poll: the instructions of a task root's whole
-//! life. Callgrind counts the instructions of every
-//! thread, async-stack's clock thread included; its ticks are paced by
-//! time, not by polls, and the two runs of a pair last about as long, so
-//! they cancel, up to a few thousand instructions.
+//! life.
 
 use std::hint::black_box;
 use std::pin::Pin;
