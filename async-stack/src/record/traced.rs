@@ -27,11 +27,17 @@
 //! frame runs at no further cost. A child that completes gives its place
 //! back (cold).
 //!
-//! Steady-state cost of a level: four loads, three plain stores (two of
-//! them the current frame's), one compare. No lock, no allocation, no
-//! atomic read-modify-write, no call. A task root adds, once per task poll,
-//! a few plain stores to its record (state and time, poll count, thread)
-//! and two reads of the ticking clock ([`crate::record::clock`]); a wake
+//! Steady-state cost of a level: four loads (the thread's word, the
+//! current frame, the place, the task's key), three plain stores (the
+//! parent, and the current frame twice), one compare: some fifteen
+//! instructions, since the place keeps the parent's slot where the
+//! current-frame word does (see [`crate::task::place`]). No lock, no
+//! allocation, no atomic read-modify-write, no call. A task root adds,
+//! once per task poll, the lookup of its record in the registry's page
+//! table, a check that the executor's waker is the one the record holds,
+//! a few plain stores to its record (state and time, poll count, current
+//! frame) and two reads of the ticking clock ([`crate::record::clock`]);
+//! `benches/benches/root_poll.rs` measures that per poll. A wake
 //! from another thread through the task's waker adds a compare-and-swap on
 //! the record's wake count, and a wake from inside the task's own poll
 //! only a thread-local count.

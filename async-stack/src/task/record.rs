@@ -24,7 +24,7 @@
 //! | 52 | `refs`: one for the live task, one per waker of it | wakers (read-modify-write) |
 //! | 56 | `self_wakes`: wakes from inside the task's own polls | the polling thread |
 //! | 64 | `parent`: the id of the task that spawned this one, `0` if unknown | the registering thread |
-//! | 72 | `spawn`: where the task was spawned, and whether it has a name (see [`spawn`]) | the registering thread |
+//! | 72 | `spawn`: where the task was spawned, and whether it has a name or a fallback waker (see [`spawn`]) | the registering thread; the polling thread when it makes a fallback waker |
 //! | 76 | `seq`, 80 `foreign`, 88 `meta`, 96 `births`, 100 `chunk`, 104 `slots` | the published stack's (see [`crate::task::stack`]) |
 //!
 //! # Incarnations and recycling

@@ -603,6 +603,29 @@ mod tests {
         free_record(index);
     }
 
+    /// Ids come from per-thread blocks: increasing on each thread, and
+    /// never the same on two threads, across block boundaries too.
+    #[test]
+    fn task_ids_increase_per_thread_and_never_repeat() {
+        let take = || -> Vec<u64> { (0..3 * ID_BLOCK).map(|_| next_id()).collect() };
+        let threads: Vec<Vec<u64>> = (0..4)
+            .map(|_| std::thread::spawn(take))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect();
+        let mut all: Vec<u64> = Vec::new();
+        for ids in &threads {
+            assert!(ids.is_sorted_by(|a, b| a < b), "{ids:?}");
+            assert!(ids.iter().all(|&id| id != 0));
+            all.extend(ids);
+        }
+        let n = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), n, "an id was handed out twice");
+    }
+
     #[test]
     fn the_task_cap_reads_a_number_in_range_and_reports_the_rest() {
         use std::ffi::OsStr;
