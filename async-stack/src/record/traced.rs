@@ -306,7 +306,7 @@ pub fn set_await_site(site: &'static AwaitSite) {
         if site.return_address.load(Ordering::Relaxed) == 0 {
             resolve_return_address(site);
         }
-        publish_await(a, frame);
+        publish_await(a, frame, site);
     }
 }
 
@@ -314,7 +314,7 @@ pub fn set_await_site(site: &'static AwaitSite) {
 /// stack, so readers see where a running frame is now without any per-poll
 /// work (no section when it did not change).
 #[inline(always)]
-fn publish_await(a: &Active, frame: &AsyncStackFrame) {
+fn publish_await(a: &Active, frame: &AsyncStackFrame, site: &'static AwaitSite) {
     let own = place::own(frame.place.load(Ordering::Relaxed));
     if own == NO_SLOT {
         return;
@@ -323,7 +323,9 @@ fn publish_await(a: &Active, frame: &AsyncStackFrame) {
     // thread's stack (invariant of `current`); the current frame was placed
     // in that task on entry to its poll.
     if let Some(r) = unsafe { a.record().as_ref() } {
-        r.set_site(own, frame.site_id());
+        // The site's id, not `frame.site_id()`: that would load back the
+        // word `set_await` has just stored.
+        r.set_site(own, site.id() | crate::task::stack::word::AWAIT);
     }
 }
 
