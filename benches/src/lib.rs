@@ -22,6 +22,8 @@
 //!   shared by the `capture` bench and the `cold_resolve` binary.
 //! - [`dump_population`]: the 10,000 suspended tasks, 9 frames deep, that
 //!   the `dump` bench and the `dump_cold_probe` binary dump.
+//! - [`root_poll`]: the boxed chains of the `root_poll` bench and the
+//!   `root_poll_probe` binary, whose roots are polled many times each.
 //! - [`memory`]: the memory probe's population of live, suspended tokio
 //!   tasks per variant, and how its resident memory is read; used by the
 //!   `mem_probe` binary and the `memory` bench.
@@ -46,6 +48,7 @@ use std::time::Duration;
 pub mod clock;
 pub mod dump_population;
 pub mod memory;
+pub mod root_poll;
 
 /// How many times the leaf of a `poll_depth` chain returns `Pending`.
 ///
@@ -91,6 +94,8 @@ pub mod names {
     pub const POLL_DEPTH: &str = "poll_depth";
     /// Group of `benches/root.rs`.
     pub const ROOT: &str = "root";
+    /// Group of `benches/root_poll.rs`.
+    pub const ROOT_POLL: &str = "root_poll";
     /// Group of `benches/capture.rs`.
     pub const CAPTURE: &str = "capture";
     /// Group of `benches/spawn.rs` on a `current_thread` tokio runtime.

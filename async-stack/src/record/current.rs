@@ -29,7 +29,9 @@
 //! - `record` is non-null while a tracked task root's poll is on the
 //!   stack, and is then that task's record (records are never freed), and
 //!   `key` is that task's place key (see [`crate::task::place`]); for an
-//!   untracked root they are null and the untracked key.
+//!   untracked root they are null and the untracked key. Outside a poll
+//!   `key` keeps a stale value, which nothing reads (a place is compared
+//!   with it only while `word` or `record` is set).
 //! - A signal handler on this thread (the sampler's on-CPU handler) reads
 //!   `word`, `record`, the current-frame word and the frames' `parent`
 //!   links. So these are atomic words (relaxed: plain moves), and a
@@ -159,15 +161,20 @@ impl Active {
     }
 
     /// A task root's poll ends on this thread, by return or unwinding: no
-    /// frame runs any more. Returns the self-wakes of the poll.
+    /// frame runs any more. `record` is the task's (`None`: an untracked
+    /// root), whose `current` word is the thread's. Returns the self-wakes
+    /// of the poll. `key` keeps its value: it is read only while `word` or
+    /// `record` is set.
     #[inline(always)]
-    pub(crate) fn leave_task(&self) -> u32 {
-        if let Some(word) = self.word() {
-            word.store(std::ptr::null_mut(), Ordering::Relaxed);
+    pub(crate) fn leave_task(&self, record: Option<&TaskRecord>) -> u32 {
+        match record {
+            Some(r) => r.current.store(std::ptr::null_mut(), Ordering::Relaxed),
+            None => self
+                .untracked
+                .store(std::ptr::null_mut(), Ordering::Relaxed),
         }
         self.word.store(std::ptr::null_mut(), Ordering::Relaxed);
         compiler_fence(Ordering::Release);
-        self.key.set(0);
         self.record.store(std::ptr::null_mut(), Ordering::Relaxed);
         self.self_wakes.replace(0)
     }
@@ -275,7 +282,10 @@ pub(crate) fn tag(frame: &AsyncStackFrame, slot: u32) -> *mut AsyncStackFrame {
     #[cfg(target_arch = "x86_64")]
     {
         debug_assert_eq!(p.addr() >> SLOT_SHIFT, 0, "a user-space address");
-        p.map_addr(|a| a | (slot as usize) << SLOT_SHIFT)
+        // The tag bits of `p` are clear: adding sets them, in one
+        // instruction (`map_addr` with an or keeps the provenance through
+        // a subtraction, which costs three).
+        p.wrapping_byte_add((slot as usize) << SLOT_SHIFT)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -289,7 +299,7 @@ pub(crate) fn tag(frame: &AsyncStackFrame, slot: u32) -> *mut AsyncStackFrame {
 pub(crate) fn untag(word: *mut AsyncStackFrame) -> *mut AsyncStackFrame {
     #[cfg(target_arch = "x86_64")]
     {
-        word.map_addr(|a| a & ((1 << SLOT_SHIFT) - 1))
+        word.wrapping_byte_sub(word.addr() & !((1 << SLOT_SHIFT) - 1))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

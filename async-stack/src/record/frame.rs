@@ -11,7 +11,7 @@
 //! |---:|---|---|---|
 //! | 0 | `parent`: the frame that polls this one | the polling thread | on **every** poll, from the thread's current frame (null for a task root) |
 //! | 8 | `site`: the function and the `.await` it is at (see below) | the constructor, then the body at each `.await` | always valid |
-//! | 16 | `place`: where the frame is in its task's published stack ([`crate::task::place`]) | the polling or dropping thread | when the frame takes or gives back a place |
+//! | 16 | `place`: where the frame is in its task's published stack ([`crate::task::place`]) | the polling or dropping thread (no other thread reads it) | when the frame takes or gives back a place |
 //!
 //! The parent pointer is stored on every poll, never only on the first: a
 //! future can be moved before it is pinned, polled by different parents
@@ -118,6 +118,19 @@ impl AsyncStackFrame {
             let p = std::ptr::from_ref(a.call_site()).cast::<u8>().cast_mut();
             self.site.store(p, Ordering::Relaxed);
         }
+    }
+
+    /// Takes the frame's place (see [`crate::task::place`]), leaving none.
+    ///
+    /// A load and a store, not a swap (which on x86-64 is a locked
+    /// instruction, some twenty cycles): only the thread that holds the
+    /// frame's future, to poll or to drop it, writes its place; other
+    /// threads never read it.
+    #[inline(always)]
+    pub(crate) fn take_place(&self) -> u64 {
+        let p = self.place.load(Ordering::Relaxed);
+        self.place.store(0, Ordering::Relaxed);
+        p
     }
 
     /// The site field of this frame's published word (see

@@ -27,11 +27,17 @@
 //! frame runs at no further cost. A child that completes gives its place
 //! back (cold).
 //!
-//! Steady-state cost of a level: four loads, three plain stores (two of
-//! them the current frame's), one compare. No lock, no allocation, no
-//! atomic read-modify-write, no call. A task root adds, once per task poll,
-//! a few plain stores to its record (state and time, poll count, thread)
-//! and two reads of the ticking clock ([`crate::record::clock`]); a wake
+//! Steady-state cost of a level: four loads (the thread's word, the
+//! current frame, the place, the task's key), three plain stores (the
+//! parent, and the current frame twice), one compare: some fifteen
+//! instructions, since the place keeps the parent's slot where the
+//! current-frame word does (see [`crate::task::place`]). No lock, no
+//! allocation, no atomic read-modify-write, no call. A task root adds,
+//! once per task poll, the lookup of its record in the registry's page
+//! table, a check that the executor's waker is the one the record holds,
+//! a few plain stores to its record (state and time, poll count, current
+//! frame) and two reads of the ticking clock ([`crate::record::clock`]);
+//! `benches/benches/root_poll.rs` measures that per poll. A wake
 //! from another thread through the task's waker adds a compare-and-swap on
 //! the record's wake count, and a wake from inside the task's own poll
 //! only a thread-local count.
@@ -54,8 +60,7 @@ use crate::record::frame::AsyncStackFrame;
 use crate::record::site::{self, AwaitSite, CallSite};
 use crate::sync::{AtomicPtr, Ordering};
 use crate::task::place::{self, NO_SLOT};
-use crate::task::record::TaskRecord;
-use crate::task::root::{self, Entered};
+use crate::task::root::{self, Polling};
 
 /// A future wrapped so that each of its polls records an async stack frame.
 ///
@@ -64,10 +69,15 @@ use crate::task::root::{self, Entered};
 /// future is, and it is 24 bytes larger than the inner future.
 #[pin_project::pin_project(PinnedDrop)]
 #[must_use = "futures do nothing unless polled"]
+// The frame first: its address is the future's, which the poll path has
+// in a register already. The size is what it would be in any order: 24
+// bytes more than the inner future, or 32 for an inner future aligned to
+// 16, rounded either way.
+#[repr(C)]
 pub struct Traced<F> {
+    frame: AsyncStackFrame,
     #[pin]
     inner: F,
-    frame: AsyncStackFrame,
 }
 
 impl<F> std::fmt::Debug for Traced<F> {
@@ -85,8 +95,8 @@ impl<F> Traced<F> {
     #[doc(hidden)]
     pub fn new(inner: F, call_site: &'static CallSite) -> Self {
         Traced {
-            inner,
             frame: AsyncStackFrame::new(call_site),
+            inner,
         }
     }
 
@@ -151,9 +161,8 @@ struct Unwind<'a> {
     frame: &'a AsyncStackFrame,
     /// For a child: the current-frame word and the value to restore in it.
     child: Option<(&'a AtomicPtr<AsyncStackFrame>, *mut AsyncStackFrame)>,
-    /// For a tracked root: its record and the wake count its poll started
-    /// from.
-    task: Option<(&'static TaskRecord, u64)>,
+    /// For a tracked root: its poll in progress.
+    task: Option<Polling>,
 }
 
 impl Drop for Unwind<'_> {
@@ -197,12 +206,8 @@ impl<F: Future> Future for Traced<F> {
                 (cx, Some((word, parent)))
             }
             None => match root::enter(frame, a, cx) {
-                Entered::Task {
-                    waker: lent,
-                    record,
-                    seen,
-                } => {
-                    task = Some((record, seen));
+                Some((polling, lent)) => {
+                    task = Some(polling);
                     waker = lent;
                     root_cx = Context::from_waker(&waker);
                     // SAFETY: only the lifetime parameter changes, to the
@@ -215,7 +220,7 @@ impl<F: Future> Future for Traced<F> {
                     let root_cx = unsafe { &mut *(&raw mut root_cx).cast::<Context<'_>>() };
                     (root_cx, None)
                 }
-                Entered::Untracked => (cx, None),
+                None => (cx, None),
             },
         };
         let unwind = Unwind {
@@ -230,7 +235,7 @@ impl<F: Future> Future for Traced<F> {
             Some((word, parent)) => {
                 word.store(parent, Ordering::Relaxed);
                 if out.is_ready() {
-                    let p = frame.place.swap(0, Ordering::Relaxed);
+                    let p = frame.take_place();
                     place::unlink(p, Some(a));
                 }
             }
@@ -269,7 +274,7 @@ fn enter_child(
 impl<F> PinnedDrop for Traced<F> {
     fn drop(self: Pin<&mut Self>) {
         let frame: &AsyncStackFrame = self.project().frame;
-        let p = frame.place.swap(0, Ordering::Relaxed);
+        let p = frame.take_place();
         if p == 0 {
             return;
         }
@@ -301,7 +306,7 @@ pub fn set_await_site(site: &'static AwaitSite) {
         if site.return_address.load(Ordering::Relaxed) == 0 {
             resolve_return_address(site);
         }
-        publish_await(a, frame);
+        publish_await(a, frame, site);
     }
 }
 
@@ -309,7 +314,7 @@ pub fn set_await_site(site: &'static AwaitSite) {
 /// stack, so readers see where a running frame is now without any per-poll
 /// work (no section when it did not change).
 #[inline(always)]
-fn publish_await(a: &Active, frame: &AsyncStackFrame) {
+fn publish_await(a: &Active, frame: &AsyncStackFrame, site: &'static AwaitSite) {
     let own = place::own(frame.place.load(Ordering::Relaxed));
     if own == NO_SLOT {
         return;
@@ -318,7 +323,9 @@ fn publish_await(a: &Active, frame: &AsyncStackFrame) {
     // thread's stack (invariant of `current`); the current frame was placed
     // in that task on entry to its poll.
     if let Some(r) = unsafe { a.record().as_ref() } {
-        r.set_site(own, frame.site_id());
+        // The site's id, not `frame.site_id()`: that would load back the
+        // word `set_await` has just stored.
+        r.set_site(own, site.id() | crate::task::stack::word::AWAIT);
     }
 }
 

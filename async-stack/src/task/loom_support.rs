@@ -54,14 +54,13 @@ fn register(site: &'static CallSite, id: u64, put_waker: impl FnOnce(&TaskRecord
     let inc = foreign::incarnation(record.foreign.load(Ordering::Acquire));
     record.refs.store(1, Ordering::Relaxed);
     put_waker(record);
-    record.reset_stack();
     record
         .state
         .store(state::pack(state::SCHEDULED, 0, 1), Ordering::Relaxed);
     record.polls.store(0, Ordering::Relaxed);
     record.wakes.store(0, Ordering::Relaxed);
     let root = frame(site);
-    record.take_root(root.site_id());
+    record.start_stack(root.site_id());
     record.id.store(id, Ordering::Release);
     let key = place::key(index, inc);
     root.place.store(place::root(key), Ordering::Relaxed);
@@ -82,7 +81,7 @@ pub(crate) fn start_poll(t: Task, a: &Active) -> u64 {
 
 /// Ends the poll, as `root::exit` does for a `Pending` return.
 pub(crate) fn end_poll(t: Task, a: &Active, seen: u64) {
-    let self_wakes = a.leave_task();
+    let self_wakes = a.leave_task(Some(t.record));
     t.record.end_poll(3, self_wakes, seen);
 }
 

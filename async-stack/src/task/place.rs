@@ -5,18 +5,27 @@
 //!
 //! | bits | field |
 //! |---|---|
-//! | 0..6 | the parent's slot ([`NO_SLOT`]: the parent holds none, or this is a root) |
-//! | 6..12 | the frame's own slot ([`NO_SLOT`]: it holds none and is counted hidden) |
-//! | 12..42 | the incarnation of the record (from 1; see [`crate::task::record`]) |
-//! | 42..63 | the record's index ([`UNTRACKED_RECORD`]: a task the registry could not take) |
-//! | 63 | [`ROOT`]: the frame is its task's root |
+//! | 0..6 | the frame's own slot ([`NO_SLOT`]: it holds none and is counted hidden; `0` for a root) |
+//! | 6..36 | the incarnation of the record (from 1; see [`crate::task::record`]) |
+//! | 36..57 | the record's index ([`UNTRACKED_RECORD`]: a task the registry could not take) |
+//! | 57 | [`ROOT`]: the frame is its task's root |
+//! | 58..64 | the parent's slot ([`NO_SLOT`]: the parent holds none; `0` for a root) |
 //!
-//! `0` means no place. Bits 12 and up are the task's **key**: the thread
+//! `0` means no place. Bits 6 to 56 are the task's **key**: the thread
 //! polling a task keeps it (see [`crate::record::current`]), so a child
 //! checks on every poll, with one compare, that it is still where it was:
 //! in the same task, under a frame in the same slot
-//! ([`holds`]). A root never passes that check, nor does an unplaced frame
-//! (keys are never 0, since incarnations start at 1).
+//! ([`holds`]). A root never passes that check (a key has no root bit),
+//! nor does an unplaced frame (keys are never 0, since incarnations start
+//! at 1).
+//!
+//! The parent's slot sits where the current-frame word carries the slot of
+//! the frame it holds (bits 58 to 63, see
+//! [`crate::record::current::SLOT_SHIFT`]): a child compares its place,
+//! own slot masked off, with the key or'ed with its parent's word's top
+//! bits, the same bits it clears to find its parent; and it makes its own
+//! current-frame word by shifting its place left (its own slot is in the
+//! low bits). A handful of instructions on every poll of every level.
 //!
 //! # The state machine
 //!
@@ -49,17 +58,19 @@ use crate::task::{registry, root};
 const SLOT_BITS: u32 = 6;
 /// "No slot".
 pub(crate) const NO_SLOT: u32 = (1 << SLOT_BITS) - 1;
-const OWN_SHIFT: u32 = SLOT_BITS;
-const OWN_MASK: u64 = (NO_SLOT as u64) << OWN_SHIFT;
-const INC_SHIFT: u32 = 2 * SLOT_BITS;
+const OWN_MASK: u64 = NO_SLOT as u64;
+const INC_SHIFT: u32 = SLOT_BITS;
 /// Bits of an incarnation number.
 pub(crate) const INC_BITS: u32 = 30;
 const RECORD_SHIFT: u32 = INC_SHIFT + INC_BITS;
 /// Bits of a record index.
 pub(crate) const RECORD_BITS: u32 = 21;
+const RECORD_MASK: u64 = (1 << RECORD_BITS) - 1;
 /// The frame is its task's root.
-pub(crate) const ROOT: u64 = 1 << 63;
-const KEY_MASK: u64 = !ROOT & !((1 << INC_SHIFT) - 1);
+pub(crate) const ROOT: u64 = 1 << (RECORD_SHIFT + RECORD_BITS);
+/// Where the parent's slot starts.
+pub(crate) const PARENT_SHIFT: u32 = 64 - SLOT_BITS;
+const KEY_MASK: u64 = (ROOT - 1) & !OWN_MASK;
 
 /// The record index of untracked tasks (no record).
 pub(crate) const UNTRACKED_RECORD: u32 = (1 << RECORD_BITS) - 1;
@@ -71,7 +82,9 @@ pub(crate) const UNTRACKED: u64 = key(UNTRACKED_RECORD, 1);
 /// so that they reach it.
 pub(crate) const INCARNATION_LIMIT: u32 = if cfg!(test) { 16 } else { (1 << INC_BITS) - 1 };
 
-const _: () = assert!(RECORD_SHIFT + RECORD_BITS == 63);
+const _: () = assert!(RECORD_SHIFT + RECORD_BITS + 1 == PARENT_SHIFT);
+#[cfg(target_arch = "x86_64")]
+const _: () = assert!(PARENT_SHIFT == crate::record::current::SLOT_SHIFT);
 
 /// The key of incarnation `inc` of record `record`.
 #[inline(always)]
@@ -83,23 +96,23 @@ pub(crate) const fn key(record: u32, inc: u32) -> u64 {
 /// the task of `key`.
 #[inline(always)]
 pub(crate) fn child(key: u64, own: u32, parent: u32) -> u64 {
-    key | (u64::from(own) << OWN_SHIFT) | u64::from(parent)
+    key | (u64::from(parent) << PARENT_SHIFT) | u64::from(own)
 }
 
-/// The place of the root of the task of `key`: slot 0.
+/// The place of the root of the task of `key`: slot 0, no parent.
 #[inline(always)]
 pub(crate) fn root(key: u64) -> u64 {
-    ROOT | key | u64::from(NO_SLOT)
+    ROOT | key
 }
 
 #[inline(always)]
 pub(crate) fn own(place: u64) -> u32 {
-    ((place & OWN_MASK) >> OWN_SHIFT) as u32
+    (place & OWN_MASK) as u32
 }
 
 #[cfg(test)]
 pub(crate) fn parent(place: u64) -> u32 {
-    (place & u64::from(NO_SLOT)) as u32
+    (place >> PARENT_SHIFT) as u32
 }
 
 #[inline(always)]
@@ -109,7 +122,7 @@ pub(crate) fn key_of(place: u64) -> u64 {
 
 #[inline(always)]
 pub(crate) fn record(place: u64) -> u32 {
-    ((place & !ROOT) >> RECORD_SHIFT) as u32
+    ((place >> RECORD_SHIFT) & RECORD_MASK) as u32
 }
 
 #[inline(always)]
@@ -123,7 +136,10 @@ pub(crate) fn is_root(place: u64) -> bool {
 }
 
 /// The record index of a tracked task root's place; `None` for any other
-/// place (a child's, none, or an untracked root's). One compare.
+/// place (a child's, none, or an untracked root's). One compare: the bits
+/// from the record's index up, less the root bit, are below
+/// `UNTRACKED_RECORD` only for a root (whose parent field is 0) of a
+/// tracked task.
 #[inline(always)]
 pub(crate) fn tracked_root(place: u64) -> Option<u32> {
     let r = (place >> RECORD_SHIFT) as u32;
@@ -135,7 +151,7 @@ pub(crate) fn tracked_root(place: u64) -> Option<u32> {
 /// `key` by the frame in slot `parent_slot`: one compare on the poll path.
 #[inline(always)]
 pub(crate) fn holds(place: u64, key: u64, parent_slot: u32) -> bool {
-    place & !OWN_MASK == key | u64::from(parent_slot)
+    place & !OWN_MASK == key | u64::from(parent_slot) << PARENT_SHIFT
 }
 
 /// Gives `frame` (at `old`) a place under the frame in slot `parent_slot`
@@ -242,14 +258,22 @@ mod tests {
         assert_eq!(own(r), 0);
         assert_eq!(record(r), UNTRACKED_RECORD - 1);
         assert_eq!(incarnation(r), (1 << INC_BITS) - 1);
-        assert!(
-            !holds(r, key_of(r), NO_SLOT),
-            "a root never holds as a child"
-        );
+        for parent in [0, 1, NO_SLOT] {
+            assert!(
+                !holds(r, key_of(r), parent),
+                "a root never holds as a child"
+            );
+        }
+        assert_eq!(parent(r), 0);
         assert_eq!(tracked_root(r), Some(UNTRACKED_RECORD - 1));
         assert_eq!(tracked_root(root(key(0, 1))), Some(0));
         assert_eq!(tracked_root(root(UNTRACKED)), None);
         assert_eq!(tracked_root(p), None);
+        for (own, parent) in [(1, 0), (NO_SLOT, 0), (1, NO_SLOT), (NO_SLOT, NO_SLOT)] {
+            let c = child(key(UNTRACKED_RECORD - 1, 1), own, parent);
+            assert_eq!(tracked_root(c), None, "a child at {own} under {parent}");
+            assert!(holds(c, key(UNTRACKED_RECORD - 1, 1), parent));
+        }
         assert_eq!(tracked_root(0), None);
         assert_ne!(key(0, 1), 0);
     }

@@ -24,7 +24,7 @@
 //! | 52 | `refs`: one for the live task, one per waker of it, exact up to [`refs::MAX`] (see [`refs`]) | wakers (read-modify-write) |
 //! | 56 | `self_wakes`: wakes from inside the task's own polls | the polling thread |
 //! | 64 | `parent`: the id of the task that spawned this one, `0` if unknown | the registering thread |
-//! | 72 | `spawn`: where the task was spawned, and whether it has a name (see [`spawn`]) | the registering thread |
+//! | 72 | `spawn`: where the task was spawned, and whether it has a name or a fallback waker (see [`spawn`]) | the registering thread; the polling thread when it makes a fallback waker |
 //! | 76 | `seq`, 80 `foreign`, 88 `meta`, 96 `births`, 100 `chunk`, 104 `slots` | the published stack's (see [`crate::task::stack`]) |
 //!
 //! # Incarnations and recycling
@@ -150,15 +150,18 @@ pub(crate) mod wakes {
     }
 }
 
-/// The packed `spawn` word: `[named: 1][unused: 7][site: 24]`. `site` is
-/// the interned call-site id (see [`crate::record::site`]) of the spawn
-/// call that started the task, `0` if it was not started through a spawn
-/// helper; `named` is set while the task's [`TaskExt`] holds a name.
+/// The packed `spawn` word: `[named: 1][fallback: 1][unused: 6][site: 24]`.
+/// `site` is the interned call-site id (see [`crate::record::site`]) of
+/// the spawn call that started the task, `0` if it was not started
+/// through a spawn helper; `named` is set while the task's [`TaskExt`]
+/// holds a name, `fallback` once it may hold a fallback waker (so that
+/// the end of a task without either skips its extension).
 pub(crate) mod spawn {
     use crate::record::site::SITE_ID_BITS;
 
     pub(crate) const SITE_MASK: u32 = (1 << SITE_ID_BITS) - 1;
     pub(crate) const NAMED: u32 = 1 << 31;
+    pub(crate) const FALLBACK: u32 = 1 << 30;
 
     #[inline]
     pub(crate) fn pack(site: u32, named: bool) -> u32 {
@@ -173,6 +176,13 @@ pub(crate) mod spawn {
     #[inline]
     pub(crate) fn named(word: u32) -> bool {
         word & NAMED != 0
+    }
+
+    /// Whether the task's extension may hold something: a name or a
+    /// fallback waker.
+    #[inline]
+    pub(crate) fn has_ext(word: u32) -> bool {
+        word & (NAMED | FALLBACK) != 0
     }
 }
 

@@ -40,48 +40,65 @@ use crate::task::stack::foreign;
 use crate::task::waker::{self, Fallback, LentWaker};
 use crate::task::{registry, spawn};
 
-/// What a root's poll runs with.
-pub(crate) enum Entered {
-    /// A tracked task: poll with its waker; the poll started from wake count
-    /// `seen`.
-    Task {
-        waker: LentWaker,
-        record: &'static TaskRecord,
-        seen: u64,
-    },
-    /// An untracked root: poll with the executor's context.
-    Untracked,
+/// A tracked task's poll in progress: its record, the wake count the poll
+/// started from, and whether wake recording was on when it started (then
+/// its end is recorded too, so that the recorder sees both or neither).
+#[derive(Clone, Copy)]
+pub(crate) struct Polling {
+    pub(crate) record: &'static TaskRecord,
+    /// The wake count, with [`Polling::RECORDING`] set if recording.
+    seen: u64,
+}
+
+impl Polling {
+    /// The bit of `seen` that says wake recording is on (wake counts have
+    /// 40 bits).
+    const RECORDING: u64 = 1 << 63;
+
+    /// The wake count the poll started from.
+    #[inline(always)]
+    pub(crate) fn seen(self) -> u64 {
+        self.seen & !Self::RECORDING
+    }
+
+    #[inline(always)]
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    fn recording(self) -> bool {
+        self.seen & Self::RECORDING != 0
+    }
 }
 
 /// A task root's poll entry: registers it on its first poll, marks it
-/// running and makes it the thread's current frame.
+/// running and makes it the thread's current frame. Returns the poll in
+/// progress and the waker to poll with, or `None` for an untracked root
+/// (poll with the executor's context).
+///
+/// The first poll takes a cold call, then the same path as every other
+/// poll, so that what this returns stays in registers.
 #[inline(always)]
-pub(crate) fn enter(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Entered {
+pub(crate) fn enter(
+    frame: &AsyncStackFrame,
+    a: &Active,
+    cx: &Context<'_>,
+) -> Option<(Polling, LentWaker)> {
     let p = frame.place.load(Ordering::Relaxed);
-    let Some(index) = place::tracked_root(p) else {
-        return enter_slow(frame, a, cx);
+    let (p, r) = match place::tracked_root(p).and_then(registry::record) {
+        Some(r) => (p, r),
+        None => enter_first(frame, a, cx)?,
     };
-    let Some(r) = registry::record(index) else {
-        return enter_slow(frame, a, cx);
-    };
+    let index = place::record(p);
     // SAFETY: the live task holds a reference to its record.
     let waker = if unsafe { r.will_wake(cx.waker()) } {
         waker::lend(index)
     } else {
         fallback(index, cx)
     };
-    let seen = begin(r, place::key_of(p), frame, a);
-    Entered::Task {
-        waker,
-        record: r,
-        seen,
-    }
+    Some((begin(r, place::key_of(p), frame, a), waker))
 }
 
-/// The task of `r` starts a poll on this thread, with `root` current;
-/// returns the wake count the poll starts from.
+/// The task of `r` starts a poll on this thread, with `root` current.
 #[inline(always)]
-fn begin(r: &TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -> u64 {
+fn begin(r: &'static TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -> Polling {
     r.collect_foreign();
     // Lists this thread, on its first task poll, for debuggers and the
     // sampler.
@@ -91,30 +108,36 @@ fn begin(r: &TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -> u64 {
     #[cfg(not(async_stack_loom))]
     if crate::wake::recorder::on() {
         crate::wake::recorder::poll_started(place::record(key), r, root);
+        return Polling {
+            record: r,
+            seen: seen | Polling::RECORDING,
+        };
     }
-    seen
+    Polling { record: r, seen }
 }
 
-/// [`enter`] on a first poll, and for an untracked root.
+/// [`enter`] on a first poll, and for an untracked root: registers the
+/// root if it is not one yet; returns its place and record if it is
+/// tracked, else enters it untracked and returns `None`. A tracked root
+/// whose record cannot be found (cannot happen: records are never freed)
+/// is polled untracked too, rather than panicking inside the executor.
 #[cold]
 #[inline(never)]
-fn enter_slow(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> Entered {
+fn enter_first(
+    frame: &AsyncStackFrame,
+    a: &Active,
+    cx: &Context<'_>,
+) -> Option<(u64, &'static TaskRecord)> {
     let mut p = frame.place.load(Ordering::Relaxed);
     if !place::is_root(p) {
         p = register(frame, a, cx);
     }
-    let key = place::key_of(p);
-    if key == UNTRACKED {
-        a.enter_untracked(frame, key);
-        return Entered::Untracked;
-    }
-    let index = place::record(p);
-    let r = registry::record(index).expect("a registered root names a record");
-    let seen = begin(r, key, frame, a);
-    Entered::Task {
-        waker: waker::lend(index),
-        record: r,
-        seen,
+    match place::tracked_root(p).and_then(registry::record) {
+        Some(r) => Some((p, r)),
+        None => {
+            a.enter_untracked(frame, place::key_of(p));
+            None
+        }
     }
 }
 
@@ -135,6 +158,12 @@ fn fallback(index: u32, cx: &Context<'_>) -> LentWaker {
     // root is polling).
     let usable = unsafe { cur.as_ref() }.is_some_and(|f| f.wakes_like(cx.waker()));
     if !usable {
+        if let Some(r) = registry::record(index) {
+            // Only the task's polling thread writes `spawn` after its
+            // registration; the end of the task looks for the fallback.
+            let w = r.spawn.load(Ordering::Relaxed);
+            r.spawn.store(w | spawn_word::FALLBACK, Ordering::Relaxed);
+        }
         let new = Arc::into_raw(Fallback::new(index, cx.waker()));
         ext.fallback.store(new.cast_mut().cast(), Ordering::Release);
         if !cur.is_null() {
@@ -150,30 +179,26 @@ fn fallback(index: u32, cx: &Context<'_>) -> LentWaker {
     unsafe { Fallback::lend(cur) }
 }
 
-/// A task root's poll exit: no frame runs; the task (`task`: its record
-/// and the wake count its poll started from) is idle or scheduled, or it
-/// ends if it completed.
+/// A task root's poll exit: no frame runs; the task (`task`: the poll in
+/// progress) is idle or scheduled, or it ends if it completed.
 #[inline(always)]
-pub(crate) fn exit(
-    frame: &AsyncStackFrame,
-    a: &Active,
-    task: Option<(&TaskRecord, u64)>,
-    pending: bool,
-) {
-    let self_wakes = a.leave_task();
-    if let Some((r, seen)) = task {
+pub(crate) fn exit(frame: &AsyncStackFrame, a: &Active, task: Option<Polling>, pending: bool) {
+    let self_wakes = a.leave_task(task.map(|t| t.record));
+    if let Some(t) = task {
+        let r = t.record;
         #[cfg(not(async_stack_loom))]
-        if crate::wake::recorder::on() {
+        if t.recording() {
             // The root's place still names its record (`end_task` below
             // takes it).
             let index = place::record(frame.place.load(Ordering::Relaxed));
-            let woken = (r.woken_count() ^ seen) & crate::task::record::state::SEEN_MASK != 0;
+            let woken = (r.woken_count() ^ t.seen()) & crate::task::record::state::SEEN_MASK != 0;
             crate::wake::recorder::poll_ended(index, r, pending, self_wakes, woken);
         }
         if pending {
-            r.end_poll(clock::now_ms(), self_wakes, seen);
+            r.end_poll(clock::now_ms(), self_wakes, t.seen());
         } else {
-            end_task(frame.place.swap(0, Ordering::Relaxed));
+            let p = frame.take_place();
+            end_task_in(r, place::record(p));
         }
     }
 }
@@ -182,7 +207,7 @@ pub(crate) fn exit(
 /// root kept after a caught panic is shown idle, not running.
 #[cold]
 #[inline(never)]
-pub(crate) fn unwind(frame: &AsyncStackFrame, a: &Active, task: Option<(&TaskRecord, u64)>) {
+pub(crate) fn unwind(frame: &AsyncStackFrame, a: &Active, task: Option<Polling>) {
     exit(frame, a, task, true);
 }
 
@@ -193,7 +218,10 @@ pub(crate) fn unwind(frame: &AsyncStackFrame, a: &Active, task: Option<(&TaskRec
 fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     // A frame polled as a child before keeps no place there, and has no
     // parent now.
-    place::unlink(frame.place.swap(0, Ordering::Relaxed), Some(a));
+    let old = frame.take_place();
+    if old != 0 {
+        place::unlink(old, Some(a));
+    }
     frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
     #[cfg(not(async_stack_loom))]
     crate::wake::recorder::init_from_env();
@@ -210,7 +238,7 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     // SAFETY: `refs` was 0 (a free record) and the cell holds no waker
     // (`recycle` took it, or it was never written).
     unsafe { r.put_waker(cx.waker().clone()) };
-    r.reset_stack();
+    r.start_stack(frame.site_id());
     r.polls.store(0, Ordering::Relaxed);
     r.wakes.store(0, Ordering::Relaxed);
     r.self_wakes.store(0, Ordering::Relaxed);
@@ -234,7 +262,6 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     };
     r.parent.store(parent, Ordering::Relaxed);
     r.spawn.store(spawn_word, Ordering::Relaxed);
-    r.take_root(frame.site_id());
     // Last: readers report the record once its id is set.
     r.id.store(registry::next_id(), Ordering::Release);
     let p = place::root(place::key(index, inc));
@@ -249,9 +276,14 @@ pub(crate) fn end_task(p: u64) {
         return;
     }
     let index = place::record(p);
-    let Some(r) = registry::record(index) else {
-        return;
-    };
+    if let Some(r) = registry::record(index) {
+        end_task_in(r, index);
+    }
+}
+
+/// [`end_task`] for a tracked task whose record (index `index`) the caller
+/// has: the root's own exit, when it completes.
+pub(crate) fn end_task_in(r: &TaskRecord, index: u32) {
     #[cfg(not(async_stack_loom))]
     if crate::wake::recorder::on() {
         crate::wake::recorder::task_ended(index, r.id.load(Ordering::Relaxed));
@@ -261,8 +293,12 @@ pub(crate) fn end_task(p: u64) {
     r.release_chunks();
     // `parent` and `spawn` stay: nobody reads a free record's, and the
     // next task's registration writes both.
-    let named = spawn_word::named(r.spawn.load(Ordering::Relaxed));
-    if let Some(e) = registry::ext(index) {
+    let spawn = r.spawn.load(Ordering::Relaxed);
+    let named = spawn_word::named(spawn);
+    if let Some(e) = spawn_word::has_ext(spawn)
+        .then(|| registry::ext(index))
+        .flatten()
+    {
         // Clearing an empty name is skipped: an `arc-swap` store is not
         // free.
         if named {
@@ -279,7 +315,18 @@ pub(crate) fn end_task(p: u64) {
             drop(unsafe { Arc::from_raw(f.cast_const().cast::<Fallback>()) });
         }
     }
-    let _ = waker::release(index);
+    // The task's own reference to the record. When it is the only one
+    // left, no waker of the task exists, and none can appear (a waker is
+    // cloned from a waker, or from the one lent to the task's poll, which
+    // is over): the record is recycled without a read-modify-write. The
+    // acquire load pairs with the release decrement of the last waker
+    // dropped, as in `waker::release`.
+    if r.refs.load(Ordering::Acquire) == 1 {
+        r.refs.store(0, Ordering::Relaxed);
+        recycle(r, index);
+    } else {
+        let _ = waker::release(index);
+    }
 }
 
 /// The last reference to record `index` is gone: its executor waker is

@@ -266,6 +266,15 @@ fn dir_get(head: &Chunk, entry: u32) -> u32 {
     (w >> (32 * (entry % 2))) as u32
 }
 
+/// Lets another thread run: the one whose foreign section a writer waits
+/// for (under loom, the model's scheduler).
+fn yield_now() {
+    #[cfg(not(async_stack_loom))]
+    std::thread::yield_now();
+    #[cfg(async_stack_loom)]
+    loom::thread::yield_now();
+}
+
 impl TaskRecord {
     // ---- sections (the writer) ----
 
@@ -299,7 +308,17 @@ impl TaskRecord {
     /// The word of slot `slot`, if the chunk it lives in exists. Any
     /// thread: chunks are never freed; what a reader finds there is
     /// validated by its copy's counters and the record's id.
+    #[inline]
     fn slot_word(&self, slot: u32) -> Option<&AtomicU64> {
+        match self.slots.get(slot as usize) {
+            Some(w) => Some(w),
+            None => self.chunk_slot_word(slot),
+        }
+    }
+
+    /// [`slot_word`](Self::slot_word) past the record's own slots.
+    #[inline(never)]
+    fn chunk_slot_word(&self, slot: u32) -> Option<&AtomicU64> {
         match locate(slot) {
             Ok(i) => self.slots.get(i),
             Err((entry, i)) => {
@@ -344,13 +363,16 @@ impl TaskRecord {
         self.slot_word(slot)
     }
 
-    /// The writer, for a new task: an empty stack, the foreign counters
-    /// taken as seen.
-    pub(crate) fn reset_stack(&self) {
+    /// The writer, for a new task: a stack that holds only its root, at
+    /// `site`, in slot 0, with the foreign counters taken as seen. One
+    /// section.
+    pub(crate) fn start_stack(&self, site: u32) {
         let f = self.foreign.load(Ordering::Acquire);
         let old = self.meta();
+        let birth = self.next_birth();
         let s = self.begin();
-        for slot in 0..old.top {
+        self.slots[0].store(word::pack(site, NO_SLOT, birth), Ordering::Relaxed);
+        for slot in 1..old.top {
             if let Some(w) = self.slot_word(slot) {
                 w.store(0, Ordering::Relaxed);
             }
@@ -359,7 +381,7 @@ impl TaskRecord {
             hidden: 0,
             seen_hidden: foreign::hidden_retired(f),
             seen_version: foreign::version(f),
-            top: 0,
+            top: 1,
         });
         self.end(s);
     }
@@ -369,17 +391,6 @@ impl TaskRecord {
         let b = self.births.load(Ordering::Relaxed).wrapping_add(1);
         self.births.store(b, Ordering::Relaxed);
         b
-    }
-
-    /// The writer: the task root takes slot 0.
-    pub(crate) fn take_root(&self, site: u32) {
-        let birth = self.next_birth();
-        let s = self.begin();
-        self.slots[0].store(word::pack(site, NO_SLOT, birth), Ordering::Relaxed);
-        let mut m = self.meta();
-        m.top = m.top.max(1);
-        self.set_meta(m);
-        self.end(s);
     }
 
     /// The writer: a frame at `site` takes the lowest free slot under the
@@ -615,14 +626,33 @@ impl TaskRecord {
     /// incarnation once no foreign section is open (they are a few
     /// instructions long), and returns it. From then on no frame of the
     /// ended task touches the record.
+    ///
+    /// When no frame but the root holds a place in the incarnation (no
+    /// slot above the root's in use, none hidden, no section open), no
+    /// foreign thread can be retiring one: only a frame with a place
+    /// retires, and a slot stays in use, or a hidden frame counted, until
+    /// this writer frees it. Nothing else writes the word then, and a
+    /// store moves it on, which saves the compare-and-swap (a locked
+    /// instruction) at the end of most tasks. `meta` is the writer's: the
+    /// thread ending the task is the one that polled it last, or one the
+    /// task's future was handed to since.
     pub(crate) fn close_incarnation(&self) -> u32 {
         let mut f = self.foreign.load(Ordering::Acquire);
+        let m = self.meta();
+        if m.top <= 1 && m.hidden == 0 && foreign::open(f) == 0 {
+            let next = foreign::incarnation(f).wrapping_add(1);
+            self.foreign
+                .store(foreign::with_incarnation(f, next), Ordering::Release);
+            return next;
+        }
         let mut spins = 0u32;
         loop {
             if foreign::open(f) != 0 {
                 spins += 1;
-                if spins.is_multiple_of(64) {
-                    std::thread::yield_now();
+                // Under loom the model must be told to run the thread
+                // whose section is open.
+                if spins.is_multiple_of(64) || cfg!(async_stack_loom) {
+                    yield_now();
                 } else {
                     std::hint::spin_loop();
                 }
@@ -645,8 +675,17 @@ impl TaskRecord {
     /// The thread ending the task: gives the task's chunks back to the
     /// pool (after [`close_incarnation`](Self::close_incarnation), so no
     /// foreign section can touch them).
+    #[inline]
     pub(crate) fn release_chunks(&self) {
         let head = self.chunk.load(Ordering::Relaxed);
+        if head != 0 {
+            self.release_chunks_from(head);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn release_chunks_from(&self, head: u32) {
         let Some(head_chunk) = registry::chunk(head) else {
             return;
         };
@@ -1031,6 +1070,52 @@ mod loom_tests {
                 }
             }
             ender.join().unwrap();
+        });
+    }
+
+    /// A task that ends with no frame but its root closes its incarnation
+    /// with a store (see `close_incarnation`): a reader copying it, and the
+    /// next task that takes the record, are still never mixed.
+    #[test]
+    fn a_root_only_task_ending_under_a_copy_is_never_mixed_with_the_next() {
+        bounded_model(2, || {
+            let t = task(&ROOT, 1);
+            let index = t.index;
+            let ender = loom::thread::spawn(move || {
+                root::end_task(place::root(t.key));
+                let next = task(&OTHER, 2);
+                assert_eq!(next.index, index, "the freed record is reused");
+            });
+            let (r, o) = (ROOT.id(), OTHER.id());
+            if let Some((id, _, frames)) = view(t) {
+                match id {
+                    1 => assert_eq!(frames, [(0, r, false)]),
+                    2 => assert_eq!(frames, [(0, o, false)]),
+                    _ => panic!("task {id}"),
+                }
+            }
+            ender.join().unwrap();
+        });
+    }
+
+    /// A task ends on one thread while one of its frames is dropped on
+    /// another: the retirement lands in the ended task or nowhere, never in
+    /// the next task of the record.
+    #[test]
+    fn a_retirement_racing_the_end_of_a_task_never_reaches_the_next() {
+        bounded_model(2, || {
+            let t = task(&ROOT, 1);
+            let child = frame(&CHILD);
+            place_child(t, child);
+            let p = child.place.swap(0, Ordering::Relaxed);
+            let dropper = loom::thread::spawn(move || place::unlink(p, None));
+            root::end_task(place::root(t.key));
+            let next = task(&OTHER, 2);
+            dropper.join().unwrap();
+            next.record.collect_foreign();
+            assert_eq!(view(next).unwrap().2, [(0, OTHER.id(), false)]);
+            let m = next.record.meta();
+            assert_eq!((m.top, m.hidden), (1, 0), "{m:?}");
         });
     }
 

@@ -3,9 +3,9 @@
 //! Reads every `<criterion dir>/**/new/{benchmark,estimates}.json` left by
 //! `cargo bench -p benches` and prints markdown: the `poll_depth` per-level
 //! per-poll table with the async-stack / async-backtrace and
-//! async-stack / await-tree ratios and the targets, then the `root`,
-//! `capture`, `spawn`, `dump`, `dump_cold` and `memory` tables, and last a
-//! table of every target with its verdict. Each time is criterion's
+//! async-stack / await-tree ratios and the targets, then the `root_poll`,
+//! `root`, `capture`, `spawn`, `dump`, `dump_cold` and `memory` tables, and
+//! last a table of every target with its verdict. Each time is criterion's
 //! headline estimate (the
 //! regression slope when criterion has one, else the mean), the number
 //! printed after `time:` by `cargo bench`; for `dump_cold_alloc` that
@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use benches::memory::{self, Figures, Variant};
+use benches::root_poll::ROOT_POLL_DEPTHS;
 use benches::{
     DEPTHS, DUMP_DEPTH, DUMP_TASKS, POLLS_PER_FUTURE, SAMPLER_APP_HZ, SAMPLER_APP_TASKS,
     SAMPLER_TICK_HZ, SAMPLER_TICK_TASKS, SPAWN_POLLS, SPAWN_TASKS, names,
@@ -38,6 +39,17 @@ use serde_json::Value;
 const TARGET_NS_PER_LEVEL: f64 = 2.0;
 /// Largest acceptable async-stack / async-backtrace per-level ratio.
 const TARGET_RATIO_VS_ASYNC_BACKTRACE: f64 = 0.5;
+/// The per-level cost aimed at next, at depth 8, ns (not a target yet).
+const AIM_NS_PER_LEVEL: f64 = 1.0;
+/// Largest acceptable async-stack / async-backtrace ratio of what each adds
+/// to a root poll at depth 8 (`root_poll`).
+const TARGET_ROOT_POLL_RATIO: f64 = 0.5;
+/// The depth of the `root_poll` target.
+const TARGET_ROOT_POLL_DEPTH: u32 = 8;
+/// Largest acceptable async-stack / async-backtrace ratio of what each adds
+/// to a task's life (`root`, one poll) and to a spawn + completion through
+/// the helper (`spawn`, `current_thread`, one poll).
+const TARGET_RATIO_TASK_LIFE: f64 = 1.0;
 /// Largest acceptable cost a task root adds to a spawn + completion, ns.
 const TARGET_SPAWN_NS: f64 = 100.0;
 /// The polls of the spawned task the spawn target is measured with.
@@ -92,6 +104,7 @@ fn main() -> ExitCode {
     }
     let r = Lookup(&results);
     poll_depth(&r);
+    root_poll(&r);
     root(&r);
     capture(&r);
     spawn(&r);
@@ -254,7 +267,121 @@ fn poll_depth(r: &Lookup<'_>) {
     for target in &poll_depth_targets(r)[..] {
         println!("- {}", target.line());
     }
+    println!(
+        "- next aim (not a target): {AIM_NS_PER_LEVEL} ns per level per poll at depth 8, \
+         measured {}",
+        fmt(per_level(r, names::ASYNC_STACK, 8), 2)
+    );
     println!();
+}
+
+/// The `root_poll` variants, baseline first.
+const ROOT_POLL_VARIANTS: [&str; 4] = [
+    names::UNTRACED,
+    names::ASYNC_STACK,
+    names::ASYNC_BACKTRACE,
+    names::AWAIT_TREE,
+];
+
+/// What `variant` adds to a root poll at `depth` in `root_poll`, ns.
+fn root_poll_added(r: &Lookup<'_>, variant: &str, depth: u32) -> Option<f64> {
+    let g = names::ROOT_POLL;
+    Some(r.get(g, variant, depth)? - r.get(g, names::UNTRACED, depth)?)
+}
+
+fn root_poll(r: &Lookup<'_>) {
+    let g = names::ROOT_POLL;
+    println!("## root_poll\n");
+    println!(
+        "One poll of a registered task root, boxed levels, leaf `Pending`, ns per root poll \
+         (95% interval); added = variant − untraced:\n"
+    );
+    println!("| depth | variant | ns per root poll | added ns | × untraced |");
+    println!("|---:|---|---:|---:|---:|");
+    for depth in ROOT_POLL_DEPTHS {
+        let base = r.get(g, names::UNTRACED, depth);
+        for variant in ROOT_POLL_VARIANTS {
+            println!(
+                "| {depth} | {variant} | {} | {} | {} |",
+                r.with_ci(g, variant, depth, 1.0, 2),
+                fmt(root_poll_added(r, variant, depth), 2),
+                fmt(ratio(r.get(g, variant, depth), base), 2)
+            );
+        }
+    }
+    let (ours, ab, at) = (
+        names::ASYNC_STACK,
+        names::ASYNC_BACKTRACE,
+        names::AWAIT_TREE,
+    );
+    println!("\n| depth | {ours} / {ab} (added) | {ours} / {at} (added) |");
+    println!("|---:|---:|---:|");
+    for depth in ROOT_POLL_DEPTHS {
+        let added = |v: &str| root_poll_added(r, v, depth);
+        println!(
+            "| {depth} | {} | {} |",
+            fmt(ratio(added(ours), added(ab)), 2),
+            fmt(ratio(added(ours), added(at)), 2)
+        );
+    }
+    println!();
+    println!("- {}", root_poll_target(r).line());
+    println!();
+}
+
+fn root_poll_target(r: &Lookup<'_>) -> Target {
+    let d = TARGET_ROOT_POLL_DEPTH;
+    Target::at_most(
+        format!(
+            "≤ {TARGET_ROOT_POLL_RATIO} × async-backtrace's added cost per root poll at depth {d}"
+        ),
+        ratio(
+            root_poll_added(r, names::ASYNC_STACK, d),
+            root_poll_added(r, names::ASYNC_BACKTRACE, d),
+        ),
+        TARGET_ROOT_POLL_RATIO,
+        "×",
+        2,
+    )
+}
+
+/// What `variant` adds to a task's life in `root` (`polls` polls), ns.
+fn root_added(r: &Lookup<'_>, variant: &str, polls: u32) -> Option<f64> {
+    let g = names::ROOT;
+    Some(r.get(g, variant, polls)? - r.get(g, names::UNTRACED, polls)?)
+}
+
+fn root_target(r: &Lookup<'_>) -> Target {
+    Target::at_most(
+        format!(
+            "≤ {TARGET_RATIO_TASK_LIFE} × async-backtrace's added cost of a task root created, \
+             polled once and dropped (`root`)"
+        ),
+        ratio(
+            root_added(r, names::ASYNC_STACK, 1),
+            root_added(r, names::ASYNC_BACKTRACE, 1),
+        ),
+        TARGET_RATIO_TASK_LIFE,
+        "×",
+        2,
+    )
+}
+
+fn spawn_helper_target(r: &Lookup<'_>) -> Target {
+    let g = names::SPAWN_CURRENT_THREAD;
+    Target::at_most(
+        format!(
+            "≤ {TARGET_RATIO_TASK_LIFE} × async-backtrace's added cost per spawn+completion \
+             through the spawn helper (current_thread, 1 poll)"
+        ),
+        ratio(
+            spawn_added(r, g, names::ASYNC_STACK_SPAWN_HELPER, 1),
+            spawn_added(r, g, names::ASYNC_BACKTRACE, 1),
+        ),
+        TARGET_RATIO_TASK_LIFE,
+        "×",
+        2,
+    )
 }
 
 /// `(variant - untraced) / (depth * polls)` in `poll_depth`, ns.
@@ -350,7 +477,7 @@ fn root(r: &Lookup<'_>) {
             names::AWAIT_TREE,
         ] {
             let t = r.get(g, variant, polls);
-            let extra = t.zip(base).map(|(t, b)| t - b);
+            let extra = root_added(r, variant, polls);
             println!(
                 "| {polls} | {variant} | {} | {} | {} |",
                 r.with_ci(g, variant, polls, 1.0, 1),
@@ -359,6 +486,8 @@ fn root(r: &Lookup<'_>) {
             );
         }
     }
+    println!();
+    println!("- {}", root_target(r).line());
     println!();
 }
 
@@ -461,6 +590,7 @@ fn spawn(r: &Lookup<'_>) {
     for target in spawn_targets(r, names::SPAWN_CURRENT_THREAD, "current_thread") {
         println!("- {}", target.line());
     }
+    println!("- {}", spawn_helper_target(r).line());
     println!(
         "- informational only (process CPU time, which also counts the workers' searching and \
          parking, varies more between runs than these differences):"
@@ -657,11 +787,13 @@ fn targets(r: &Lookup<'_>) {
     println!("|---|---:|---|");
     let all = poll_depth_targets(r)
         .into_iter()
+        .chain([root_poll_target(r), root_target(r)])
         .chain(spawn_targets(
             r,
             names::SPAWN_CURRENT_THREAD,
             "current_thread",
         ))
+        .chain([spawn_helper_target(r)])
         .chain([dump_target(r), dump_json_target(r)])
         .chain(dump_cold_targets(r))
         .chain([memory_target(r)])

@@ -123,7 +123,9 @@ pub struct DumpFrame {
 /// One live task, as a dump saw it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskInfo {
-    /// Task id, unique for the life of the process.
+    /// Task id, unique for the life of the process. The tasks registered
+    /// on one thread get increasing ids; threads take ids in blocks of 64,
+    /// so ids from several threads interleave by block.
     pub id: u64,
     /// Name, from a spawn helper or `#[traced_async(name = "...")]`.
     pub name: Option<String>,

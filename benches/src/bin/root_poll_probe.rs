@@ -1,0 +1,109 @@
+//! `root_poll_probe`: polls the `root_poll` bench's chains a given number
+//! of times and nothing else, for instruction counts under callgrind.
+//!
+//! Timing on a shared machine moves with its load; instructions executed
+//! do not. Two runs that differ only in the number of polls give the
+//! instructions of one root poll, with everything else (start-up, the
+//! first registration, the first poll on the thread) cancelled:
+//!
+//! ```text
+//! cargo build -p benches --profile bench --bin root_poll_probe
+//! for n in 5000 15000; do
+//!   valgrind --tool=callgrind --separate-threads=yes \
+//!     --callgrind-out-file=/tmp/cg.$n target/release/root_poll_probe async-stack 8 $n
+//! done
+//! # the main thread's file is /tmp/cg.N-01; its `totals:` line is Ir:
+//! # instructions per root poll = (Ir(15000) - Ir(5000)) / 10000
+//! ```
+//!
+//! Only the main thread's count is read: async-stack's clock thread ticks
+//! by time, and a run under callgrind lasts in proportion to its polls, so
+//! its instructions would not cancel.
+//!
+//! Arguments: the variant (`untraced`, `async-stack`, `async-backtrace`;
+//! the names of [`benches::names`]), the depth (1 or 8), the number of
+//! polls. Like the bench, it makes a new root every
+//! [`POLLS_PER_ROOT`] polls. With `once` for the depth, each poll is of a
+//! new one-level task that completes on it and is dropped, as in the
+//! `root` bench with one poll: the instructions of a task root's whole
+//! life.
+
+use std::hint::black_box;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::task::{Context, Waker};
+
+use benches::names;
+use benches::root_poll::{self, Boxed, POLLS_PER_ROOT};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [variant, depth, polls] = &args[..] else {
+        eprintln!("usage: root_poll_probe VARIANT DEPTH POLLS");
+        return ExitCode::FAILURE;
+    };
+    let Ok(polls) = polls.parse::<u64>() else {
+        eprintln!("root_poll_probe: POLLS is a count");
+        return ExitCode::FAILURE;
+    };
+    if depth == "once" {
+        return once(variant, polls);
+    }
+    let Ok(depth @ (1 | 8)) = depth.parse::<u32>() else {
+        eprintln!("root_poll_probe: DEPTH is 1, 8 or `once`");
+        return ExitCode::FAILURE;
+    };
+    let make: fn(u32) -> Boxed = match variant.as_str() {
+        names::UNTRACED => root_poll::untraced::root,
+        names::ASYNC_STACK => root_poll::async_stack::root,
+        names::ASYNC_BACKTRACE => root_poll::async_backtrace::root,
+        _ => {
+            eprintln!("root_poll_probe: unknown variant {variant:?}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut left = polls;
+    while left > 0 {
+        let n = left.min(POLLS_PER_ROOT);
+        let mut root = make(depth);
+        let mut fut: Pin<&mut (dyn Future<Output = ()> + Send)> = black_box(root.as_mut());
+        for _ in 0..n {
+            assert!(fut.as_mut().poll(&mut cx).is_pending());
+        }
+        left -= n;
+    }
+    ExitCode::SUCCESS
+}
+
+async fn untraced_one(pending: u32) {
+    benches::yield_leaf(pending).await
+}
+
+#[async_stack::traced_async]
+async fn async_stack_one(pending: u32) {
+    benches::yield_leaf(pending).await
+}
+
+#[async_backtrace::framed]
+async fn async_backtrace_one(pending: u32) {
+    benches::yield_leaf(pending).await
+}
+
+/// `tasks` one-level tasks, each created, polled once to completion and
+/// dropped.
+fn once(variant: &str, tasks: u64) -> ExitCode {
+    let run: fn(u32) -> u32 = match variant {
+        names::UNTRACED => |p| benches::poll_to_completion(untraced_one(p)).1,
+        names::ASYNC_STACK => |p| benches::poll_to_completion(async_stack_one(p)).1,
+        names::ASYNC_BACKTRACE => |p| benches::poll_to_completion(async_backtrace_one(p)).1,
+        _ => {
+            eprintln!("root_poll_probe: unknown variant {variant:?}");
+            return ExitCode::FAILURE;
+        }
+    };
+    for _ in 0..tasks {
+        assert_eq!(run(black_box(0)), 1);
+    }
+    ExitCode::SUCCESS
+}
