@@ -2,7 +2,8 @@
 # The full test suite of async-stack: the command the README gives, and
 # the one `.ci/run` calls. It installs the system tools the tests need
 # when they are missing, then runs, in order:
-#   1. every unit, integration, UI (trybuild) and doc test, debug build;
+#   1. every unit, integration, UI (trybuild) and doc test, debug build,
+#      the fault-injection suite (tests/tests/faults_*.rs) included;
 #   2. the walker, dump and debugger-script tests again in a release build
 #      with line tables only (profile `release-lines`), where inlining
 #      changes the native stack, and the million-live-task registry test,

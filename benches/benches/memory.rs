@@ -34,8 +34,8 @@
 //! added bytes per task = bytes_per_task(variant) - bytes_per_task(control)
 //! ```
 //!
-//! is what instrumenting a task costs in memory; the issue's target is that
-//! async-stack adds at most 0.75 × what async-backtrace adds, at depth 3.
+//! is what instrumenting a task costs in memory; the target (issue 20) is
+//! that async-stack adds at most what async-backtrace adds, at depth 3.
 //! The bench prints a table of every figure at the end: the median over
 //! its probes of the resident bytes per task, the bytes added over the
 //! control, the size of the future handed to `tokio::spawn` (tokio's task
