@@ -761,7 +761,7 @@ def format_task_table(tasks):
 # ------------------------------------------------------------ splicing
 
 _OWN_SOURCE = re.compile(r"(^|/)async-stack(-[0-9][^/]*)?/src/")
-_TRACED_SOURCE = re.compile(r"(^|/)async-stack(-[0-9][^/]*)?/src/record/traced\.rs$")
+_TRACED_SOURCE = re.compile(r"(^|/)async-stack(-[0-9][^/]*)?/src/task/traced\.rs$")
 
 
 def is_level(frame):
@@ -771,7 +771,7 @@ def is_level(frame):
     if frame.file:
         return (bool(_TRACED_SOURCE.search(frame.file))
                 and _last_segment(name) == "poll")
-    return "async_stack::record::traced::" in name and "poll" in name
+    return "async_stack::task::traced::" in name and "poll" in name
 
 
 def _last_segment(name):

@@ -89,12 +89,14 @@ use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 use crate::record::current::Active;
 use crate::record::frame::AsyncStackFrame;
+use crate::record::site::SiteId;
 use crate::record::site::{
     AWAIT_SITES, AwaitSite, AwaitSiteEntry, CALL_SITES, CallSite, CallSiteEntry, RawStr, SITE_PAGE,
 };
 use crate::record::threads::{MAX_THREADS, ThreadRoot};
 use crate::task::record::{TaskExt, TaskName, TaskRecord, spawn, state, wakes};
-use crate::task::registry::{Chunk, PAGE};
+use crate::task::registry::PAGE;
+use crate::task::stack::Chunk;
 use crate::task::stack::{self, foreign, meta, word};
 
 /// The first word of the descriptor: the bytes `ASYNCSTK`, little-endian.
@@ -324,7 +326,7 @@ const LAYOUT: Layout = Layout {
     chunk_size: o(size_of::<Chunk>()),
     no_slot: crate::task::place::NO_SLOT as u64,
     slot_site_bits: word::PARENT_SHIFT as u64,
-    slot_await_flag: word::AWAIT as u64,
+    slot_await_flag: SiteId::AWAIT as u64,
     slot_parent_shift: word::PARENT_SHIFT as u64,
     slot_parent_bits: (word::BIRTH_SHIFT - word::PARENT_SHIFT) as u64,
     slot_birth_shift: word::BIRTH_SHIFT as u64,
@@ -627,7 +629,7 @@ mod tests {
             l.get("clock_monotonic"),
             u64::from(cfg!(target_os = "linux"))
         );
-        assert_eq!(l.get("slot_await_flag"), u64::from(word::AWAIT));
+        assert_eq!(l.get("slot_await_flag"), u64::from(SiteId::AWAIT));
     }
 
     /// Finds the record of task `id` by scanning the record pages.
@@ -721,7 +723,7 @@ mod tests {
     #[test]
     fn this_thread_is_listed_with_its_id_and_a_chain_while_it_polls() {
         let me = crate::record::current::current();
-        let tid = me.thread_id();
+        let tid = crate::record::threads::thread_id(me);
         // After this thread registered: the first registration publishes
         // the list's addresses, and another test's thread may be that
         // first one.

@@ -106,6 +106,7 @@
 
 #[cfg(not(async_stack_loom))]
 pub mod debug;
+mod pages;
 mod read;
 mod record;
 mod report;
@@ -131,16 +132,16 @@ pub use report::{panic, stall};
 pub use async_stack_macros::traced_async;
 pub use dump::{FromJsonError, TaskDump, TaskInfo, dump};
 pub use read::walker::{Backtrace, BacktraceFrame, FrameKind, backtrace};
-pub use record::current::current_task_id;
 pub use record::frame::AsyncStackFrame;
 pub use record::site::{AwaitSite, CallSite};
-pub use record::traced::{Traced, TracedExt};
 pub use task::TaskState;
+pub use task::record::layout::current_task_id;
+pub use task::traced::{Traced, TracedExt};
 
 /// Items used by the `#[traced_async]` expansion. Not a public API.
 #[doc(hidden)]
 pub mod __private {
     pub use crate::record::site::{AwaitSite, CallSite};
-    pub use crate::record::traced::Traced;
-    pub use crate::record::traced::{clear_await_site, set_await_site};
+    pub use crate::task::traced::Traced;
+    pub use crate::task::traced::{clear_await_site, set_await_site};
 }

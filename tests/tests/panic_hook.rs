@@ -96,7 +96,7 @@ fn respects_rust_backtrace() {
         "full:\n{full}\nshort:\n{short}"
     );
     // The full form shows the plumbing the short one folds away.
-    let poll = "<async_stack::record::traced::Traced<F> as core::future::future::Future>::poll";
+    let poll = "<async_stack::task::traced::Traced<F> as core::future::future::Future>::poll";
     assert!(full.contains(poll), "{full}");
     assert!(!short.contains(poll), "{short}");
 }

@@ -308,11 +308,11 @@ fn is_short_backtrace_marker(name: Option<&str>) -> bool {
 /// one place: one per instrumented level on the stack, inlined or not (the
 /// walker's anchor for each async frame; see `traced.rs`).
 pub(crate) fn is_level(s: &Symbol) -> bool {
-    const TRACED_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/record/traced.rs");
+    const TRACED_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/task/traced.rs");
     let Some(name) = s.name.as_deref() else {
         return false;
     };
-    let full = name.starts_with("<async_stack::record::traced::Traced<")
+    let full = name.starts_with("<async_stack::task::traced::Traced<")
         && name.contains(" as core::future::future::Future>::poll");
     match s.file.as_deref() {
         // Line-tables-only debug info names inlined frames `poll<..>`.

@@ -47,8 +47,15 @@ use std::sync::atomic::{AtomicPtr as LocalPtr, compiler_fence};
 
 use crate::record::frame::AsyncStackFrame;
 use crate::sync::{AtomicPtr, Ordering};
-use crate::task::place::NO_SLOT;
-use crate::task::record::TaskRecord;
+
+/// The record of the task being polled, as this layer sees it: an opaque
+/// address that only the task layer stores and reads back (as a
+/// `crate::task::record::TaskRecord`, never freed), and that readers
+/// compare and hand to it.
+#[repr(C)]
+pub(crate) struct OpaqueRecord {
+    _opaque: [u8; 0],
+}
 
 /// Per-thread state. `#[repr(C)]` for debugger scripts.
 #[repr(C)]
@@ -59,13 +66,14 @@ pub(crate) struct Active {
     /// The place key of the task being polled (`0`: none).
     key: Cell<u64>,
     /// The record of the task being polled (null: none, or untracked).
-    pub(crate) record: LocalPtr<TaskRecord>,
+    pub(crate) record: LocalPtr<OpaqueRecord>,
     /// The current-frame word of an untracked root.
     untracked: AtomicPtr<AsyncStackFrame>,
     /// How many times the task being polled woke itself during this poll.
     pub(crate) self_wakes: Cell<u32>,
-    /// This thread's OS id, once read (`0`: not yet).
-    thread: Cell<u32>,
+    /// This thread's OS id, once read (`0`: not yet); see
+    /// [`crate::record::threads::thread_id`].
+    pub(crate) thread: Cell<u32>,
 }
 
 macro_rules! new_active {
@@ -117,7 +125,7 @@ impl Active {
 
     /// The record of the task being polled (null: none, or untracked).
     #[inline(always)]
-    pub(crate) fn record(&self) -> *const TaskRecord {
+    pub(crate) fn record(&self) -> *const OpaqueRecord {
         self.record.load(Ordering::Relaxed)
     }
 
@@ -130,22 +138,26 @@ impl Active {
         }
     }
 
-    /// A tracked task's poll starts on this thread: `record`'s `current`
-    /// word becomes the thread's, `root` its current frame (in slot 0).
+    /// A tracked task's poll starts on this thread: `current`, the
+    /// current-frame word of the task's `record`, becomes the thread's,
+    /// `root` its current frame (in slot 0).
     #[inline(always)]
-    pub(crate) fn enter_task(&self, record: &TaskRecord, key: u64, root: &AsyncStackFrame) {
-        self.record
-            .store(std::ptr::from_ref(record).cast_mut(), Ordering::Relaxed);
+    pub(crate) fn enter_task(
+        &self,
+        record: *const OpaqueRecord,
+        current: &'static AtomicPtr<AsyncStackFrame>,
+        key: u64,
+        root: &AsyncStackFrame,
+    ) {
+        self.record.store(record.cast_mut(), Ordering::Relaxed);
         self.key.set(key);
-        record.current.store(tag(root, 0), Ordering::Relaxed);
+        current.store(tag(root, 0), Ordering::Relaxed);
         // Last: the guard that clears the state exists only once the root
         // entry returns, so nothing above may leave `word` set. A signal
         // handler that sees `word` sees the stores above (module docs).
         compiler_fence(Ordering::Release);
-        self.word.store(
-            std::ptr::from_ref(&record.current).cast_mut(),
-            Ordering::Relaxed,
-        );
+        self.word
+            .store(std::ptr::from_ref(current).cast_mut(), Ordering::Relaxed);
     }
 
     /// An untracked root's poll starts on this thread.
@@ -161,14 +173,14 @@ impl Active {
     }
 
     /// A task root's poll ends on this thread, by return or unwinding: no
-    /// frame runs any more. `record` is the task's (`None`: an untracked
-    /// root), whose `current` word is the thread's. Returns the self-wakes
-    /// of the poll. `key` keeps its value: it is read only while `word` or
-    /// `record` is set.
+    /// frame runs any more. `current` is the current-frame word of the
+    /// task's record (`None`: an untracked root), the thread's. Returns the
+    /// self-wakes of the poll. `key` keeps its value: it is read only
+    /// while `word` or `record` is set.
     #[inline(always)]
-    pub(crate) fn leave_task(&self, record: Option<&TaskRecord>) -> u32 {
-        match record {
-            Some(r) => r.current.store(std::ptr::null_mut(), Ordering::Relaxed),
+    pub(crate) fn leave_task(&self, current: Option<&AtomicPtr<AsyncStackFrame>>) -> u32 {
+        match current {
+            Some(c) => c.store(std::ptr::null_mut(), Ordering::Relaxed),
             None => self
                 .untracked
                 .store(std::ptr::null_mut(), Ordering::Relaxed),
@@ -184,42 +196,6 @@ impl Active {
     #[inline]
     pub(crate) fn polled_tasks(&self) -> bool {
         self.thread.get() != 0
-    }
-
-    /// This thread's OS id (Linux `gettid`; `0` elsewhere), read once, on
-    /// the first task poll of the thread, which also lists the thread in
-    /// [`crate::record::threads`].
-    #[inline(always)]
-    pub(crate) fn thread_id(&self) -> u32 {
-        let id = self.thread.get();
-        if id != 0 {
-            return id;
-        }
-        self.first_task_poll()
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn first_task_poll(&self) -> u32 {
-        let id = os_thread_id();
-        self.thread.set(id);
-        #[cfg(not(async_stack_loom))]
-        crate::record::threads::register(self, id);
-        id
-    }
-}
-
-#[cold]
-fn os_thread_id() -> u32 {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: `gettid` takes no argument and cannot fail.
-        let id = unsafe { libc::gettid() };
-        u32::try_from(id).unwrap_or(0)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        0
     }
 }
 
@@ -261,15 +237,12 @@ pub(crate) fn current() -> &'static Active {
     unreachable!("the loom models pass their thread state explicitly")
 }
 
-/// The id of the task whose poll is running on this thread, if any.
-pub fn current_task_id() -> Option<u64> {
-    with(|a| {
-        // SAFETY: null or a record of the registry (never freed).
-        unsafe { a.record().as_ref() }.map(|r| r.id.load(Ordering::Relaxed))
-    })
-    .flatten()
-    .filter(|&id| id != 0)
-}
+/// Bits of a slot number: a frame's index in its task's published stack
+/// (see [`crate::task::stack`]), which the current-frame word carries.
+pub(crate) const SLOT_BITS: u32 = 6;
+/// "No slot": a frame that has none (deeper than the published stack, or
+/// in an untracked task).
+pub(crate) const NO_SLOT: u32 = (1 << SLOT_BITS) - 1;
 
 /// Where a frame's slot goes in the current-frame word.
 #[cfg(target_arch = "x86_64")]
@@ -304,23 +277,6 @@ pub(crate) fn untag(word: *mut AsyncStackFrame) -> *mut AsyncStackFrame {
     #[cfg(not(target_arch = "x86_64"))]
     {
         word
-    }
-}
-
-/// The slot of the frame in a current-frame word: from the tag on x86-64,
-/// else from the frame's place (`frame` is `untag(word)`, non-null and
-/// alive).
-#[inline(always)]
-pub(crate) fn slot_of(word: *mut AsyncStackFrame, frame: &AsyncStackFrame) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let _ = frame;
-        (word.addr() >> SLOT_SHIFT) as u32
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = word;
-        crate::task::place::own(frame.place.load(Ordering::Relaxed))
     }
 }
 

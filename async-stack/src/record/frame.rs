@@ -38,9 +38,8 @@
 //! of one parent is placed at the right one, and the frame stays three
 //! words. It symbolises (addr2line) to the line of the parent's `.await`.
 
-use crate::record::site::{AwaitSite, CallSite};
+use crate::record::site::{AwaitSite, CallSite, SiteId};
 use crate::sync::{AtomicPtr, AtomicU64, Ordering};
-use crate::task::stack::word;
 
 /// One async stack frame: the record an instrumented future keeps while it
 /// runs, linked to the frame of the future that polls it.
@@ -134,12 +133,11 @@ impl AsyncStackFrame {
     }
 
     /// The site field of this frame's published word (see
-    /// [`crate::task::stack::word`]): its await site's id, or its call
-    /// site's.
-    pub(crate) fn site_id(&self) -> u32 {
+    /// [`crate::task::stack`]): its await site's id, or its call site's.
+    pub(crate) fn site_id(&self) -> SiteId {
         match self.await_site() {
-            Some(a) => a.id() | word::AWAIT,
-            None => self.call_site().id(),
+            Some(a) => SiteId::at_await(a.id()),
+            None => SiteId::call(self.call_site().id()),
         }
     }
 
@@ -169,10 +167,10 @@ mod tests {
         f.set_await(&AWAIT);
         assert!(std::ptr::eq(f.await_site().unwrap(), &AWAIT));
         assert!(std::ptr::eq(f.call_site(), &CALL));
-        assert_eq!(f.site_id(), AWAIT.id() | word::AWAIT);
+        assert_eq!(f.site_id(), SiteId::at_await(AWAIT.id()));
         f.clear_await();
         assert!(f.await_site().is_none());
         assert!(std::ptr::eq(f.call_site(), &CALL));
-        assert_eq!(f.site_id(), CALL.id());
+        assert_eq!(f.site_id(), SiteId::call(CALL.id()));
     }
 }

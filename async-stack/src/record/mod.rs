@@ -6,9 +6,12 @@
 //!   interned ids;
 //! - [`current`]: the thread's current frame and task (the only
 //!   thread-local state);
-//! - [`clock`]: the coarse clock that stamps task states;
-//! - [`traced`]: [`Traced`](traced::Traced), the poll protocol that drives
-//!   all of the above and the task records of [`crate::task`].
+//! - [`threads`]: the list of threads that poll tasks, for readers that
+//!   cannot reach a thread-local;
+//! - [`clock`]: the coarse clock that stamps task states.
+//!
+//! This layer knows nothing of tasks: the poll protocol that drives it
+//! ([`crate::task::traced`]) sits in the task layer above.
 
 pub(crate) mod clock;
 pub(crate) mod current;
@@ -16,4 +19,3 @@ pub(crate) mod frame;
 pub(crate) mod site;
 #[cfg(not(async_stack_loom))]
 pub(crate) mod threads;
-pub(crate) mod traced;

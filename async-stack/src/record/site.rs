@@ -193,6 +193,56 @@ pub(crate) const SITE_ID_BITS: u32 = 24;
 /// to no record.
 pub(crate) const UNKNOWN_SITE: u32 = (1 << SITE_ID_BITS) - 1;
 
+/// What a published slot (and a frame, see
+/// [`AsyncStackFrame::site_id`](crate::record::frame::AsyncStackFrame::site_id))
+/// says about where a frame is: a call site's id, or an await site's id
+/// with the await bit ([`SiteId::AWAIT`]) set, in [`SITE_ID_BITS`] + 1
+/// bits. This type owns that bit: every other layer builds and reads site
+/// fields through it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SiteId(u32);
+
+impl SiteId {
+    /// The bit that marks an await site's id.
+    pub(crate) const AWAIT: u32 = 1 << SITE_ID_BITS;
+
+    /// The site field of a frame running in the body of call site `id`.
+    #[inline(always)]
+    pub(crate) const fn call(id: u32) -> Self {
+        SiteId(id & !Self::AWAIT)
+    }
+
+    /// The site field of a frame at the `.await` of await site `id`.
+    #[inline(always)]
+    pub(crate) const fn at_await(id: u32) -> Self {
+        SiteId(id | Self::AWAIT)
+    }
+
+    /// A site field as stored (a published word's site bits).
+    #[inline(always)]
+    pub(crate) const fn from_raw(raw: u32) -> Self {
+        SiteId(raw)
+    }
+
+    /// The site field as stored.
+    #[inline(always)]
+    pub(crate) const fn raw(self) -> u32 {
+        self.0
+    }
+
+    /// Whether this names an await site.
+    #[inline(always)]
+    pub(crate) const fn is_await(self) -> bool {
+        self.0 & Self::AWAIT != 0
+    }
+
+    /// The call or await site's id, without the await bit.
+    #[inline(always)]
+    pub(crate) const fn id(self) -> u32 {
+        self.0 & !Self::AWAIT
+    }
+}
+
 /// Static description of one `.await` expression inside an instrumented
 /// function.
 #[repr(C)]

@@ -10,7 +10,7 @@
 //!   never freed, named by a page table, a count of entries handed out, and
 //!   a free list of entries given back.
 //! - A thread registers the first time it polls a task root, when it first
-//!   reads its OS thread id ([`Active::thread_id`], cold). It takes a free
+//!   reads its OS thread id ([`thread_id`], cold). It takes a free
 //!   entry (one left by an exited thread) or a new one, and fills it.
 //! - When the thread exits, a thread-local guard clears the entry (id
 //!   first, then the address) and gives it back for the next thread.
@@ -35,8 +35,8 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
+use crate::pages::Arena;
 use crate::record::current::Active;
-use crate::task::registry::Arena;
 
 /// One thread's entry. `#[repr(C)]` for debugger scripts.
 #[repr(C)]
@@ -163,6 +163,40 @@ thread_local! {
     static REGISTRATION: Registration = const { Registration(Cell::new(None)) };
 }
 
+/// This thread's OS id (Linux `gettid`; `0` elsewhere), read once, on
+/// the first task poll of the thread, which also lists the thread here.
+#[inline(always)]
+pub(crate) fn thread_id(a: &Active) -> u32 {
+    let id = a.thread.get();
+    if id != 0 {
+        return id;
+    }
+    first_task_poll(a)
+}
+
+#[cold]
+#[inline(never)]
+fn first_task_poll(a: &Active) -> u32 {
+    let id = os_thread_id();
+    a.thread.set(id);
+    register(a, id);
+    id
+}
+
+#[cold]
+fn os_thread_id() -> u32 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `gettid` takes no argument and cannot fail.
+        let id = unsafe { libc::gettid() };
+        u32::try_from(id).unwrap_or(0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
 /// Registers the calling thread, whose state is `active` and OS id `tid`.
 /// Does nothing if it is registered already, during thread teardown, or
 /// when the list is full.
@@ -215,6 +249,13 @@ fn stack_bounds() -> (usize, usize) {
 }
 
 /// The registered threads, as `(OS id, state address)`: for tests.
+/// Whether the calling thread is listed.
+#[cfg(test)]
+pub(crate) fn is_registered() -> bool {
+    REGISTRATION.with(|r| r.0.get()).is_some()
+}
+
+/// Every listed thread's id and state address.
 #[cfg(test)]
 pub(crate) fn registered() -> Vec<(u32, *const Active)> {
     (0..roots().len())
@@ -227,30 +268,6 @@ pub(crate) fn registered() -> Vec<(u32, *const Active)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A thread that polls a task root is listed with its OS id and the
-    /// address of its state; once it exits, it is no longer listed.
-    #[test]
-    fn a_polling_thread_is_listed_until_it_exits() {
-        use crate::TracedExt;
-        let (tid, active) = std::thread::spawn(|| {
-            futures::executor::block_on(async {}.traced_named("thread-root-test"));
-            let tid = crate::record::current::current().thread_id();
-            let active = std::ptr::from_ref(crate::record::current::current());
-            assert!(REGISTRATION.with(|r| r.0.get()).is_some());
-            assert!(registered().contains(&(tid, active)));
-            (tid, active as usize)
-        })
-        .join()
-        .unwrap();
-        assert_ne!(tid, 0);
-        assert!(
-            !registered()
-                .iter()
-                .any(|&(t, a)| t == tid && a as usize == active),
-            "the exited thread is no longer listed"
-        );
-    }
 
     /// A reader never sees an entry half-written: while one thread fills
     /// and clears an entry over and over, with each fill's words derived

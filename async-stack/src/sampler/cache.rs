@@ -60,8 +60,9 @@ use super::MAX_DEPTH;
 use super::profile::{EntryKey, Profile, SampleState, Weights};
 use super::wall::{group_of, resolve_site, site_frame};
 use crate::record::site::CallSite;
+use crate::record::site::SiteId;
 use crate::task::record::{RawTask, TaskName};
-use crate::task::stack::{StackCopy, word};
+use crate::task::stack::StackCopy;
 
 /// Site ids from this one up are looked up every time rather than cached
 /// (ids are handed out in order from 1, so programs stay far below it; the
@@ -90,8 +91,8 @@ impl SiteFrames {
             self.awaits.clear();
             self.epoch = profile.epoch();
         }
-        let id = (site & !word::AWAIT) as usize;
-        let table = if site & word::AWAIT != 0 {
+        let id = (site & !SiteId::AWAIT) as usize;
+        let table = if site & SiteId::AWAIT != 0 {
             &mut self.awaits
         } else {
             &mut self.calls
@@ -113,7 +114,7 @@ impl SiteFrames {
             return profile.frame(&site_frame(site));
         };
         let f = profile.frame(&raw);
-        let table = if site & word::AWAIT != 0 {
+        let table = if site & SiteId::AWAIT != 0 {
             &mut self.awaits
         } else {
             &mut self.calls

@@ -693,12 +693,12 @@ fn cut_plumbing(symbols: &mut Vec<NativeSymbol>) {
 /// line-tables-only debug info gives inlined frames).
 fn is_traced_poll(s: &NativeSymbol) -> bool {
     let name = s.function.as_str();
-    let full = name.starts_with("<async_stack::record::traced::Traced<")
+    let full = name.starts_with("<async_stack::task::traced::Traced<")
         && name.contains(" as core::future::future::Future>::poll");
     let short = (name == "poll" || name.starts_with("poll<"))
         && s.file.as_deref().is_some_and(|f| {
             f.replace('\\', "/")
-                .ends_with("async-stack/src/record/traced.rs")
+                .ends_with("async-stack/src/task/traced.rs")
         });
     full || short
 }
@@ -750,8 +750,7 @@ mod tests {
 
     #[test]
     fn inline_chain_is_cut_at_traced_poll() {
-        let traced =
-            "<async_stack::record::traced::Traced<F> as core::future::future::Future>::poll";
+        let traced = "<async_stack::task::traced::Traced<F> as core::future::future::Future>::poll";
         let mut chain = vec![
             sym("app::leaf", None),
             sym("async_stack::record::current::enter", None),
@@ -766,10 +765,7 @@ mod tests {
         // Line-tables-only: the short name in traced.rs is the cut too.
         let mut chain = vec![
             sym("leaf", None),
-            sym(
-                "poll<app::Fut>",
-                Some("/x/async-stack/src/record/traced.rs"),
-            ),
+            sym("poll<app::Fut>", Some("/x/async-stack/src/task/traced.rs")),
             sym("outer", None),
         ];
         cut_plumbing(&mut chain);

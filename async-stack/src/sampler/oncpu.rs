@@ -82,6 +82,7 @@ use super::{MAX_DEPTH, SampleState, Weights};
 use crate::record::current::Active;
 use crate::record::threads::Listed;
 use crate::task::STACK_CAPACITY;
+use crate::task::record::TaskRecord;
 use crate::task::registry;
 use crate::task::stack::{SignalCopy, StackCopy};
 
@@ -765,9 +766,8 @@ unsafe fn capture(s: *mut Sample, ctx: *const libc::ucontext_t, buf: &ThreadBuf)
         let (k, cut) = super::verify::live_chain(running, &mut s.live);
         s.n_live = k as u32;
         s.live_cut = cut;
-        let record = a.record.load(Ordering::Relaxed);
-        if let Some(r) = record.as_ref() {
-            s.record = record.addr();
+        if let Some(r) = TaskRecord::running(a) {
+            s.record = std::ptr::from_ref(r).addr();
             s.task_id = r.id.load(Ordering::Relaxed);
             s.copied = r.copy_in_signal(&mut s.copy).is_ok();
         }

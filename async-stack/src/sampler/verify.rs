@@ -18,10 +18,12 @@ use super::profile::{MAX_MISMATCHES, Mismatch, RawFrame};
 use super::wall::site_frame;
 use crate::record::current::{Active, running_slot, untag};
 use crate::record::frame::{AT_AWAIT, AsyncStackFrame};
+use crate::record::site::SiteId;
 use crate::record::site::{AwaitSite, CallSite, await_site_by_id};
 use crate::sync::Ordering;
 use crate::task::STACK_CAPACITY;
-use crate::task::stack::{SignalCopy, StackCopy, word};
+use crate::task::record::TaskRecord;
+use crate::task::stack::{SignalCopy, StackCopy};
 
 static COUNT: AtomicU64 = AtomicU64::new(0);
 static FIRST: Mutex<Vec<Mismatch>> = Mutex::new(Vec::new());
@@ -79,7 +81,7 @@ pub(crate) fn site_id(site: *mut u8) -> u32 {
         let a = unsafe { &*site.map_addr(|x| x & !AT_AWAIT).cast::<AwaitSite>() };
         match a.id.load(Ordering::Acquire) {
             0 => 0,
-            id => id | word::AWAIT,
+            id => id | SiteId::AWAIT,
         }
     } else {
         // SAFETY: with bit 0 clear, `site` points to a `'static CallSite`.
@@ -166,9 +168,7 @@ pub(crate) fn check_current_thread() {
 
 fn check_active(a: &Active) {
     let Some(word) = a.word() else { return };
-    // SAFETY: null or the record of the task whose poll runs on this
-    // thread (invariant of `current`); records are never freed.
-    let Some(record) = (unsafe { a.record().as_ref() }) else {
+    let Some(record) = TaskRecord::running(a) else {
         return;
     };
     let running = word.load(Ordering::Relaxed);
@@ -197,8 +197,8 @@ fn check_active(a: &Active) {
 
 /// The call-site id of a site id.
 fn function_of(site: u32) -> u32 {
-    if site & word::AWAIT != 0 {
-        return await_site_by_id(site & !word::AWAIT).map_or(0, |a| a.call_site().id());
+    if site & SiteId::AWAIT != 0 {
+        return await_site_by_id(site & !SiteId::AWAIT).map_or(0, |a| a.call_site().id());
     }
     site
 }
@@ -223,7 +223,7 @@ fn same_story(live: &[u32], published: &[u32]) -> bool {
                 // Never interned: the frame holds no slot (and then the
                 // copy has hidden frames), or it never published.
                 true
-            } else if i + 1 == n || l & word::AWAIT == 0 {
+            } else if i + 1 == n || l & SiteId::AWAIT == 0 {
                 // The innermost frame, or a frame between two `.await`s
                 // (polling a child outside one: `block_on`, a manual
                 // `poll`): its slot keeps the last `.await` it reached.
@@ -254,7 +254,7 @@ mod tests {
         };
         for (i, &s) in sites.iter().enumerate() {
             let parent = if i == 0 { NO_SLOT } else { i as u32 - 1 };
-            c.words[i] = word::pack(s, parent, i as u32 + 1);
+            c.words[i] = crate::task::stack::word::pack(SiteId::from_raw(s), parent, i as u32 + 1);
         }
         let mut m = crate::task::stack::meta::unpack(0);
         m.top = sites.len() as u32;
@@ -265,13 +265,13 @@ mod tests {
 
     #[test]
     fn the_same_chain_agrees_and_another_is_a_mismatch() {
-        let root_at = ROOT_AWAIT.id() | word::AWAIT;
+        let root_at = ROOT_AWAIT.id() | SiteId::AWAIT;
         let (copy, running) = published(&[root_at, CHILD.id()]);
         // Live chains are innermost first.
         assert_eq!(compare(&[CHILD.id(), root_at], &copy, running), None);
         // The innermost frame may have left the `.await` its slot keeps.
         static CHILD_AWAIT: AwaitSite = AwaitSite::new(&CHILD, "src/m.rs", 6, 5);
-        let child_at = CHILD_AWAIT.id() | word::AWAIT;
+        let child_at = CHILD_AWAIT.id() | SiteId::AWAIT;
         let (copy2, running2) = published(&[root_at, child_at]);
         assert_eq!(compare(&[CHILD.id(), root_at], &copy2, running2), None);
         // Another function, a missing frame, an ancestor at another place.
@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(compare(&[CHILD.id(), ROOT.id()], &copy, running), None);
         // At another `.await` of the same function: not the same story.
         static ROOT_AWAIT_2: AwaitSite = AwaitSite::new(&ROOT, "src/m.rs", 3, 9);
-        let root_at_2 = ROOT_AWAIT_2.id() | word::AWAIT;
+        let root_at_2 = ROOT_AWAIT_2.id() | SiteId::AWAIT;
         assert!(compare(&[CHILD.id(), root_at_2], &copy, running).is_some());
         let m = describe(7, &[OTHER.id(), root_at], &[root_at, CHILD.id()]);
         assert_eq!(m.task_id, 7);

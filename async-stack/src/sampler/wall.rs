@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 use super::cache::{Shape, SiteFrames, TaskCache};
 use super::profile::RawFrame;
 use super::{Grouping, Profile, SampleState, SamplerBuilder, Stats, Weights};
+use crate::record::site::SiteId;
 use crate::record::site::{CallSite, await_site_by_id, call_site_by_id};
 use crate::task::TaskState;
 use crate::task::record::{RawTask, TaskName, TaskRecord};
 use crate::task::registry;
-use crate::task::stack::{StackCopy, word};
+use crate::task::stack::StackCopy;
 
 /// Copy attempts per task and tick before a sample is dropped as torn.
 const COPY_TRIES: u32 = 64;
@@ -441,8 +442,8 @@ pub(crate) fn site_frame(site: u32) -> RawFrame<'static> {
 
 /// An interned site id as a profile frame, if it names a site.
 pub(crate) fn resolve_site(site: u32) -> Option<RawFrame<'static>> {
-    if site & word::AWAIT != 0
-        && let Some(a) = await_site_by_id(site & !word::AWAIT)
+    if site & SiteId::AWAIT != 0
+        && let Some(a) = await_site_by_id(site & !SiteId::AWAIT)
     {
         return Some(RawFrame::Async {
             function: a.call_site().function_static(),
@@ -451,7 +452,7 @@ pub(crate) fn resolve_site(site: u32) -> Option<RawFrame<'static>> {
             column: a.column(),
         });
     }
-    call_site_by_id(site & !word::AWAIT).map(|c| RawFrame::Async {
+    call_site_by_id(site & !SiteId::AWAIT).map(|c| RawFrame::Async {
         function: c.function_static(),
         file: c.file(),
         line: c.line(),
@@ -476,8 +477,8 @@ pub(crate) fn group_of<'a>(
     if let Some(group) = group {
         return (group, false);
     }
-    let id = root_site & !word::AWAIT;
-    let call = if root_site & word::AWAIT != 0 {
+    let id = root_site & !SiteId::AWAIT;
+    let call = if root_site & SiteId::AWAIT != 0 {
         await_site_by_id(id).map(|a| a.call_site())
     } else {
         call_site_by_id(id)

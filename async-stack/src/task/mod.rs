@@ -21,18 +21,25 @@
 //! - `waker.rs`: the task's waker, kept in its record;
 //! - `registry.rs`: the never-freed arenas of records, chunks and
 //!   extensions, and the free lists;
-//! - `spawn.rs`: spawn metadata.
+//! - `spawn.rs`: spawn metadata;
+//! - `traced.rs`: [`Traced`](traced::Traced), the poll protocol that drives
+//!   the frames of [`crate::record`] and the records above.
 
+pub(crate) mod end;
 pub(crate) mod place;
 pub(crate) mod record;
 pub(crate) mod registry;
+pub(crate) mod relink;
 pub(crate) mod root;
 pub mod spawn;
 pub(crate) mod stack;
+pub(crate) mod traced;
 pub(crate) mod waker;
 
 #[cfg(all(test, async_stack_loom))]
-pub(crate) mod loom_support;
+mod loom_models;
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests;
 
 pub use registry::MAX_TASKS;
 pub use spawn::{Spawned, spawned};

@@ -49,15 +49,11 @@
 //! retirement, which the task's incarnation check makes harmless once that
 //! task has ended.
 
-use crate::record::current::Active;
 use crate::record::frame::AsyncStackFrame;
-use crate::sync::Ordering;
-use crate::task::{registry, root};
 
-/// Bits of a slot number.
-const SLOT_BITS: u32 = 6;
-/// "No slot".
-pub(crate) const NO_SLOT: u32 = (1 << SLOT_BITS) - 1;
+pub(crate) use crate::record::current::NO_SLOT;
+use crate::record::current::SLOT_BITS;
+
 const OWN_MASK: u64 = NO_SLOT as u64;
 const INC_SHIFT: u32 = SLOT_BITS;
 /// Bits of an incarnation number.
@@ -147,95 +143,28 @@ pub(crate) fn tracked_root(place: u64) -> Option<u32> {
     (index < UNTRACKED_RECORD).then_some(index)
 }
 
+/// The slot of the frame in a current-frame word: from the tag on x86-64,
+/// else from the frame's place (`frame` is `untag(word)`, non-null and
+/// alive).
+#[inline(always)]
+pub(crate) fn slot_of(word: *mut AsyncStackFrame, frame: &AsyncStackFrame) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let _ = frame;
+        (word.addr() >> crate::record::current::SLOT_SHIFT) as u32
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = word;
+        own(frame.place.load(crate::sync::Ordering::Relaxed))
+    }
+}
+
 /// Whether a child at `place` is still where it was, polled in the task of
 /// `key` by the frame in slot `parent_slot`: one compare on the poll path.
 #[inline(always)]
 pub(crate) fn holds(place: u64, key: u64, parent_slot: u32) -> bool {
     place & !OWN_MASK == key | u64::from(parent_slot) << PARENT_SHIFT
-}
-
-/// Gives `frame` (at `old`) a place under the frame in slot `parent_slot`
-/// of the task `a` is polling, and returns it (see the module docs).
-#[cold]
-#[inline(never)]
-pub(crate) fn relink(frame: &AsyncStackFrame, old: u64, parent_slot: u32, a: &Active) -> u64 {
-    let mut old = old;
-    if is_root(old) {
-        // A task root now polled as a child: its task ends here, and the
-        // frame becomes a frame of the task polling it.
-        root::end_task(old);
-        old = 0;
-    }
-    let key = a.key();
-    // SAFETY: `record` is null or a record of the registry (never freed)
-    // while a task root's poll runs on this thread (invariant of
-    // `current`), which it does: `frame` is polled as a child.
-    let task = unsafe { a.record().as_ref() };
-    let new = match task {
-        None => {
-            unlink(old, Some(a));
-            child(key, NO_SLOT, parent_slot)
-        }
-        Some(r) if old != 0 && key_of(old) == key => {
-            let own = own(old);
-            if own == NO_SLOT {
-                child(key, NO_SLOT, parent_slot)
-            } else if parent_slot == NO_SLOT {
-                // Trees are cut below a frame without a slot, never in the
-                // middle: it gives its slot back and is counted.
-                r.release(own);
-                r.count_hidden(true);
-                child(key, NO_SLOT, parent_slot)
-            } else {
-                r.set_parent(own, parent_slot);
-                child(key, own, parent_slot)
-            }
-        }
-        Some(r) => {
-            unlink(old, Some(a));
-            let own = if parent_slot == NO_SLOT {
-                None
-            } else {
-                r.take(frame.site_id(), parent_slot)
-            };
-            match own {
-                Some(own) => child(key, own, parent_slot),
-                None => {
-                    r.count_hidden(true);
-                    child(key, NO_SLOT, parent_slot)
-                }
-            }
-        }
-    };
-    frame.place.store(new, Ordering::Relaxed);
-    new
-}
-
-/// Gives back the child place `place` of a frame that completed, was
-/// dropped, or moves elsewhere (the caller clears the frame's place). `a`
-/// is this thread's state, `None` during thread teardown.
-#[cold]
-#[inline(never)]
-pub(crate) fn unlink(place: u64, a: Option<&Active>) {
-    if place == 0 || is_root(place) || key_of(place) == UNTRACKED {
-        return;
-    }
-    // SAFETY: as in `relink`: null or a record of the registry.
-    let polled = a
-        .filter(|a| a.key() == key_of(place))
-        .and_then(|a| unsafe { a.record().as_ref() });
-    match polled {
-        // This thread polls the place's task: the writer itself.
-        Some(r) => match own(place) {
-            NO_SLOT => r.count_hidden(false),
-            own => r.release(own),
-        },
-        None => {
-            if let Some(r) = registry::record(record(place)) {
-                r.retire(incarnation(place), own(place));
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,16 @@
 #[cfg(not(async_stack_loom))]
 use std::sync::OnceLock;
 
-use crate::sync::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering, lock};
+use crate::pages::Arena;
+use crate::task::place::INCARNATION_LIMIT;
+use crate::task::stack::words::{Chunk, foreign};
+// Until the debugger descriptor and the wake recorder import them from
+// `pages`.
+#[cfg_attr(async_stack_loom, allow(unused_imports))]
+pub(crate) use crate::pages::{PAGE, page};
+#[cfg(not(async_stack_loom))]
+use crate::sync::AtomicPtr;
+use crate::sync::{AtomicU64, Ordering};
 use crate::task::record::{TaskExt, TaskRecord};
 
 /// The most tasks tracked at once: the registry's records (one record
@@ -46,124 +55,6 @@ pub const MAX_TASKS: usize = if cfg!(async_stack_loom) {
 /// The environment variable that lowers the number of task records.
 #[cfg_attr(async_stack_loom, allow(dead_code))]
 pub(crate) const MAX_TASKS_VAR: &str = "ASYNC_STACK_MAX_TASKS";
-
-/// Eight stack slots, on their own cache line.
-#[repr(C, align(64))]
-#[derive(Debug, Default)]
-pub(crate) struct Chunk {
-    pub(crate) words: [AtomicU64; 8],
-}
-
-/// Items per page of every arena.
-pub(crate) const PAGE: usize = if cfg!(async_stack_loom) { 2 } else { 256 };
-
-/// An arena of `T`s in pages that are never freed, indexed from 0. Also
-/// the storage of the thread-root list ([`crate::record::threads`]).
-pub(crate) struct Arena<T: 'static> {
-    pub(crate) pages: &'static [AtomicPtr<T>],
-    /// How many items exist: indices `0..fresh` have been handed out (it
-    /// may briefly exceed `capacity`).
-    pub(crate) fresh: AtomicUsize,
-    pub(crate) capacity: usize,
-    free: Mutex<Vec<u32>>,
-    make: fn() -> T,
-}
-
-impl<T: 'static> Arena<T> {
-    /// An arena of up to `capacity` items, with a page table of its own.
-    pub(crate) fn new(capacity: usize, make: fn() -> T) -> Self {
-        let pages: Box<[AtomicPtr<T>]> = (0..capacity.div_ceil(PAGE))
-            .map(|_| AtomicPtr::new(std::ptr::null_mut()))
-            .collect();
-        Self::with_pages(Box::leak(pages), capacity, make)
-    }
-
-    /// An arena of up to `capacity` items over the page table `pages`.
-    fn with_pages(pages: &'static [AtomicPtr<T>], capacity: usize, make: fn() -> T) -> Self {
-        Arena {
-            pages,
-            fresh: AtomicUsize::new(0),
-            capacity,
-            free: Mutex::new(Vec::new()),
-            make,
-        }
-    }
-
-    /// Item `index`, if it was ever handed out.
-    #[inline]
-    pub(crate) fn get(&self, index: usize) -> Option<&'static T> {
-        let page = self.pages.get(index / PAGE)?.load(Ordering::Acquire);
-        if page.is_null() {
-            return None;
-        }
-        // SAFETY: a non-null page is a leaked `Box<[T]>` of `PAGE` items,
-        // published with release ordering after it was built and never
-        // freed, so it is valid for `'static`; `index % PAGE < PAGE`.
-        Some(unsafe { &*page.add(index % PAGE) })
-    }
-
-    /// Item `index`, its page allocated if it was not; `None` past the
-    /// capacity.
-    pub(crate) fn get_or_make(&self, index: usize) -> Option<&'static T> {
-        page(self.pages.get(index / PAGE)?, PAGE, self.make);
-        self.get(index)
-    }
-
-    /// A never-used index, with its page allocated; `None` when full.
-    fn fresh(&self) -> Option<usize> {
-        let index = self.fresh.fetch_add(1, Ordering::Relaxed);
-        if index >= self.capacity {
-            self.fresh.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
-        page(&self.pages[index / PAGE], PAGE, self.make);
-        Some(index)
-    }
-
-    /// A free index, from the free list or fresh.
-    pub(crate) fn alloc(&self) -> Option<usize> {
-        if let Some(i) = lock(&self.free).pop() {
-            return Some(i as usize);
-        }
-        self.fresh()
-    }
-
-    pub(crate) fn release(&self, index: usize) {
-        lock(&self.free).push(index as u32);
-    }
-
-    /// Items handed out so far (free or not).
-    pub(crate) fn len(&self) -> usize {
-        self.fresh.load(Ordering::Acquire).min(self.capacity)
-    }
-}
-
-/// The page in `cell`: `len` items made by `make`, allocated and
-/// published (release) by the first caller, never freed. Another thread
-/// that loads a non-null `cell` with acquire ordering sees the page whole.
-pub(crate) fn page<T>(cell: &AtomicPtr<T>, len: usize, make: impl Fn() -> T) -> *mut T {
-    let current = cell.load(Ordering::Acquire);
-    if !current.is_null() {
-        return current;
-    }
-    let page: Box<[T]> = (0..len).map(|_| make()).collect();
-    let page = Box::into_raw(page).cast::<T>();
-    match cell.compare_exchange(
-        std::ptr::null_mut(),
-        page,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    ) {
-        Ok(_) => page,
-        Err(winner) => {
-            // SAFETY: `page` came from `Box::into_raw` of a `[T]` of `len`
-            // items just above and lost the race, so no other thread ever
-            // saw it.
-            drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(page, len)) });
-            winner
-        }
-    }
-}
 
 /// The process-wide storage.
 pub(crate) struct Registry {
@@ -325,6 +216,19 @@ pub(crate) fn alloc_record() -> Option<u32> {
 /// to it).
 pub(crate) fn free_record(index: u32) {
     free_cache::push(index, &registry().records.free);
+}
+
+/// The last reference to record `index` is gone: its executor waker is
+/// dropped and the record goes back to the free list, unless its
+/// incarnations are used up (then it is retired for good).
+pub(crate) fn recycle(r: &TaskRecord, index: u32) {
+    // SAFETY: `refs` just reached 0 on this thread, with acquire ordering
+    // (see `waker::release`): the cell holds the task's executor waker and
+    // nothing else can read it.
+    drop(unsafe { r.take_waker() });
+    if foreign::incarnation(r.foreign.load(Ordering::Relaxed)) < INCARNATION_LIMIT {
+        free_record(index);
+    }
 }
 
 /// Task ids a thread takes from the registry's counter at once.
@@ -641,38 +545,5 @@ mod tests {
             assert!(message.contains(MAX_TASKS_VAR), "{message}");
             assert!(message.contains(&format!("{bad:?}")), "{message}");
         }
-    }
-}
-
-#[cfg(all(test, async_stack_loom))]
-mod loom_tests {
-    use super::page;
-    use crate::sync::{AtomicPtr, AtomicU64, Ordering};
-
-    /// Two threads publish the same page while a third reads it: one page
-    /// wins, both publishers get it, and a reader that sees the page sees
-    /// every item as it was made (the wake graph's slots and the arenas
-    /// rely on this).
-    #[test]
-    fn a_page_is_published_once_and_seen_whole() {
-        loom::model(|| {
-            let cell: &'static AtomicPtr<AtomicU64> =
-                Box::leak(Box::new(AtomicPtr::new(std::ptr::null_mut())));
-            let make = || AtomicU64::new(7);
-            let a = loom::thread::spawn(move || page(cell, 2, make) as usize);
-            let b = loom::thread::spawn(move || page(cell, 2, make) as usize);
-            let reader = loom::thread::spawn(move || {
-                let p = cell.load(Ordering::Acquire);
-                if !p.is_null() {
-                    // SAFETY: a published page of 2 items, never freed.
-                    let second = unsafe { &*p.add(1) };
-                    assert_eq!(second.load(Ordering::Relaxed), 7);
-                }
-            });
-            let (a, b) = (a.join().unwrap(), b.join().unwrap());
-            reader.join().unwrap();
-            assert_eq!(a, b, "both publishers get the one page");
-            assert_eq!(cell.load(Ordering::Relaxed) as usize, a);
-        });
     }
 }

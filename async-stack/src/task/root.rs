@@ -33,12 +33,12 @@ use crate::record::clock;
 use crate::record::current::Active;
 use crate::record::frame::AsyncStackFrame;
 use crate::sync::Ordering;
-use crate::task::place::{self, INCARNATION_LIMIT, UNTRACKED};
+use crate::task::place::{self, UNTRACKED};
 
 use crate::task::record::{TaskRecord, spawn as spawn_word, state};
 use crate::task::stack::foreign;
 use crate::task::waker::{self, Fallback, LentWaker};
-use crate::task::{registry, spawn};
+use crate::task::{end, registry, relink, spawn};
 
 /// A tracked task's poll in progress: its record, the wake count the poll
 /// started from, and whether wake recording was on when it started (then
@@ -101,10 +101,11 @@ pub(crate) fn enter(
 fn begin(r: &'static TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -> Polling {
     r.collect_foreign();
     // Lists this thread, on its first task poll, for debuggers and the
-    // sampler.
-    a.thread_id();
+    // sampler (the loom models have no OS threads to list).
+    #[cfg(not(async_stack_loom))]
+    crate::record::threads::thread_id(a);
     let seen = r.start_poll(clock::now_ms());
-    a.enter_task(r, key, root);
+    a.enter_task(r.opaque(), &r.current, key, root);
     #[cfg(not(async_stack_loom))]
     if crate::wake::recorder::on() {
         crate::wake::recorder::poll_started(place::record(key), r, root);
@@ -183,7 +184,7 @@ fn fallback(index: u32, cx: &Context<'_>) -> LentWaker {
 /// progress) is idle or scheduled, or it ends if it completed.
 #[inline(always)]
 pub(crate) fn exit(frame: &AsyncStackFrame, a: &Active, task: Option<Polling>, pending: bool) {
-    let self_wakes = a.leave_task(task.map(|t| t.record));
+    let self_wakes = a.leave_task(task.map(|t| &t.record.current));
     if let Some(t) = task {
         let r = t.record;
         #[cfg(not(async_stack_loom))]
@@ -198,7 +199,7 @@ pub(crate) fn exit(frame: &AsyncStackFrame, a: &Active, task: Option<Polling>, p
             r.end_poll(clock::now_ms(), self_wakes, t.seen());
         } else {
             let p = frame.take_place();
-            end_task_in(r, place::record(p));
+            end::end_task_in(r, place::record(p));
         }
     }
 }
@@ -220,7 +221,7 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     // parent now.
     let old = frame.take_place();
     if old != 0 {
-        place::unlink(old, Some(a));
+        relink::unlink(old, Some(a));
     }
     frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
     #[cfg(not(async_stack_loom))]
@@ -267,251 +268,4 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     let p = place::root(place::key(index, inc));
     frame.place.store(p, Ordering::Relaxed);
     p
-}
-
-/// Ends the task whose root's place was `p` (see the module docs). Any
-/// thread; does nothing for an untracked root.
-pub(crate) fn end_task(p: u64) {
-    if !place::is_root(p) || place::key_of(p) == UNTRACKED {
-        return;
-    }
-    let index = place::record(p);
-    if let Some(r) = registry::record(index) {
-        end_task_in(r, index);
-    }
-}
-
-/// [`end_task`] for a tracked task whose record (index `index`) the caller
-/// has: the root's own exit, when it completes.
-pub(crate) fn end_task_in(r: &TaskRecord, index: u32) {
-    #[cfg(not(async_stack_loom))]
-    if crate::wake::recorder::on() {
-        crate::wake::recorder::task_ended(index, r.id.load(Ordering::Relaxed));
-    }
-    r.id.store(0, Ordering::Release);
-    r.close_incarnation();
-    r.release_chunks();
-    // `parent` and `spawn` stay: nobody reads a free record's, and the
-    // next task's registration writes both.
-    let spawn = r.spawn.load(Ordering::Relaxed);
-    let named = spawn_word::named(spawn);
-    if let Some(e) = spawn_word::has_ext(spawn)
-        .then(|| registry::ext(index))
-        .flatten()
-    {
-        // Clearing an empty name is skipped: an `arc-swap` store is not
-        // free.
-        if named {
-            e.name.store(None);
-        }
-        // Most tasks have none: a load, not a read-modify-write.
-        let f = match e.fallback.load(Ordering::Acquire) {
-            f if f.is_null() => f,
-            _ => e.fallback.swap(std::ptr::null_mut(), Ordering::AcqRel),
-        };
-        if !f.is_null() {
-            // SAFETY: the extension owned this `Arc` (see `fallback`), and
-            // the task's polls are over.
-            drop(unsafe { Arc::from_raw(f.cast_const().cast::<Fallback>()) });
-        }
-    }
-    // The task's own reference to the record. When it is the only one
-    // left, no waker of the task exists, and none can appear (a waker is
-    // cloned from a waker, or from the one lent to the task's poll, which
-    // is over): the record is recycled without a read-modify-write. The
-    // acquire load pairs with the release decrement of the last waker
-    // dropped, as in `waker::release`.
-    if r.refs.load(Ordering::Acquire) == 1 {
-        r.refs.store(0, Ordering::Relaxed);
-        recycle(r, index);
-    } else {
-        let _ = waker::release(index);
-    }
-}
-
-/// The last reference to record `index` is gone: its executor waker is
-/// dropped and the record goes back to the free list, unless its
-/// incarnations are used up (then it is retired for good).
-pub(crate) fn recycle(r: &TaskRecord, index: u32) {
-    // SAFETY: `refs` just reached 0 on this thread, with acquire ordering
-    // (see `waker::release`): the cell holds the task's executor waker and
-    // nothing else can read it.
-    drop(unsafe { r.take_waker() });
-    if foreign::incarnation(r.foreign.load(Ordering::Relaxed)) < INCARNATION_LIMIT {
-        registry::free_record(index);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::future::Future;
-    use std::pin::Pin;
-    use std::sync::{Arc, Mutex};
-    use std::task::{Context, Poll, Waker};
-
-    use super::INCARNATION_LIMIT;
-    use crate::sync::Ordering;
-    use crate::task::registry;
-    use crate::task::stack::foreign;
-    use crate::{TaskState, TracedExt};
-
-    type Child = Arc<Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>>;
-
-    /// The record index of live task `id`.
-    fn index_of(id: u64) -> u32 {
-        (0..registry::record_count() as u32)
-            .find(|&i| registry::record(i).is_some_and(|r| r.id.load(Ordering::Relaxed) == id))
-            .expect("a live task has a record")
-    }
-
-    /// A task root named `name` that polls `child` (while it is there) on
-    /// its first poll and completes on its second.
-    fn root_polling(
-        name: &'static str,
-        child: Child,
-    ) -> crate::Traced<impl Future<Output = ()> + Send> {
-        let mut first = true;
-        std::future::poll_fn(move |cx| {
-            if !std::mem::take(&mut first) {
-                return Poll::Ready(());
-            }
-            if let Some(f) = child.lock().unwrap().as_mut() {
-                assert!(f.as_mut().poll(cx).is_pending());
-            }
-            Poll::Pending
-        })
-        .traced_named(name)
-    }
-
-    fn names(id: u64) -> Vec<String> {
-        let d = crate::dump();
-        let t = d.task(id).expect("the task is live");
-        assert_eq!(t.hidden_frames, 0);
-        t.frames.iter().map(|f| f.function.to_string()).collect()
-    }
-
-    /// The record keeps one count of wakes: those from outside the task's
-    /// polls as they happen, those from inside a poll when it ends. A poll
-    /// that woke its own task ends scheduled, a poll without wakes ends
-    /// idle, and a wake from outside makes an idle task scheduled.
-    #[test]
-    fn wakes_from_inside_and_outside_polls_are_counted_once_each() {
-        let mut cx = Context::from_waker(Waker::noop());
-        let kept: Arc<Mutex<Option<Waker>>> = Arc::default();
-        let keep = kept.clone();
-        let mut polls = 0;
-        let mut task = Box::pin(
-            std::future::poll_fn(move |cx| {
-                polls += 1;
-                if polls == 1 {
-                    cx.waker().wake_by_ref();
-                    cx.waker().wake_by_ref();
-                }
-                *keep.lock().unwrap() = Some(cx.waker().clone());
-                Poll::<()>::Pending
-            })
-            .traced_named("counts-its-wakes"),
-        );
-        let seen = |id| {
-            let d = crate::dump();
-            let t = d.task(id).expect("the task is live");
-            (t.state, t.wakes, t.polls)
-        };
-        assert!(task.as_mut().poll(&mut cx).is_pending());
-        let id = task.task_id().unwrap();
-        assert_eq!(seen(id), (TaskState::Scheduled, 2, 1));
-        assert!(task.as_mut().poll(&mut cx).is_pending());
-        assert_eq!(seen(id), (TaskState::Idle, 2, 2));
-        let waker = kept.lock().unwrap().take().unwrap();
-        std::thread::spawn(move || waker.wake()).join().unwrap();
-        assert_eq!(seen(id), (TaskState::Scheduled, 3, 2));
-        assert!(task.as_mut().poll(&mut cx).is_pending());
-        assert_eq!(seen(id), (TaskState::Idle, 3, 3));
-    }
-
-    /// A frame that outlives its task keeps the incarnation it was placed
-    /// in, and a record is retired once its incarnations are used up
-    /// (`INCARNATION_LIMIT`, 16 in these tests), so the frame can never
-    /// give back a slot of a later task in the same record: the wrap of the
-    /// issue's 16-bit generations cannot happen.
-    #[test]
-    fn a_frame_outliving_its_task_never_touches_a_later_task_of_its_record() {
-        // A fresh thread: its cache of free records hands back the record
-        // it freed last, so the tasks below reuse one record.
-        std::thread::spawn(|| {
-            let mut cx = Context::from_waker(Waker::noop());
-            let survivor: Child = Arc::new(Mutex::new(Some(Box::pin(
-                std::future::pending::<()>().traced_named("survivor"),
-            ))));
-            let mut a = Box::pin(root_polling("task-a", survivor.clone()));
-            assert!(a.as_mut().poll(&mut cx).is_pending());
-            let id_a = a.task_id().unwrap();
-            let index = index_of(id_a);
-            let record = registry::record(index).unwrap();
-            let first_inc = foreign::incarnation(record.foreign.load(Ordering::Relaxed));
-            assert_eq!(names(id_a), ["task-a", "survivor"]);
-            // Task A ends; its child lives on outside it.
-            assert!(a.as_mut().poll(&mut cx).is_ready());
-            drop(a);
-
-            // Task B takes the same record and the same slot for its child.
-            let b_child: Child = Arc::new(Mutex::new(Some(Box::pin(
-                std::future::pending::<()>().traced_named("b-child"),
-            ))));
-            let mut b = Box::pin(root_polling("task-b", b_child.clone()));
-            assert!(b.as_mut().poll(&mut cx).is_pending());
-            let id_b = b.task_id().unwrap();
-            assert_eq!(
-                index_of(id_b),
-                index,
-                "the thread's cache gives the record back"
-            );
-            assert_eq!(names(id_b), ["task-b", "b-child"]);
-
-            // The survivor is dropped on another thread: it retires its old
-            // place, which belongs to an ended incarnation.
-            let s = survivor.clone();
-            std::thread::spawn(move || drop(s.lock().unwrap().take()))
-                .join()
-                .unwrap();
-            assert_eq!(
-                names(id_b),
-                ["task-b", "b-child"],
-                "task B's child keeps its slot"
-            );
-            assert!(b.as_mut().poll(&mut cx).is_ready());
-            drop(b);
-            drop(b_child);
-
-            // Run tasks until the record stops coming back: it serves each
-            // incarnation from `first_inc` to the limit once, then retires.
-            let mut served = 2; // tasks A and B
-            loop {
-                let mut t = Box::pin(root_polling("filler", Arc::new(Mutex::new(None))));
-                assert!(t.as_mut().poll(&mut cx).is_pending());
-                let here = index_of(t.task_id().unwrap());
-                assert!(t.as_mut().poll(&mut cx).is_ready());
-                if here != index {
-                    break;
-                }
-                served += 1;
-                assert!(
-                    served < 2 * INCARNATION_LIMIT,
-                    "the record is never retired"
-                );
-            }
-            assert_eq!(served, INCARNATION_LIMIT - first_inc);
-            let last = foreign::incarnation(record.foreign.load(Ordering::Relaxed));
-            assert_eq!(last, INCARNATION_LIMIT);
-            assert_eq!(record.id.load(Ordering::Relaxed), 0);
-            // Never handed out again.
-            for _ in 0..2 * registry::record_count().min(1000) {
-                let mut t = Box::pin(root_polling("after", Arc::new(Mutex::new(None))));
-                assert!(t.as_mut().poll(&mut cx).is_pending());
-                assert_ne!(index_of(t.task_id().unwrap()), index);
-            }
-        })
-        .join()
-        .unwrap();
-    }
 }

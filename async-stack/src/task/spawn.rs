@@ -79,7 +79,7 @@ pub fn spawned<F: Future>(fut: F) -> Spawned<F> {
         info: SpawnInfo {
             name: None,
             location: Location::caller(),
-            parent: crate::current_task_id().unwrap_or(0),
+            parent: crate::task::record::layout::current_task_id().unwrap_or(0),
         },
         taken: false,
     }

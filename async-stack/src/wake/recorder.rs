@@ -433,13 +433,10 @@ pub(crate) fn woken(index: u32, r: &TaskRecord) {
             .woken_at
             .compare_exchange(0, now(), Ordering::Relaxed, Ordering::Relaxed);
     }
-    let from = current::with(|a| {
-        // SAFETY: null or a record of the registry (never freed).
-        match unsafe { a.record().as_ref() } {
-            Some(waker) => waker.id.load(Ordering::Relaxed),
-            None if a.polled_tasks() => SOURCE_RUNTIME,
-            None => SOURCE_THREAD,
-        }
+    let from = current::with(|a| match TaskRecord::running(a) {
+        Some(waker) => waker.id.load(Ordering::Relaxed),
+        None if a.polled_tasks() => SOURCE_RUNTIME,
+        None => SOURCE_THREAD,
     })
     .unwrap_or(SOURCE_THREAD);
     count_edge(from, to);

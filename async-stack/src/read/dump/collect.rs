@@ -13,11 +13,12 @@ use std::borrow::Cow;
 use super::{
     DUMP_FORMAT_VERSION, DumpFrame, DumpSummary, SourceLocation, TaskDump, TaskInfo, TaskStatus,
 };
+use crate::record::site::SiteId;
 use crate::record::site::{AwaitSite, CallSite, await_site_by_id, call_site_by_id};
 use crate::task::TaskState;
 use crate::task::record::{RawTask, TaskRecord};
 use crate::task::registry;
-use crate::task::stack::{CopiedFrame, StackCopy, word};
+use crate::task::stack::{CopiedFrame, StackCopy};
 
 /// Reads task records into the dump model, reusing from record to record
 /// one clock reading, one stack copy, and one snapshot of the site tables.
@@ -206,11 +207,12 @@ impl Sites {
     /// `crate::task::stack::word`).
     #[inline]
     fn resolve(&self, site: u32) -> (Option<&'static CallSite>, Option<&'static AwaitSite>) {
-        if site & word::AWAIT != 0 {
-            let at = self.await_site(site & !word::AWAIT);
+        let site = SiteId::from_raw(site);
+        if site.is_await() {
+            let at = self.await_site(site.id());
             (at.map(AwaitSite::call_site), at)
         } else {
-            (self.call(site), None)
+            (self.call(site.id()), None)
         }
     }
 

@@ -78,6 +78,8 @@ mod collect;
 pub(crate) mod json;
 mod json_write;
 mod stream;
+#[cfg(all(test, not(async_stack_loom)))]
+mod task_tests;
 mod text;
 #[cfg(test)]
 mod text_tests;

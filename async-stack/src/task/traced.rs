@@ -55,12 +55,15 @@ use std::panic::Location;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use crate::record::current::NO_SLOT;
 use crate::record::current::{self, Active};
 use crate::record::frame::AsyncStackFrame;
-use crate::record::site::{self, AwaitSite, CallSite};
+use crate::record::site::{self, AwaitSite, CallSite, SiteId};
 use crate::sync::{AtomicPtr, Ordering};
-use crate::task::place::{self, NO_SLOT};
+use crate::task::place;
+use crate::task::record::TaskRecord;
 use crate::task::root::{self, Polling};
+use crate::task::{end, relink};
 
 /// A future wrapped so that each of its polls records an async stack frame.
 ///
@@ -236,7 +239,7 @@ impl<F: Future> Future for Traced<F> {
                 word.store(parent, Ordering::Relaxed);
                 if out.is_ready() {
                     let p = frame.take_place();
-                    place::unlink(p, Some(a));
+                    relink::unlink(p, Some(a));
                 }
             }
             None => root::exit(frame, a, task, out.is_pending()),
@@ -259,10 +262,10 @@ fn enter_child(
     // SAFETY: `parent` is the thread's current frame, non-null while a task
     // root's poll runs, and its poll is on this thread's stack below us
     // (invariant of `current`), so it is alive.
-    let parent_slot = current::slot_of(current, unsafe { &*parent });
+    let parent_slot = place::slot_of(current, unsafe { &*parent });
     let mut p = frame.place.load(Ordering::Relaxed);
     if !place::holds(p, a.key(), parent_slot) {
-        p = place::relink(frame, p, parent_slot, a);
+        p = relink::relink(frame, p, parent_slot, a);
     }
     // A signal handler on this thread that finds the frame current finds
     // its parent set (see `current`'s invariants). No instruction.
@@ -279,9 +282,9 @@ impl<F> PinnedDrop for Traced<F> {
             return;
         }
         if place::is_root(p) {
-            root::end_task(p);
-        } else if current::with(|a| place::unlink(p, Some(a))).is_none() {
-            place::unlink(p, None);
+            end::end_task(p);
+        } else if current::with(|a| relink::unlink(p, Some(a))).is_none() {
+            relink::unlink(p, None);
         }
     }
 }
@@ -319,13 +322,12 @@ fn publish_await(a: &Active, frame: &AsyncStackFrame, site: &'static AwaitSite) 
     if own == NO_SLOT {
         return;
     }
-    // SAFETY: null or the record of the task whose poll is on this
-    // thread's stack (invariant of `current`); the current frame was placed
-    // in that task on entry to its poll.
-    if let Some(r) = unsafe { a.record().as_ref() } {
+    // The current frame was placed in the running task on entry to its
+    // poll.
+    if let Some(r) = TaskRecord::running(a) {
         // The site's id, not `frame.site_id()`: that would load back the
         // word `set_await` has just stored.
-        r.set_site(own, site.id() | crate::task::stack::word::AWAIT);
+        r.set_site(own, SiteId::at_await(site.id()));
     }
 }
 

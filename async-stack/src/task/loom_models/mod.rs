@@ -1,6 +1,13 @@
-//! Set-up shared by the loom models of the task record: a task registered
-//! the way `root::register` does it, without a clock or an executor, and a
-//! reader's view of a copy.
+//! The **loom models** of the task layer (`cfg(async_stack_loom)`), and
+//! the set-up they share: a task registered the way `root::register` does
+//! it, without a clock or an executor, and a reader's view of a copy.
+//!
+//! They sit above every file of the layer they model, so that no file of
+//! the layer imports its tests.
+
+mod record;
+mod stack;
+mod waker;
 
 use std::task::Waker;
 
@@ -9,10 +16,10 @@ use crate::record::frame::AsyncStackFrame;
 use crate::record::site::CallSite;
 use crate::sync::Ordering;
 use crate::task::TaskState;
-use crate::task::place;
 use crate::task::record::{RawTask, TaskRecord, state};
 use crate::task::registry;
 use crate::task::stack::{StackCopy, foreign};
+use crate::task::{place, relink};
 
 /// Call sites whose ids stand for the frames of the models.
 pub(crate) static ROOT: CallSite = CallSite::new("root", "", "", 1, 1, true);
@@ -75,13 +82,13 @@ fn register(site: &'static CallSite, id: u64, put_waker: impl FnOnce(&TaskRecord
 /// Starts a poll of `t` on the thread of `a`, as `root::enter` does.
 pub(crate) fn start_poll(t: Task, a: &Active) -> u64 {
     let seen = t.record.start_poll(2);
-    a.enter_task(t.record, t.key, t.root);
+    a.enter_task(t.record.opaque(), &t.record.current, t.key, t.root);
     seen
 }
 
 /// Ends the poll, as `root::exit` does for a `Pending` return.
 pub(crate) fn end_poll(t: Task, a: &Active, seen: u64) {
-    let self_wakes = a.leave_task(Some(t.record));
+    let self_wakes = a.leave_task(Some(&t.record.current));
     t.record.end_poll(3, self_wakes, seen);
 }
 
@@ -93,10 +100,10 @@ pub(crate) fn enter_child(frame: &AsyncStackFrame, a: &Active) -> *mut AsyncStac
     let parent_frame = current::untag(parent);
     frame.parent.store(parent_frame, Ordering::Relaxed);
     // SAFETY: the parent frame is leaked, alive for the model.
-    let parent_slot = current::slot_of(parent, unsafe { &*parent_frame });
+    let parent_slot = place::slot_of(parent, unsafe { &*parent_frame });
     let mut p = frame.place.load(Ordering::Relaxed);
     if !place::holds(p, a.key(), parent_slot) {
-        p = place::relink(frame, p, parent_slot, a);
+        p = relink::relink(frame, p, parent_slot, a);
     }
     word.store(current::tag(frame, place::own(p)), Ordering::Relaxed);
     parent

@@ -1,0 +1,172 @@
+//! The life of task roots (wakes counted, records recycled and retired,
+//! roots polled as children) as a dump shows it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use crate::read::dump::dump;
+use crate::sync::Ordering;
+use crate::task::TaskState;
+use crate::task::place::INCARNATION_LIMIT;
+use crate::task::registry;
+use crate::task::stack::foreign;
+use crate::task::traced::{Traced, TracedExt};
+
+type Child = Arc<Mutex<Option<Pin<Box<dyn Future<Output = ()> + Send>>>>>;
+
+/// The record index of live task `id`.
+fn index_of(id: u64) -> u32 {
+    (0..registry::record_count() as u32)
+        .find(|&i| registry::record(i).is_some_and(|r| r.id.load(Ordering::Relaxed) == id))
+        .expect("a live task has a record")
+}
+
+/// A task root named `name` that polls `child` (while it is there) on
+/// its first poll and completes on its second.
+fn root_polling(name: &'static str, child: Child) -> Traced<impl Future<Output = ()> + Send> {
+    let mut first = true;
+    std::future::poll_fn(move |cx| {
+        if !std::mem::take(&mut first) {
+            return Poll::Ready(());
+        }
+        if let Some(f) = child.lock().unwrap().as_mut() {
+            assert!(f.as_mut().poll(cx).is_pending());
+        }
+        Poll::Pending
+    })
+    .traced_named(name)
+}
+
+fn names(id: u64) -> Vec<String> {
+    let d = dump();
+    let t = d.task(id).expect("the task is live");
+    assert_eq!(t.hidden_frames, 0);
+    t.frames.iter().map(|f| f.function.to_string()).collect()
+}
+
+/// The record keeps one count of wakes: those from outside the task's
+/// polls as they happen, those from inside a poll when it ends. A poll
+/// that woke its own task ends scheduled, a poll without wakes ends
+/// idle, and a wake from outside makes an idle task scheduled.
+#[test]
+fn wakes_from_inside_and_outside_polls_are_counted_once_each() {
+    let mut cx = Context::from_waker(Waker::noop());
+    let kept: Arc<Mutex<Option<Waker>>> = Arc::default();
+    let keep = kept.clone();
+    let mut polls = 0;
+    let mut task = Box::pin(
+        std::future::poll_fn(move |cx| {
+            polls += 1;
+            if polls == 1 {
+                cx.waker().wake_by_ref();
+                cx.waker().wake_by_ref();
+            }
+            *keep.lock().unwrap() = Some(cx.waker().clone());
+            Poll::<()>::Pending
+        })
+        .traced_named("counts-its-wakes"),
+    );
+    let seen = |id| {
+        let d = dump();
+        let t = d.task(id).expect("the task is live");
+        (t.state, t.wakes, t.polls)
+    };
+    assert!(task.as_mut().poll(&mut cx).is_pending());
+    let id = task.task_id().unwrap();
+    assert_eq!(seen(id), (TaskState::Scheduled, 2, 1));
+    assert!(task.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(seen(id), (TaskState::Idle, 2, 2));
+    let waker = kept.lock().unwrap().take().unwrap();
+    std::thread::spawn(move || waker.wake()).join().unwrap();
+    assert_eq!(seen(id), (TaskState::Scheduled, 3, 2));
+    assert!(task.as_mut().poll(&mut cx).is_pending());
+    assert_eq!(seen(id), (TaskState::Idle, 3, 3));
+}
+
+/// A frame that outlives its task keeps the incarnation it was placed
+/// in, and a record is retired once its incarnations are used up
+/// (`INCARNATION_LIMIT`, 16 in these tests), so the frame can never
+/// give back a slot of a later task in the same record: the wrap of the
+/// issue's 16-bit generations cannot happen.
+#[test]
+fn a_frame_outliving_its_task_never_touches_a_later_task_of_its_record() {
+    // A fresh thread: its cache of free records hands back the record
+    // it freed last, so the tasks below reuse one record.
+    std::thread::spawn(|| {
+        let mut cx = Context::from_waker(Waker::noop());
+        let survivor: Child = Arc::new(Mutex::new(Some(Box::pin(
+            std::future::pending::<()>().traced_named("survivor"),
+        ))));
+        let mut a = Box::pin(root_polling("task-a", survivor.clone()));
+        assert!(a.as_mut().poll(&mut cx).is_pending());
+        let id_a = a.task_id().unwrap();
+        let index = index_of(id_a);
+        let record = registry::record(index).unwrap();
+        let first_inc = foreign::incarnation(record.foreign.load(Ordering::Relaxed));
+        assert_eq!(names(id_a), ["task-a", "survivor"]);
+        // Task A ends; its child lives on outside it.
+        assert!(a.as_mut().poll(&mut cx).is_ready());
+        drop(a);
+
+        // Task B takes the same record and the same slot for its child.
+        let b_child: Child = Arc::new(Mutex::new(Some(Box::pin(
+            std::future::pending::<()>().traced_named("b-child"),
+        ))));
+        let mut b = Box::pin(root_polling("task-b", b_child.clone()));
+        assert!(b.as_mut().poll(&mut cx).is_pending());
+        let id_b = b.task_id().unwrap();
+        assert_eq!(
+            index_of(id_b),
+            index,
+            "the thread's cache gives the record back"
+        );
+        assert_eq!(names(id_b), ["task-b", "b-child"]);
+
+        // The survivor is dropped on another thread: it retires its old
+        // place, which belongs to an ended incarnation.
+        let s = survivor.clone();
+        std::thread::spawn(move || drop(s.lock().unwrap().take()))
+            .join()
+            .unwrap();
+        assert_eq!(
+            names(id_b),
+            ["task-b", "b-child"],
+            "task B's child keeps its slot"
+        );
+        assert!(b.as_mut().poll(&mut cx).is_ready());
+        drop(b);
+        drop(b_child);
+
+        // Run tasks until the record stops coming back: it serves each
+        // incarnation from `first_inc` to the limit once, then retires.
+        let mut served = 2; // tasks A and B
+        loop {
+            let mut t = Box::pin(root_polling("filler", Arc::new(Mutex::new(None))));
+            assert!(t.as_mut().poll(&mut cx).is_pending());
+            let here = index_of(t.task_id().unwrap());
+            assert!(t.as_mut().poll(&mut cx).is_ready());
+            if here != index {
+                break;
+            }
+            served += 1;
+            assert!(
+                served < 2 * INCARNATION_LIMIT,
+                "the record is never retired"
+            );
+        }
+        assert_eq!(served, INCARNATION_LIMIT - first_inc);
+        let last = foreign::incarnation(record.foreign.load(Ordering::Relaxed));
+        assert_eq!(last, INCARNATION_LIMIT);
+        assert_eq!(record.id.load(Ordering::Relaxed), 0);
+        // Never handed out again.
+        for _ in 0..2 * registry::record_count().min(1000) {
+            let mut t = Box::pin(root_polling("after", Arc::new(Mutex::new(None))));
+            assert!(t.as_mut().poll(&mut cx).is_pending());
+            assert_ne!(index_of(t.task_id().unwrap()), index);
+        }
+    })
+    .join()
+    .unwrap();
+}

@@ -1,0 +1,274 @@
+//! The interned vtables of executors' wakers. A record keeps its task's
+//! executor waker as the waker's data pointer and the index + 1 of its
+//! vtable here, in 12 bytes instead of 16; a process sees one vtable or
+//! two (tokio has one). Entries are appended, never changed or removed.
+//! A waker whose vtable finds the table full is kept boxed instead (id
+//! [`BOXED`]).
+//!
+//! The methods of [`TaskRecord`] that store, lend, compare and take the
+//! executor's waker are here too: they are the only code that reads
+//! `waker_data` and `waker_vtable` (see [`WakerPart`] for who may call them).
+
+use std::mem::ManuallyDrop;
+use std::task::Waker;
+
+use crate::task::record::layout::TaskRecord;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::task::RawWakerVTable;
+
+/// The most vtables interned.
+pub(crate) const MAX: usize = 64;
+
+/// The vtable id of a record whose executor waker is boxed: its data
+/// pointer is then a `Box<Waker>`'s. No interned vtable has this id
+/// ([`get`] gives `None` for it).
+pub(crate) const BOXED: u32 = u32::MAX;
+
+/// An append-only table of up to `N` vtables.
+pub(crate) struct Table<const N: usize> {
+    entries: [AtomicPtr<RawWakerVTable>; N],
+    append: Mutex<()>,
+}
+
+impl<const N: usize> Table<N> {
+    pub(crate) const fn new() -> Self {
+        Table {
+            entries: [const { AtomicPtr::new(std::ptr::null_mut()) }; N],
+            append: Mutex::new(()),
+        }
+    }
+
+    /// The id (index + 1) of `vtable`, interning it if it is new;
+    /// `None` when the table is full.
+    pub(crate) fn id(&self, vtable: &'static RawWakerVTable) -> Option<u32> {
+        let wanted = std::ptr::from_ref(vtable).cast_mut();
+        // The entry holding `wanted`, or else the first free one.
+        let find = || {
+            self.entries.iter().enumerate().find_map(|(i, e)| {
+                let p = e.load(Ordering::Acquire);
+                (p == wanted || p.is_null()).then_some((i, p))
+            })
+        };
+        if let Some((i, p)) = find()
+            && p == wanted
+        {
+            return Some(i as u32 + 1);
+        }
+        let _append = self.append.lock().unwrap_or_else(|e| e.into_inner());
+        let (i, p) = find()?;
+        if p.is_null() {
+            self.entries[i].store(wanted, Ordering::Release);
+        }
+        Some(i as u32 + 1)
+    }
+
+    /// The vtable of id `id`, if it was interned.
+    #[inline(always)]
+    pub(crate) fn get(&self, id: u32) -> Option<&'static RawWakerVTable> {
+        let p = self
+            .entries
+            .get(id.checked_sub(1)? as usize)?
+            .load(Ordering::Acquire);
+        // SAFETY: a non-null entry was stored from a `&'static
+        // RawWakerVTable` and never changes.
+        unsafe { p.as_ref() }
+    }
+}
+
+static TABLE: Table<MAX> = Table::new();
+
+/// The process's id of `vtable` (see [`Table::id`]).
+pub(crate) fn id(vtable: &'static RawWakerVTable) -> Option<u32> {
+    TABLE.id(vtable)
+}
+
+/// The process's vtable of id `id` (see [`Table::get`]).
+#[inline(always)]
+pub(crate) fn get(id: u32) -> Option<&'static RawWakerVTable> {
+    TABLE.get(id)
+}
+
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests {
+    use std::task::{RawWaker, RawWakerVTable};
+
+    use super::Table;
+
+    fn noop(_: *const ()) {}
+    fn clone(p: *const ()) -> RawWaker {
+        RawWaker::new(p, &A)
+    }
+    static A: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    static B: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    static C: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+
+    #[test]
+    fn vtables_are_interned_once_each_until_the_table_is_full() {
+        let t: Table<2> = Table::new();
+        assert_eq!(t.get(0), None);
+        assert_eq!(t.get(1), None, "nothing interned yet");
+        assert_eq!(t.id(&A), Some(1));
+        assert_eq!(t.id(&B), Some(2));
+        assert_eq!(t.id(&A), Some(1), "the same vtable, the same id");
+        assert_eq!(t.id(&C), None, "full");
+        assert!(std::ptr::eq(t.get(1).unwrap(), &A));
+        assert!(std::ptr::eq(t.get(2).unwrap(), &B));
+        assert_eq!(t.get(3), None);
+        assert_eq!(t.get(u32::MAX), None);
+    }
+}
+
+impl TaskRecord {
+    // ---- the executor's waker (see `WakerPart` for who may call these) ----
+
+    /// Stores the executor's waker of a new task: as its data pointer and
+    /// interned vtable id, or boxed if its vtable finds no room in
+    /// [`vtables`] (see the module docs).
+    ///
+    /// # Safety
+    ///
+    /// `refs` is 0 (no waker refers to the record, so nobody reads the
+    /// cell), and the record holds no waker ([`take_waker`] ran since the
+    /// last `put_waker`, or it never ran).
+    ///
+    /// [`take_waker`]: Self::take_waker
+    pub(crate) unsafe fn put_waker(&self, waker: Waker) {
+        match id(waker.vtable()) {
+            // SAFETY: per the caller's obligations.
+            Some(id) => unsafe { self.put_waker_parts(ManuallyDrop::new(waker).data(), id) },
+            // SAFETY: per the caller's obligations.
+            None => unsafe { self.put_boxed_waker(waker) },
+        }
+    }
+
+    /// [`put_waker`](Self::put_waker) for a waker kept boxed, whatever its
+    /// vtable (loom models call it directly).
+    ///
+    /// # Safety
+    ///
+    /// As for `put_waker`.
+    #[cold]
+    #[inline(never)]
+    pub(crate) unsafe fn put_boxed_waker(&self, waker: Waker) {
+        let data = Box::into_raw(Box::new(waker)).cast_const().cast::<()>();
+        // SAFETY: per the caller's obligations; `take_waker` frees the box.
+        unsafe { self.put_waker_parts(data, BOXED) }
+    }
+
+    /// # Safety
+    ///
+    /// As for [`put_waker`](Self::put_waker); `(data, id)` own a waker:
+    /// the parts of one with an interned vtable of id `id`, or a
+    /// `Box<Waker>` with id [`BOXED`].
+    unsafe fn put_waker_parts(&self, data: *const (), id: u32) {
+        // SAFETY: exclusive access, per the caller's obligations.
+        unsafe {
+            self.waker_data.write(data);
+            self.waker_vtable.write(id);
+        }
+    }
+
+    /// Calls `f` with the executor's waker, borrowed; `None` if the record
+    /// holds none, which only a free record does. (A closure rather than a
+    /// returned borrow, so that the usual case, an interned vtable, is
+    /// compiled apart from the cold boxed one, with no merge between.)
+    ///
+    /// # Safety
+    ///
+    /// The caller holds a reference counted in `refs` (the live task's, or
+    /// a waker's), so the waker is neither being written nor dropped.
+    #[inline(always)]
+    pub(crate) unsafe fn with_executor_waker<R>(&self, f: impl FnOnce(&Waker) -> R) -> Option<R> {
+        // SAFETY: per the caller's obligations.
+        let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
+        let Some(vtable) = get(id) else {
+            // SAFETY: per the caller's obligations, `data` is what
+            // `put_waker` stored with `id`, and stays alive.
+            return unsafe { Self::with_boxed_waker(data, id, f) };
+        };
+        // SAFETY: `data` and `vtable` are the parts of the waker that
+        // `put_waker` stored and that stays alive while the reference is
+        // held; the `ManuallyDrop` never drops this copy, so it is a
+        // borrow of that waker.
+        let waker = ManuallyDrop::new(unsafe { Waker::new(data, vtable) });
+        Some(f(&waker))
+    }
+
+    /// [`with_executor_waker`](Self::with_executor_waker) for a vtable id
+    /// that is not interned: the boxed waker if `id` is
+    /// [`BOXED`], else none.
+    ///
+    /// # Safety
+    ///
+    /// `(data, id)` were stored together by `put_waker`, and the waker
+    /// they own stays alive during the call.
+    #[cold]
+    #[inline(never)]
+    unsafe fn with_boxed_waker<R>(
+        data: *const (),
+        id: u32,
+        f: impl FnOnce(&Waker) -> R,
+    ) -> Option<R> {
+        if id != BOXED {
+            return None;
+        }
+        // SAFETY: with id `BOXED`, `data` is a `Box<Waker>` that the record
+        // owns and keeps alive (the caller's obligation).
+        Some(f(unsafe { &*data.cast::<Waker>() }))
+    }
+
+    /// Whether the executor's waker wakes the same task as `other` (as
+    /// [`Waker::will_wake`] tells: the same data pointer and vtable).
+    /// Called on every task poll: for an interned vtable, two compares,
+    /// as `Waker::will_wake` makes them; a boxed waker is compared in a
+    /// cold call, whose result does not merge into the usual path.
+    ///
+    /// # Safety
+    ///
+    /// As for [`with_executor_waker`](Self::with_executor_waker).
+    #[inline(always)]
+    pub(crate) unsafe fn will_wake(&self, other: &Waker) -> bool {
+        // SAFETY: per the caller's obligations.
+        let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
+        match get(id) {
+            Some(vtable) => data == other.data() && std::ptr::eq(vtable, other.vtable()),
+            None => {
+                // SAFETY: per the caller's obligations.
+                let same = unsafe { Self::with_boxed_waker(data, id, |w| w.will_wake(other)) };
+                same == Some(true)
+            }
+        }
+    }
+
+    /// Takes the executor's waker out, to drop it.
+    ///
+    /// # Safety
+    ///
+    /// `refs` just reached 0 on this thread (with acquire ordering): the
+    /// record holds the waker `put_waker` stored and nobody else can read
+    /// it.
+    pub(crate) unsafe fn take_waker(&self) -> Option<Waker> {
+        // SAFETY: exclusive access, per the caller's obligations.
+        let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
+        let waker = match get(id) {
+            // SAFETY: the parts of the waker this record owns, stored by
+            // `put_waker`; the cell is cleared below, so it is taken once.
+            Some(vtable) => Some(unsafe { Waker::new(data, vtable) }),
+            None if id == BOXED => {
+                // SAFETY: with id `BOXED`, `data` is a `Box<Waker>` this
+                // record owns, from `put_boxed_waker`; taken once, as
+                // above.
+                let boxed = unsafe { Box::from_raw(data.cast_mut().cast::<Waker>()) };
+                Some(*boxed)
+            }
+            None => None,
+        };
+        // SAFETY: exclusive access, per the caller's obligations.
+        unsafe {
+            self.waker_vtable.write(0);
+            self.waker_data.write(std::ptr::null());
+        }
+        waker
+    }
+}

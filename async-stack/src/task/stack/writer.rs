@@ -1,0 +1,419 @@
+//! The published stack's **writer**: sections, slots taken and freed by
+//! the polling thread, and retirements by foreign threads (see
+//! [`crate::task::stack`] for the protocol).
+
+use crate::record::current::NO_SLOT;
+use crate::record::site::SiteId;
+use crate::sync::{AtomicU64, Ordering, fence};
+use crate::task::record::layout::TaskRecord;
+use crate::task::registry;
+use crate::task::stack::words::{
+    DIR_ENTRIES, HEAD_SLOTS, INLINE_SLOTS, Meta, dir_get, foreign, locate, meta, word,
+};
+
+/// Lets another thread run: the one whose foreign section a writer waits
+/// for (under loom, the model's scheduler).
+fn yield_now() {
+    #[cfg(not(async_stack_loom))]
+    std::thread::yield_now();
+    #[cfg(async_stack_loom)]
+    loom::thread::yield_now();
+}
+
+impl TaskRecord {
+    // ---- sections (the writer) ----
+
+    #[inline]
+    fn begin(&self) -> u32 {
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s.wrapping_add(1), Ordering::Relaxed);
+        // Orders the odd `seq` before the stores of the section.
+        fence(Ordering::Release);
+        s
+    }
+
+    #[inline]
+    fn end(&self, s: u32) {
+        self.seq.store(s.wrapping_add(2), Ordering::Release);
+        // Orders the section before the writer's next store of `current`:
+        // a reader that sees a frame run in a slot taken here also sees
+        // that the section happened.
+        fence(Ordering::Release);
+    }
+
+    /// Inside a section.
+    fn set_meta(&self, m: Meta) {
+        self.meta.store(meta::pack(m), Ordering::Relaxed);
+    }
+
+    /// The writer: the word of slot `slot`, allocating the chunks it lives
+    /// in (outside any section: a chunk is zeroed before it is named).
+    /// `None` if the pool is exhausted.
+    fn slot_word_or_alloc(&self, slot: u32) -> Option<&AtomicU64> {
+        if let Some(w) = self.slot_word(slot) {
+            return Some(w);
+        }
+        let (entry, _) = locate(slot).err()?;
+        let mut head = self.chunk.load(Ordering::Relaxed);
+        if head == 0 {
+            head = registry::alloc_chunk()?;
+            let s = self.begin();
+            self.chunk.store(head, Ordering::Relaxed);
+            self.end(s);
+        }
+        if let Some(e) = entry {
+            let head = registry::chunk(head)?;
+            if dir_get(head, e) == 0 {
+                let c = registry::alloc_chunk()?;
+                let w = &head.words[(HEAD_SLOTS + e / 2) as usize];
+                let shift = 32 * (e % 2);
+                let s = self.begin();
+                let old = w.load(Ordering::Relaxed) & !(0xffff_ffff << shift);
+                w.store(old | u64::from(c) << shift, Ordering::Relaxed);
+                self.end(s);
+            }
+        }
+        self.slot_word(slot)
+    }
+
+    /// The writer, for a new task: a stack that holds only its root, at
+    /// `site`, in slot 0, with the foreign counters taken as seen. One
+    /// section.
+    pub(crate) fn start_stack(&self, site: SiteId) {
+        let f = self.foreign.load(Ordering::Acquire);
+        let old = self.meta();
+        let birth = self.next_birth();
+        let s = self.begin();
+        self.slots[0].store(word::pack(site, NO_SLOT, birth), Ordering::Relaxed);
+        for slot in 1..old.top {
+            if let Some(w) = self.slot_word(slot) {
+                w.store(0, Ordering::Relaxed);
+            }
+        }
+        self.set_meta(Meta {
+            hidden: 0,
+            seen_hidden: foreign::hidden_retired(f),
+            seen_version: foreign::version(f),
+            top: 1,
+        });
+        self.end(s);
+    }
+
+    /// The next birth (the writer).
+    fn next_birth(&self) -> u32 {
+        let b = self.births.load(Ordering::Relaxed).wrapping_add(1);
+        self.births.store(b, Ordering::Relaxed);
+        b
+    }
+
+    /// The writer: a frame at `site` takes the lowest free slot under the
+    /// frame in slot `parent`. `None` when every slot is taken (or no
+    /// chunk can be had); the caller then counts it hidden.
+    pub(crate) fn take(&self, site: SiteId, parent: u32) -> Option<u32> {
+        let top = self.meta().top;
+        let slot = (1..top)
+            .find(|&s| {
+                self.slot_word(s)
+                    .is_some_and(|w| w.load(Ordering::Relaxed) == 0)
+            })
+            .or((top.max(1) < NO_SLOT).then_some(top.max(1)))?;
+        let w = self.slot_word_or_alloc(slot)?;
+        let birth = self.next_birth();
+        let s = self.begin();
+        w.store(word::pack(site, parent, birth), Ordering::Relaxed);
+        let mut m = self.meta();
+        m.top = m.top.max(slot + 1);
+        self.set_meta(m);
+        self.end(s);
+        Some(slot)
+    }
+
+    /// The writer: the frame in `slot` now shows `site` (it reached
+    /// another `.await`). No section when nothing changes.
+    #[inline]
+    pub(crate) fn set_site(&self, slot: u32, site: SiteId) {
+        if let Some(w) = self.slot_word(slot) {
+            let old = w.load(Ordering::Relaxed);
+            let new = word::with_site(old, site);
+            if old != new {
+                let s = self.begin();
+                w.store(new, Ordering::Relaxed);
+                self.end(s);
+            }
+        }
+    }
+
+    /// The writer: the frame in `slot` is now polled by the frame in slot
+    /// `parent`. Its old parent, if a zombie left childless, goes.
+    pub(crate) fn set_parent(&self, slot: u32, parent: u32) {
+        let Some(w) = self.slot_word(slot) else {
+            return;
+        };
+        let old = w.load(Ordering::Relaxed);
+        if word::parent(old) == parent {
+            return;
+        }
+        let s = self.begin();
+        w.store(word::with_parent(old, parent), Ordering::Relaxed);
+        self.free_zombies_from(word::parent(old));
+        self.end(s);
+    }
+
+    /// The writer: the frame in `slot` gives it back.
+    pub(crate) fn release(&self, slot: u32) {
+        let s = self.begin();
+        self.release_in_section(slot);
+        self.end(s);
+    }
+
+    /// The writer: one more (`true`) or one fewer frame without a slot.
+    pub(crate) fn count_hidden(&self, more: bool) {
+        let s = self.begin();
+        let mut m = self.meta();
+        m.hidden = if more {
+            m.hidden.saturating_add(1)
+        } else {
+            m.hidden.saturating_sub(1)
+        };
+        self.set_meta(m);
+        self.end(s);
+    }
+
+    /// Whether a live word names `slot` as its parent.
+    fn has_children(&self, slot: u32, top: u32) -> bool {
+        (0..top).any(|t| {
+            t != slot
+                && self.slot_word(t).is_some_and(|w| {
+                    let w = w.load(Ordering::Relaxed);
+                    w != 0 && word::parent(w) == slot
+                })
+        })
+    }
+
+    /// Inside a section: `slot` is given back: a zombie if frames below
+    /// still name it, else free, and then its zombie ancestors left
+    /// without children go too.
+    fn release_in_section(&self, slot: u32) {
+        let Some(w) = self.slot_word(slot) else {
+            return;
+        };
+        let old = w.load(Ordering::Relaxed);
+        if old == 0 {
+            return;
+        }
+        let top = self.meta().top;
+        if self.has_children(slot, top) {
+            w.store((old & !word::RETIRED) | word::ZOMBIE, Ordering::Relaxed);
+            return;
+        }
+        w.store(0, Ordering::Relaxed);
+        self.free_zombies_from(word::parent(old));
+        self.shrink_top();
+    }
+
+    /// Inside a section: frees `slot` and its ancestors while each is a
+    /// zombie without children.
+    fn free_zombies_from(&self, mut slot: u32) {
+        let top = self.meta().top;
+        while slot != NO_SLOT {
+            let Some(w) = self.slot_word(slot) else {
+                return;
+            };
+            let old = w.load(Ordering::Relaxed);
+            if old & word::ZOMBIE == 0 || self.has_children(slot, top) {
+                return;
+            }
+            w.store(0, Ordering::Relaxed);
+            slot = word::parent(old);
+        }
+        self.shrink_top();
+    }
+
+    /// Inside a section: lowers `top` past free slots.
+    fn shrink_top(&self) {
+        let mut m = self.meta();
+        while m.top > 0
+            && self
+                .slot_word(m.top - 1)
+                .is_none_or(|w| w.load(Ordering::Relaxed) == 0)
+        {
+            m.top -= 1;
+        }
+        self.set_meta(m);
+    }
+
+    /// The writer, once per task poll: frees the slots retired by foreign
+    /// threads and folds their hidden-frame retirements into the count.
+    #[inline(always)]
+    pub(crate) fn collect_foreign(&self) {
+        let f = self.foreign.load(Ordering::Acquire);
+        let m = self.meta.load(Ordering::Relaxed);
+        if foreign::version(f) != meta::unpack(m).seen_version {
+            self.collect_foreign_slow(f);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn collect_foreign_slow(&self, f: u64) {
+        let s = self.begin();
+        let top = self.meta().top;
+        for slot in 0..top {
+            if self
+                .slot_word(slot)
+                .is_some_and(|w| w.load(Ordering::Relaxed) & word::RETIRED != 0)
+            {
+                self.release_in_section(slot);
+            }
+        }
+        let mut m = self.meta();
+        let retired = foreign::hidden_retired(f).wrapping_sub(m.seen_hidden) & 0xffff;
+        m.hidden = m.hidden.saturating_sub(retired as u32);
+        m.seen_hidden = foreign::hidden_retired(f);
+        m.seen_version = foreign::version(f);
+        self.set_meta(m);
+        self.end(s);
+    }
+
+    // ---- foreign threads ----
+
+    /// Any thread but the writer's poll: the frame that holds `slot` (or
+    /// no slot, `NO_SLOT`) in incarnation `inc` leaves the task. Does
+    /// nothing if that task has ended.
+    pub(crate) fn retire(&self, inc: u32, slot: u32) {
+        let mut f = self.foreign.load(Ordering::Acquire);
+        loop {
+            if foreign::incarnation(f) != inc {
+                return;
+            }
+            if foreign::open(f) == foreign::MAX_OPEN {
+                std::hint::spin_loop();
+                f = self.foreign.load(Ordering::Acquire);
+                continue;
+            }
+            match self.foreign.compare_exchange_weak(
+                f,
+                f + foreign::OPEN_ONE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(actual) => f = actual,
+            }
+        }
+        // Orders the open section before the word's change: a reader that
+        // sees the retired bit also sees the section.
+        fence(Ordering::Release);
+        // The incarnation cannot end while the section is open, so the
+        // slot is still this frame's.
+        let hidden = slot == NO_SLOT;
+        if let Some(w) = (!hidden).then(|| self.slot_word(slot)).flatten() {
+            let mut cur = w.load(Ordering::Relaxed);
+            while cur != 0 && cur & word::RETIRED == 0 {
+                match w.compare_exchange_weak(
+                    cur,
+                    cur | word::RETIRED,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => break,
+                    Err(actual) => cur = actual,
+                }
+            }
+        }
+        let mut f = self.foreign.load(Ordering::Relaxed);
+        loop {
+            match self.foreign.compare_exchange_weak(
+                f,
+                foreign::closed(f, hidden),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(actual) => f = actual,
+            }
+        }
+    }
+
+    /// The thread ending the task: moves the record to its next
+    /// incarnation once no foreign section is open (they are a few
+    /// instructions long), and returns it. From then on no frame of the
+    /// ended task touches the record.
+    ///
+    /// When no frame but the root holds a place in the incarnation (no
+    /// slot above the root's in use, none hidden, no section open), no
+    /// foreign thread can be retiring one: only a frame with a place
+    /// retires, and a slot stays in use, or a hidden frame counted, until
+    /// this writer frees it. Nothing else writes the word then, and a
+    /// store moves it on, which saves the compare-and-swap (a locked
+    /// instruction) at the end of most tasks. `meta` is the writer's: the
+    /// thread ending the task is the one that polled it last, or one the
+    /// task's future was handed to since.
+    pub(crate) fn close_incarnation(&self) -> u32 {
+        let mut f = self.foreign.load(Ordering::Acquire);
+        let m = self.meta();
+        if m.top <= 1 && m.hidden == 0 && foreign::open(f) == 0 {
+            let next = foreign::incarnation(f).wrapping_add(1);
+            self.foreign
+                .store(foreign::with_incarnation(f, next), Ordering::Release);
+            return next;
+        }
+        let mut spins = 0u32;
+        loop {
+            if foreign::open(f) != 0 {
+                spins += 1;
+                // Under loom the model must be told to run the thread
+                // whose section is open.
+                if spins.is_multiple_of(64) || cfg!(async_stack_loom) {
+                    yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                f = self.foreign.load(Ordering::Acquire);
+                continue;
+            }
+            let next = foreign::incarnation(f).wrapping_add(1);
+            match self.foreign.compare_exchange_weak(
+                f,
+                foreign::with_incarnation(f, next),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return next,
+                Err(actual) => f = actual,
+            }
+        }
+    }
+
+    /// The thread ending the task: gives the task's chunks back to the
+    /// pool (after [`close_incarnation`](Self::close_incarnation), so no
+    /// foreign section can touch them).
+    #[inline]
+    pub(crate) fn release_chunks(&self) {
+        let head = self.chunk.load(Ordering::Relaxed);
+        if head != 0 {
+            self.release_chunks_from(head);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn release_chunks_from(&self, head: u32) {
+        let Some(head_chunk) = registry::chunk(head) else {
+            return;
+        };
+        let s = self.begin();
+        for e in 0..DIR_ENTRIES {
+            let c = dir_get(head_chunk, e);
+            if c != 0 {
+                registry::free_chunk(c);
+            }
+        }
+        self.chunk.store(0, Ordering::Relaxed);
+        let mut m = self.meta();
+        m.top = m.top.min(INLINE_SLOTS as u32);
+        self.set_meta(m);
+        self.end(s);
+        registry::free_chunk(head);
+    }
+}
