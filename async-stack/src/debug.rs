@@ -384,7 +384,7 @@ pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
         await_site_pages: AtomicPtr::new(AWAIT_SITES.pages.as_ptr().cast_mut().cast()),
         await_site_count: AtomicPtr::new(std::ptr::from_ref(&AWAIT_SITES.len).cast_mut().cast()),
         clock: AtomicPtr::new(
-            std::ptr::from_ref(&crate::record::clock::NOW)
+            std::ptr::from_ref(&crate::clock::NOW)
                 .cast_mut()
                 .cast(),
         ),

@@ -105,6 +105,7 @@
 #![warn(missing_docs)]
 
 #[cfg(not(async_stack_loom))]
+mod clock;
 pub mod debug;
 mod pages;
 mod read;

@@ -43,6 +43,9 @@
 //!   own code reads.
 
 use std::cell::Cell;
+// std's: these words are read only by this thread and its signal
+// handlers (compiler fences order them; loom models no signals), and the
+// loom models give each model thread its own `Active`.
 use std::sync::atomic::{AtomicPtr as LocalPtr, compiler_fence};
 
 use crate::record::frame::AsyncStackFrame;

@@ -7,13 +7,11 @@
 //! - [`current`]: the thread's current frame and task (the only
 //!   thread-local state);
 //! - [`threads`]: the list of threads that poll tasks, for readers that
-//!   cannot reach a thread-local;
-//! - [`clock`]: the coarse clock that stamps task states.
+//!   cannot reach a thread-local.
 //!
 //! This layer knows nothing of tasks: the poll protocol that drives it
 //! ([`crate::task::traced`]) sits in the task layer above.
 
-pub(crate) mod clock;
 pub(crate) mod current;
 pub(crate) mod frame;
 pub(crate) mod site;

@@ -23,12 +23,11 @@
 
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
-use std::sync::{Mutex, OnceLock};
-
-// Always std atomics: these records and tables are `static`s built by
+// Always std atomics and locks: these records and tables are `static`s built by
 // `const fn`, which loom's atomics cannot be. The table's code is generic
 // over its word, and its loom model runs it on loom's.
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 /// Static description of an instrumented function or `.traced()` call.
 ///

@@ -32,6 +32,9 @@
 //! Not built under loom: the models pass their thread state explicitly.
 
 use std::cell::Cell;
+// std's atomics: this file is not built under loom (above); its protocol
+// is sequentially consistent throughout, and a stress test races a reader
+// with a writer.
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 

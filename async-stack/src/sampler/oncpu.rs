@@ -929,7 +929,7 @@ impl Sampling {
 
     /// The group and name of the task a sample caught.
     fn labels(&mut self, s: &Sample) -> (String, String) {
-        let now = crate::record::clock::system_ms();
+        let now = crate::clock::system_ms();
         let mut copy = StackCopy::default();
         // The record by its index, never by the address the handler took
         // (a number, not a pointer); `read` validates the task id.

@@ -245,7 +245,7 @@ impl Sampling {
     /// others.
     pub(crate) fn tick(&mut self) {
         self.profile.stats.ticks += 1;
-        let now_ms = crate::record::clock::system_ms();
+        let now_ms = crate::clock::system_ms();
         self.running.clear();
         self.reservoir.clear();
         let k = self.max_tasks;

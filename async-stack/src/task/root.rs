@@ -29,7 +29,7 @@
 use std::sync::Arc;
 use std::task::Context;
 
-use crate::record::clock;
+use crate::clock;
 use crate::record::current::Active;
 use crate::record::frame::AsyncStackFrame;
 use crate::sync::Ordering;

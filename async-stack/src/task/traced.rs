@@ -36,7 +36,7 @@
 //! once per task poll, the lookup of its record in the registry's page
 //! table, a check that the executor's waker is the one the record holds,
 //! a few plain stores to its record (state and time, poll count, current
-//! frame) and two reads of the ticking clock ([`crate::record::clock`]);
+//! frame) and two reads of the ticking clock ([`crate::clock`]);
 //! `benches/benches/root_poll.rs` measures that per poll. A wake
 //! from another thread through the task's waker adds a compare-and-swap on
 //! the record's wake count, and a wake from inside the task's own poll
@@ -268,7 +268,8 @@ fn enter_child(
         p = relink::relink(frame, p, parent_slot, a);
     }
     // A signal handler on this thread that finds the frame current finds
-    // its parent set (see `current`'s invariants). No instruction.
+    // its parent set (see `current`'s invariants). No instruction; std's,
+    // since loom models no signal handlers.
     std::sync::atomic::compiler_fence(Ordering::Release);
     word.store(current::tag(frame, place::own(p)), Ordering::Relaxed);
 }

@@ -158,7 +158,7 @@ fn count_wake(r: &TaskRecord, index: u32) {
         own
     });
     if own != Some(true) {
-        r.count_wake(crate::record::clock::now_ms);
+        r.count_wake(crate::clock::now_ms);
         #[cfg(not(async_stack_loom))]
         if crate::wake::recorder::on() {
             crate::wake::recorder::woken(index, r);

@@ -42,7 +42,7 @@ pub(super) struct Reader {
 impl Reader {
     pub(super) fn new() -> Self {
         Reader {
-            now_ms: crate::record::clock::system_ms(),
+            now_ms: crate::clock::system_ms(),
             copy: StackCopy::default(),
             sites: Sites::new(),
             torn: 0,

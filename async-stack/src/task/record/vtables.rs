@@ -13,6 +13,10 @@ use std::mem::ManuallyDrop;
 use std::task::Waker;
 
 use crate::task::record::layout::TaskRecord;
+// std's, not `crate::sync`'s: the table is a `static` built by a `const fn`
+// (loom's atomics and mutexes have no `const` constructor). Entries are
+// appended under the mutex, each published once with release ordering and
+// never changed; the unit test below checks the table itself.
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::task::RawWakerVTable;

@@ -29,6 +29,9 @@
 //! Readers that need the time now rather than the latest tick (dumps, the
 //! stall watchdog) call [`system_ms`].
 
+// std's atomics, not `crate::sync`'s: the clock word is a `static` (loom's
+// atomics have no `const` constructor), written by one thread and read as
+// a plain value; no protocol rests on its ordering for loom to explore.
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::Thread;
