@@ -64,7 +64,7 @@
 //!   A slot word packs the site (an await-site id when `slot_await_flag`
 //!   is set, else a call-site id), the parent slot and the birth that
 //!   orders siblings; zombie and retired slots are not shown, nor what
-//!   hangs below them. The module docs of `task/stack.rs` state the whole
+//!   hangs below them. The module docs of `task/stack/mod.rs` state the whole
 //!   protocol. A stack whose `seq` is odd, or whose `foreign` word counts
 //!   open sections, was stopped in the middle of a write: scripts show the
 //!   task without its frames rather than guess.

@@ -99,13 +99,40 @@
 //!   parent's code at its `.await`, inlined or not), which symbolises to the
 //!   same line. They are meant for debugger scripts; the walker takes the
 //!   `.await` lines from the static await sites.
+//!
+//! # Module map
+//!
+//! The modules form layers, listed from the bottom up: each imports only
+//! from the layers below it, and no file imports a file that imports it
+//! back (`python3 ../shared/tools/layers.py` checks both).
+//!
+//! 1. **Base**: `sync` (the one switch between std's and loom's atomics),
+//!    `pages` (never-freed page tables, the storage of every table that
+//!    other threads and debuggers read without a lock), `clock` (the
+//!    coarse clock that stamps task states) and `warn`.
+//! 2. **Record** (`record/`): what an instrumented future writes on every
+//!    poll: the [`AsyncStackFrame`], the static [`CallSite`] and
+//!    [`AwaitSite`] records and their interned ids (`SiteId` owns the
+//!    await bit), the thread's current frame, and the list of threads that
+//!    poll tasks. It knows nothing of tasks.
+//! 3. **Task** (`task/`): task records, their published stacks, the
+//!    registry, wakers, spawn data, and [`Traced`], the poll protocol that
+//!    drives all of them; `task::probe` is where a wake recorder plugs in.
+//! 4. **Readers**: `read/` (the walker behind [`backtrace()`], the check of
+//!    the live chain against the published stack, and [`dump`](mod@dump)),
+//!    [`sampler`], [`wake`] (the wake graph, its reduction, and the
+//!    [`workload`] it replays), and [`debug`] (the descriptor that debugger
+//!    scripts read, built from the addresses of statics).
+//! 5. **Reports**: [`panic`](mod@panic), [`signal`] and [`stall`], which print what
+//!    the readers find; then this crate root, which declares the modules
+//!    and re-exports the public API.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
-#[cfg(not(async_stack_loom))]
 mod clock;
+#[cfg(not(async_stack_loom))]
 pub mod debug;
 mod pages;
 mod read;

@@ -9,21 +9,31 @@
 //! wrapper is needed; spawn helpers ([`spawn`]) only add a name and the
 //! spawning task.
 //!
-//! # Files
+//! # Files, from the bottom up
 //!
-//! - `record.rs`: the record's layout, who writes each field, and how a
-//!   reader copies one consistent instant of it;
-//! - `stack.rs`: the published stack in the record (slots, sections,
-//!   foreign retirements, the reader's tree);
-//! - `place.rs`: a frame's place in its task's stack, and the state machine
-//!   that moves it;
-//! - `root.rs`: the life of a task root (registration, each poll, the end);
+//! Each file imports only from the files listed before it.
+//!
+//! - `place.rs`: the place word: a frame's record, incarnation and slots;
+//! - `stack/words.rs`: where the published stack's slots live, and the
+//!   slot, `foreign` and `meta` word layouts (`stack/mod.rs` states the
+//!   whole protocol);
+//! - `record/layout.rs`: the record's layout, who writes each field, and
+//!   the writes of the polling thread and of wakers; `record/vtables.rs`:
+//!   the executor's waker in the record; `record/names.rs`: names and
+//!   extensions;
+//! - `registry.rs`: the records, chunks and extensions in never-freed
+//!   pages, the free lists, task ids, and recycling;
+//! - `stack/reader.rs` and `stack/writer.rs`: copies of the published
+//!   stack, and the polling thread's (and foreign threads') writes;
+//! - `record/read.rs`: how a reader copies one instant of a record;
+//! - `spawn.rs`: spawn metadata, left by a spawn helper for the root;
 //! - `waker.rs`: the task's waker, kept in its record;
-//! - `registry.rs`: the never-freed arenas of records, chunks and
-//!   extensions, and the free lists;
-//! - `spawn.rs`: spawn metadata;
+//! - `end.rs`: the end of a task;
+//! - `relink.rs`: a frame moving between places (and tasks);
+//! - `root.rs`: a task root's registration and every poll;
 //! - `traced.rs`: [`Traced`](traced::Traced), the poll protocol that drives
-//!   the frames of [`crate::record`] and the records above.
+//!   the frames of the record layer and everything above;
+//! - `tests/`, `loom_models/`: tests that drive the whole layer.
 
 pub(crate) mod end;
 pub(crate) mod place;
