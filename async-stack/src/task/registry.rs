@@ -221,6 +221,7 @@ pub(crate) fn free_record(index: u32) {
 /// The last reference to record `index` is gone: its executor waker is
 /// dropped and the record goes back to the free list, unless its
 /// incarnations are used up (then it is retired for good).
+#[inline]
 pub(crate) fn recycle(r: &TaskRecord, index: u32) {
     // SAFETY: `refs` just reached 0 on this thread, with acquire ordering
     // (see `waker::release`): the cell holds the task's executor waker and

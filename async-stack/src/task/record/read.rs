@@ -36,9 +36,11 @@ pub(crate) struct RawTask {
 /// to end before an attempt at copying a record.
 const SECTION_SPINS: u32 = if cfg!(async_stack_loom) { 0 } else { 512 };
 
-/// How many times a reader retries a torn copy of a record before giving
-/// up on its stack (the task is still reported, without frames).
-pub(crate) const COPY_TRIES: u32 = if cfg!(async_stack_loom) { 2 } else { 16 };
+/// How many times a dump ([`TaskRecord::read`]) tries to copy a record
+/// that a writer keeps tearing before giving up on its stack (the task is
+/// still reported, without frames). The sampler, which reads every task
+/// at every tick, passes its own bound.
+pub(crate) const DUMP_READ_TRIES: u32 = if cfg!(async_stack_loom) { 2 } else { 16 };
 
 /// The state a reader reports, and since when (ms), from the `state` and
 /// `wakes` words: idle becomes scheduled once woken since the last poll
@@ -76,7 +78,7 @@ impl TaskRecord {
     /// no waiting for a running poll. `None` for a free record or a task
     /// that ended while being read.
     pub(crate) fn read(&self, index: u32, copy: &mut StackCopy, now_ms: u64) -> Option<RawTask> {
-        self.read_tries(index, copy, now_ms, COPY_TRIES)
+        self.read_tries(index, copy, now_ms, DUMP_READ_TRIES)
     }
 
     /// [`read`](Self::read), with up to `tries` copy attempts. Before
@@ -211,7 +213,7 @@ impl TaskRecord {
 
     /// The header alone, from one instant of the poll counters.
     fn header_once(&self) -> Option<Header> {
-        for _ in 0..COPY_TRIES {
+        for _ in 0..DUMP_READ_TRIES {
             let p1 = self.polls.load(Ordering::Acquire);
             let st1 = self.state.load(Ordering::Acquire);
             let wakes = self.wakes.load(Ordering::Relaxed);

@@ -137,6 +137,7 @@ impl TaskRecord {
     /// last `put_waker`, or it never ran).
     ///
     /// [`take_waker`]: Self::take_waker
+    #[inline]
     pub(crate) unsafe fn put_waker(&self, waker: Waker) {
         match id(waker.vtable()) {
             // SAFETY: per the caller's obligations.
