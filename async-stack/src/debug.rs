@@ -334,7 +334,7 @@ const LAYOUT: Layout = Layout {
     slot_zombie_bit: word::ZOMBIE.trailing_zeros() as u64,
     slot_retired_bit: word::RETIRED.trailing_zeros() as u64,
     meta_hidden_bits: meta::HIDDEN_MASK.count_ones() as u64,
-    meta_seen_hidden_shift: meta::SEEN_HIDDEN_SHIFT as u64,
+    meta_seen_hidden_shift: meta::SEEN_HIDDEN_RETIRED_SHIFT as u64,
     meta_top_shift: meta::TOP_SHIFT as u64,
     foreign_hidden_bits: foreign::HIDDEN_MASK.count_ones() as u64,
     foreign_open_shift: foreign::OPEN_SHIFT as u64,
@@ -383,11 +383,7 @@ pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
         call_site_count: AtomicPtr::new(std::ptr::from_ref(&CALL_SITES.len).cast_mut().cast()),
         await_site_pages: AtomicPtr::new(AWAIT_SITES.pages.as_ptr().cast_mut().cast()),
         await_site_count: AtomicPtr::new(std::ptr::from_ref(&AWAIT_SITES.len).cast_mut().cast()),
-        clock: AtomicPtr::new(
-            std::ptr::from_ref(&crate::clock::NOW)
-                .cast_mut()
-                .cast(),
-        ),
+        clock: AtomicPtr::new(std::ptr::from_ref(&crate::clock::NOW).cast_mut().cast()),
     },
 };
 

@@ -188,8 +188,9 @@ impl StackCopy {
     pub(crate) fn build(&mut self, running_slot: u32, f: u64) {
         self.frames.clear();
         let n = self.raw.len();
-        let unseen = foreign::hidden_retired(f).wrapping_sub(self.meta.seen_hidden) & 0xffff;
-        let without_slot = self.meta.hidden.saturating_sub(unseen as u32);
+        let unseen =
+            foreign::hidden_retired(f).wrapping_sub(self.meta.seen_hidden_retired) & 0xffff;
+        let hidden = self.meta.hidden.saturating_sub(unseen as u32);
         let root_ok = self
             .raw
             .first()
@@ -209,12 +210,12 @@ impl StackCopy {
                 running: running && i <= running_slot as usize,
                 innermost: i == running_slot as usize,
             }));
-            self.hidden = without_slot;
+            self.hidden = hidden;
             return;
         }
         let live = self.raw.iter().filter(|&&w| word::shown(w)).count() as u32;
         if !root_ok {
-            self.hidden = without_slot.saturating_add(live);
+            self.hidden = hidden.saturating_add(live);
             return;
         }
         const NONE: u8 = u8::MAX;
@@ -297,6 +298,6 @@ impl StackCopy {
                 f.running = on_path & (1 << slot_of[i]) != 0;
             }
         }
-        self.hidden = without_slot.saturating_add(live - visited.count_ones());
+        self.hidden = hidden.saturating_add(live - visited.count_ones());
     }
 }

@@ -147,7 +147,7 @@ pub(crate) mod foreign {
 /// `[top:6][seen_version:12][seen_hidden_retired:16][hidden:30]`.
 pub(crate) mod meta {
     pub(crate) const HIDDEN_MASK: u64 = (1 << 30) - 1;
-    pub(crate) const SEEN_HIDDEN_SHIFT: u32 = 30;
+    pub(crate) const SEEN_HIDDEN_RETIRED_SHIFT: u32 = 30;
     const SEEN_VERSION_SHIFT: u32 = 46;
     pub(crate) const TOP_SHIFT: u32 = 58;
 
@@ -156,7 +156,7 @@ pub(crate) mod meta {
         /// Live frames without a slot.
         pub(crate) hidden: u32,
         /// `foreign`'s hidden-retirement count when last collected.
-        pub(crate) seen_hidden: u64,
+        pub(crate) seen_hidden_retired: u64,
         /// `foreign`'s version when last collected.
         pub(crate) seen_version: u64,
         /// One past the highest slot in use.
@@ -166,7 +166,7 @@ pub(crate) mod meta {
     pub(crate) fn unpack(m: u64) -> Meta {
         Meta {
             hidden: (m & HIDDEN_MASK) as u32,
-            seen_hidden: (m >> SEEN_HIDDEN_SHIFT) & 0xffff,
+            seen_hidden_retired: (m >> SEEN_HIDDEN_RETIRED_SHIFT) & 0xffff,
             seen_version: (m >> SEEN_VERSION_SHIFT) & 0xfff,
             top: (m >> TOP_SHIFT) as u32,
         }
@@ -174,7 +174,7 @@ pub(crate) mod meta {
 
     pub(crate) fn pack(m: Meta) -> u64 {
         u64::from(m.hidden).min(HIDDEN_MASK)
-            | (m.seen_hidden & 0xffff) << SEEN_HIDDEN_SHIFT
+            | (m.seen_hidden_retired & 0xffff) << SEEN_HIDDEN_RETIRED_SHIFT
             | (m.seen_version & 0xfff) << SEEN_VERSION_SHIFT
             | u64::from(m.top) << TOP_SHIFT
     }

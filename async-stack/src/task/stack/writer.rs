@@ -92,7 +92,7 @@ impl TaskRecord {
         }
         self.set_meta(Meta {
             hidden: 0,
-            seen_hidden: foreign::hidden_retired(f),
+            seen_hidden_retired: foreign::hidden_retired(f),
             seen_version: foreign::version(f),
             top: 1,
         });
@@ -267,9 +267,9 @@ impl TaskRecord {
             }
         }
         let mut m = self.meta();
-        let retired = foreign::hidden_retired(f).wrapping_sub(m.seen_hidden) & 0xffff;
+        let retired = foreign::hidden_retired(f).wrapping_sub(m.seen_hidden_retired) & 0xffff;
         m.hidden = m.hidden.saturating_sub(retired as u32);
-        m.seen_hidden = foreign::hidden_retired(f);
+        m.seen_hidden_retired = foreign::hidden_retired(f);
         m.seen_version = foreign::version(f);
         self.set_meta(m);
         self.end(s);
