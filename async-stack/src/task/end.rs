@@ -21,7 +21,7 @@ pub(crate) fn end_task(p: u64) {
     if !place::is_root(p) || place::key_of(p) == UNTRACKED {
         return;
     }
-    let index = place::record(p);
+    let index = place::index(p);
     if let Some(r) = registry::record(index) {
         end_task_in(r, index);
     }

@@ -116,8 +116,9 @@ pub(crate) fn key_of(place: u64) -> u64 {
     place & KEY_MASK
 }
 
+/// The index of the record of the task `place` is in.
 #[inline(always)]
-pub(crate) fn record(place: u64) -> u32 {
+pub(crate) fn index(place: u64) -> u32 {
     ((place >> RECORD_SHIFT) & RECORD_MASK) as u32
 }
 
@@ -176,7 +177,7 @@ mod tests {
         let k = key(12_345, 678);
         let p = child(k, 7, 3);
         assert_eq!((own(p), parent(p), key_of(p)), (7, 3, k));
-        assert_eq!((record(p), incarnation(p)), (12_345, 678));
+        assert_eq!((index(p), incarnation(p)), (12_345, 678));
         assert!(!is_root(p));
         assert!(holds(p, k, 3));
         assert!(!holds(p, k, 4), "another parent slot");
@@ -185,7 +186,7 @@ mod tests {
         let r = root(key(UNTRACKED_RECORD - 1, (1 << INC_BITS) - 1));
         assert!(is_root(r));
         assert_eq!(own(r), 0);
-        assert_eq!(record(r), UNTRACKED_RECORD - 1);
+        assert_eq!(index(r), UNTRACKED_RECORD - 1);
         assert_eq!(incarnation(r), (1 << INC_BITS) - 1);
         for parent in [0, 1, NO_SLOT] {
             assert!(

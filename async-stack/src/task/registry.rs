@@ -13,7 +13,7 @@
 //! reader validates what it copied against the record's task id (see
 //! [`crate::task::record`]).
 //!
-//! # Handles
+//! # Indices and numbers
 //!
 //! Records and their extensions are named by index (places hold it, see
 //! [`crate::task::place`]); chunks by index + 1, so that `0` in a record
@@ -273,14 +273,15 @@ pub(crate) fn next_id() -> u64 {
     registry().next_id.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Chunk `handle` (index + 1), if any.
+/// Chunk number `number` (its index + 1: `0` names none, as in a
+/// record's `chunk` field and a head chunk's directory), if any.
 #[inline]
-pub(crate) fn chunk(handle: u32) -> Option<&'static Chunk> {
-    let index = handle.checked_sub(1)?;
+pub(crate) fn chunk(number: u32) -> Option<&'static Chunk> {
+    let index = number.checked_sub(1)?;
     registry().chunks.get(index as usize)
 }
 
-/// A zeroed chunk's handle; `None` when the pool is exhausted.
+/// A zeroed chunk's number; `None` when the pool is exhausted.
 pub(crate) fn alloc_chunk() -> Option<u32> {
     let r = registry();
     let index = r.chunks.alloc()?;
@@ -291,8 +292,8 @@ pub(crate) fn alloc_chunk() -> Option<u32> {
     Some(index as u32 + 1)
 }
 
-pub(crate) fn free_chunk(handle: u32) {
-    if let Some(index) = handle.checked_sub(1) {
+pub(crate) fn free_chunk(number: u32) {
+    if let Some(index) = number.checked_sub(1) {
         registry().chunks.release(index as usize);
     }
 }

@@ -7,7 +7,7 @@ use crate::record::current::{Active, NO_SLOT};
 use crate::record::frame::AsyncStackFrame;
 use crate::sync::Ordering;
 use crate::task::end;
-use crate::task::place::{UNTRACKED, child, incarnation, is_root, key_of, own, record};
+use crate::task::place::{UNTRACKED, child, incarnation, index, is_root, key_of, own};
 use crate::task::record::layout::TaskRecord;
 use crate::task::registry;
 
@@ -86,7 +86,7 @@ pub(crate) fn unlink(place: u64, a: Option<&Active>) {
             own => r.release(own),
         },
         None => {
-            if let Some(r) = registry::record(record(place)) {
+            if let Some(r) = registry::record(index(place)) {
                 r.retire(incarnation(place), own(place));
             }
         }

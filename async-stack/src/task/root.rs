@@ -86,7 +86,7 @@ pub(crate) fn enter(
         Some(r) => (p, r),
         None => enter_first(frame, a, cx)?,
     };
-    let index = place::record(p);
+    let index = place::index(p);
     // SAFETY: the live task holds a reference to its record.
     let waker = if unsafe { r.will_wake(cx.waker()) } {
         waker::lend(index)
@@ -108,7 +108,7 @@ fn begin(r: &'static TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -
     a.enter_task(r.opaque(), &r.current, key, root);
     #[cfg(not(async_stack_loom))]
     if crate::wake::recorder::on() {
-        crate::wake::recorder::poll_started(place::record(key), r, root);
+        crate::wake::recorder::poll_started(place::index(key), r, root);
         return Polling {
             record: r,
             seen: seen | Polling::RECORDING,
@@ -191,7 +191,7 @@ pub(crate) fn exit(frame: &AsyncStackFrame, a: &Active, task: Option<Polling>, p
         if t.recording() {
             // The root's place still names its record (`end_task` below
             // takes it).
-            let index = place::record(frame.place.load(Ordering::Relaxed));
+            let index = place::index(frame.place.load(Ordering::Relaxed));
             let woken = (r.woken_count() ^ t.seen()) & crate::task::record::state::SEEN_MASK != 0;
             crate::wake::recorder::poll_ended(index, r, pending, self_wakes, woken);
         }
@@ -199,7 +199,7 @@ pub(crate) fn exit(frame: &AsyncStackFrame, a: &Active, task: Option<Polling>, p
             r.end_poll(clock::now_ms(), self_wakes, t.seen());
         } else {
             let p = frame.take_place();
-            end::end_task_in(r, place::record(p));
+            end::end_task_in(r, place::index(p));
         }
     }
 }

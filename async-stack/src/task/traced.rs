@@ -123,7 +123,7 @@ impl<F> Traced<F> {
         if !place::is_root(p) || place::key_of(p) == place::UNTRACKED {
             return None;
         }
-        let r = crate::task::registry::record(place::record(p))?;
+        let r = crate::task::registry::record(place::index(p))?;
         Some(r.id.load(Ordering::Acquire)).filter(|&id| id != 0)
     }
 }

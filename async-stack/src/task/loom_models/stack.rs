@@ -179,9 +179,6 @@ fn a_frame_relinked_into_another_task_moves_whole() {
         mover.join().unwrap();
         assert_eq!(view(ta).unwrap().2, [(0, r, false)]);
         assert_eq!(view(tb).unwrap().2, [(0, o, false), (1, c, false)]);
-        assert_eq!(
-            place::record(shared.place.load(Ordering::Relaxed)),
-            tb.index
-        );
+        assert_eq!(place::index(shared.place.load(Ordering::Relaxed)), tb.index);
     });
 }
