@@ -387,13 +387,18 @@ fn describe(label: &str, p: &Profile) {
     let per = |n: u64, d: u64| n as f64 / d.max(1) as f64;
     eprintln!(
         "{label}: {secs:.1} s, {} ticks ({} late), {:.0} samples per tick, retried {}, torn {}, \
-         sampler CPU {:.3} % of a core ({:.1} µs per tick), {} signals ({:.1} per s, {} lost), \
+         drop rate {:.3} %, sampler CPU {:.3} % of a core ({:.1} µs per tick), {} signals ({:.1} per s, {} lost), \
          handler {:.0} ns per signal, {} mismatches, {} entries, {:.2} MiB of tables",
         s.ticks,
         s.late_ticks,
         per(s.ok, s.ticks),
         s.retried,
         s.dropped_torn,
+        100.0
+            * per(
+                s.dropped_torn + s.dropped_inconsistent + s.signals_lost,
+                s.attempted + s.signals_lost
+            ),
         s.sampler_cpu_ns as f64 / 1e7 / secs,
         per(s.sampler_cpu_ns, s.ticks) / 1e3,
         s.signals,
