@@ -183,8 +183,8 @@ impl Backtrace {
 
     #[inline(never)]
     fn create(entry: usize) -> Backtrace {
-        if crate::sampler::verify::enabled() {
-            crate::sampler::verify::check_current_thread();
+        if crate::read::verify::enabled() {
+            crate::read::verify::check_current_thread();
         }
         let chain = capture_chain();
         let mut natives = Vec::with_capacity(64);

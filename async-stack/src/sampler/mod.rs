@@ -109,6 +109,7 @@
 
 mod cache;
 mod export;
+mod labels;
 mod native;
 #[cfg(all(target_os = "linux", not(async_stack_loom)))]
 mod oncpu;
@@ -116,15 +117,15 @@ mod profile;
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 mod ring;
 pub mod snapshot;
-pub(crate) mod verify;
+mod thread;
 mod wall;
 
+pub use crate::read::verify::{MAX_MISMATCHES, Mismatch, verify_mismatches, verify_reports};
 pub use snapshot::SnapshotError;
-pub use verify::{verify_mismatches, verify_reports};
 
 pub use profile::{
-    DEFAULT_BUDGET, FrameRef, Grouping, MAX_BUDGET, MAX_MISMATCHES, MIN_BUDGET, Mismatch, Profile,
-    SampleState, StackSample, Stats, Weights,
+    DEFAULT_BUDGET, FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, StackSample,
+    Stats, Weights,
 };
 
 use std::io;
@@ -268,7 +269,7 @@ impl SamplerBuilder {
     /// `start` may succeed.
     pub fn start(self) -> io::Result<Sampler> {
         self.check()?;
-        wall::start(self).map(|inner| Sampler { inner })
+        thread::start(self).map(|inner| Sampler { inner })
     }
 }
 
@@ -276,7 +277,7 @@ impl SamplerBuilder {
 /// profile; dropping it stops it too, discarding the profile.
 #[derive(Debug)]
 pub struct Sampler {
-    inner: wall::Running,
+    inner: thread::Running,
 }
 
 impl Sampler {
@@ -322,7 +323,7 @@ pub mod __faults {
     /// behind.
     pub fn hold_on_cpu_drain(hold: bool) {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        super::oncpu::hold_drain(hold);
+        crate::sampler::oncpu::hold_drain(hold);
         #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
         let _ = hold;
     }
@@ -331,7 +332,7 @@ pub mod __faults {
     /// thread's samples; they are never freed, only reused).
     pub fn on_cpu_buffers_allocated() -> usize {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        return super::oncpu::buffers_allocated();
+        return crate::sampler::oncpu::buffers_allocated();
         #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
         0
     }
@@ -340,7 +341,7 @@ pub mod __faults {
     /// buffer, and lost because the buffer was full.
     pub fn on_cpu_backlog() -> (usize, u64) {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        return super::oncpu::backlog();
+        return crate::sampler::oncpu::backlog();
         #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
         (0, 0)
     }
@@ -348,7 +349,7 @@ pub mod __faults {
     /// Whether the calling thread has an on-CPU timer now.
     pub fn on_cpu_sampled() -> bool {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        return super::oncpu::sampled();
+        return crate::sampler::oncpu::sampled();
         #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
         false
     }

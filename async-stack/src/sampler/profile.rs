@@ -38,6 +38,8 @@ use rustc_hash::FxHasher;
 
 use serde::Serialize;
 
+use crate::read::verify::{MAX_MISMATCHES, Mismatch};
+
 /// The default memory budget of a profile: 4 MiB.
 pub const DEFAULT_BUDGET: usize = 4 << 20;
 /// The largest memory budget a profile accepts: 20 MiB.
@@ -326,38 +328,6 @@ impl Entry {
             state: self.state,
             stack: self.stack,
         }
-    }
-}
-
-/// A mismatch between the live frame chain and the published stack, kept
-/// for the report (the first [`MAX_MISMATCHES`], while they fit in an
-/// eighth of the profile's budget).
-///
-/// Each list holds at most [`STACK_CAPACITY`](crate::task::STACK_CAPACITY)
-/// frames: the live chain is read that deep, and a published stack holds
-/// no more.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Mismatch {
-    /// The task.
-    pub task_id: u64,
-    /// The live chain, root first (function names and locations).
-    pub live: Vec<String>,
-    /// The published stack, root first.
-    pub published: Vec<String>,
-}
-
-/// How many mismatches a profile keeps in full.
-pub const MAX_MISMATCHES: usize = 8;
-
-impl Mismatch {
-    /// The bytes the mismatch takes, as the budget counts them: itself,
-    /// and each string with its text.
-    pub(crate) fn memory_bytes(&self) -> usize {
-        let strings = self.live.iter().chain(&self.published);
-        std::mem::size_of::<Mismatch>()
-            + strings
-                .map(|s| std::mem::size_of::<String>() + s.len())
-                .sum::<usize>()
     }
 }
 
