@@ -128,7 +128,7 @@ impl Session {
             false
         });
         self.drains += 1;
-        if self.drains % self.check_every == 0 {
+        if self.drains.is_multiple_of(self.check_every) {
             profile.stats.signals_lost += self.count_silent();
         }
     }
