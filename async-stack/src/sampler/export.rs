@@ -51,22 +51,9 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use super::native::{NativeSymbol, Symbolizer};
+use super::native::elf::{NativeSymbol, Symbolizer, unsymbolized};
 use super::profile::{Frame, RawFrame};
 use super::{FrameRef, Grouping, Mismatch, Profile, SampleState, Stats, Weights};
-
-/// A native frame nothing could be read for: `<file name>+0x<offset>`, as
-/// the symbolizer names it.
-fn unsymbolized(module: &str, offset: u64) -> NativeSymbol {
-    let name = std::path::Path::new(module)
-        .file_name()
-        .map_or_else(|| module.into(), |n| n.to_string_lossy());
-    NativeSymbol {
-        function: format!("{name}+{offset:#x}"),
-        file: None,
-        line: None,
-    }
-}
 
 impl Profile {
     /// Writes the profile as folded stacks, the text format of
@@ -468,7 +455,7 @@ impl Profile {
                 } => {
                     let mut symbols = symbolizer.symbolize(module, build_id, offset, call);
                     if symbols.is_empty() {
-                        symbols.push(unsymbolized(module, offset));
+                        symbols.push(unsymbolized(module, offset, ""));
                     }
                     symbols
                 }

@@ -9,7 +9,7 @@ use super::buffers::Sample;
 use crate::read::verify;
 use crate::sampler::MAX_DEPTH;
 use crate::sampler::labels::{group_of, site_frame};
-use crate::sampler::native::Modules;
+use crate::sampler::native::modules::Modules;
 use crate::sampler::profile::{Grouping, Profile, RawFrame, SampleState, Weights};
 use crate::task::registry;
 use crate::task::stack::StackCopy;

@@ -14,7 +14,7 @@ use super::handler::on_signal;
 use super::intake::Intake;
 use super::signal::{claim_signal, keep_handler};
 use crate::record::threads::Listed;
-use crate::sampler::native::Modules;
+use crate::sampler::native::modules::Modules;
 use crate::sampler::profile::Profile;
 
 /// Periods of CPU time a thread runs with no signal before its signals
