@@ -34,6 +34,8 @@
 //! address for the whole process ([`crate::read::symbolize`]).
 
 use std::fmt;
+// A backtrace's symbols, resolved once by whichever thread displays it
+// first: not part of any protocol loom models.
 use std::sync::{Arc, OnceLock};
 
 use crate::read::plumbing;

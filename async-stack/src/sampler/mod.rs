@@ -24,7 +24,7 @@
 //! A background thread, `async-stack-sampler`, wakes `frequency_hz` times
 //! a second. On each tick it copies the published stack of every live
 //! task (see [`crate::task`]) under the task's sequence counter: a copy
-//! that raced with the task's thread is retried, and after 16 tries
+//! that raced with the task's thread is retried, and after 64 tries
 //! dropped and counted ([`Stats::dropped_torn`]). Each copy is one instant
 //! of one task, so a reported stack is always one that existed.
 //!
@@ -106,6 +106,32 @@
 //! share slots and a task whose slot was taken is read afresh. So the
 //! sampler holds about twice its budget at most, however many tasks
 //! live.
+//!
+//! # Module map
+//!
+//! The path of a sample, from where it is taken to the file a user reads:
+//!
+//! - `thread.rs`: the sampler thread and its handle (start, the loop of
+//!   ticks, stop);
+//! - `wall.rs`: the sampler thread's state and the wall-clock tick (read
+//!   every task, aggregate), with `cache.rs`, the caches that spare a
+//!   task sampled with unchanged stacks any hashing;
+//! - `oncpu/` (Linux): the signal (`signal.rs`), the handler
+//!   (`handler.rs`) and its buffers (`buffers.rs`), the per-thread timers
+//!   and the drain (`timers.rs`), and the intake of a captured sample
+//!   into the profile (`intake.rs`), through `ring.rs`, the buffers'
+//!   one-producer one-consumer ring;
+//! - `labels.rs`: site ids and tasks to frame and group labels, for both
+//!   paths;
+//! - `profile.rs`: the profile's model, interning, budget and stats;
+//! - `native/`: native addresses to (module, build id, offset)
+//!   (`modules.rs`) and, at export, to symbols (`elf.rs`);
+//! - `export/`: folded stacks and SVG, pprof, JSON;
+//! - [`snapshot`]: the file format of [`Profile::save`] and
+//!   [`Profile::load`].
+//!
+//! The live-chain check ([`verify_mismatches`]) lives beneath both the
+//! walker and the sampler, in the crate's `read/verify.rs`.
 
 mod cache;
 mod export;

@@ -17,7 +17,7 @@ impl Profile {
     ///
     /// The frames of a line are:
     ///
-    /// 1. the group (task name or spawn site, see [`Grouping`]);
+    /// 1. the group (task name or spawn site, see [`Grouping`](crate::sampler::Grouping));
     /// 2. the async frames, from the task root down, each as
     ///    `function at file:line:column` (`:column` left out when unknown),
     ///    so that two `.await`s of one function stay two frames;

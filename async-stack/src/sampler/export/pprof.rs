@@ -14,7 +14,7 @@ impl Profile {
     /// and the tools that read it.
     ///
     /// - **Sample types**: `samples/count`, `wall/nanoseconds` and
-    ///   `cpu/nanoseconds` ([`Weights`]); the default is `samples`. The
+    ///   `cpu/nanoseconds` ([`Weights`](crate::sampler::Weights)); the default is `samples`. The
     ///   period is one tick, `1e9 / frequency_hz` nanoseconds of wall time.
     /// - **Samples**: one per aggregated stack ([`Profile::stacks`]), with
     ///   the labels `task_id` (a number; left out for `[cleared]` stacks),

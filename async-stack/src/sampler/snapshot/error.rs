@@ -7,22 +7,22 @@ use std::fmt;
 use std::io;
 
 /// Why a snapshot could not be loaded. Every variant names the field at
-/// fault; see the [module docs](self) for the format.
+/// fault; see the [module docs](crate::sampler::snapshot) for the format.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum SnapshotError {
     /// Reading the file failed.
     Io(io::Error),
-    /// The first 8 bytes are not [`SNAPSHOT_MAGIC`]: not a snapshot.
+    /// The first 8 bytes are not [`SNAPSHOT_MAGIC`](crate::sampler::snapshot::SNAPSHOT_MAGIC): not a snapshot.
     BadMagic,
-    /// The header's major version is not [`SNAPSHOT_MAJOR`].
+    /// The header's major version is not [`SNAPSHOT_MAJOR`](crate::sampler::snapshot::SNAPSHOT_MAJOR).
     UnsupportedVersion {
         /// The header's major version.
         major: u16,
         /// The header's minor version.
         minor: u16,
     },
-    /// The header declares a payload above [`MAX_SNAPSHOT_PAYLOAD`].
+    /// The header declares a payload above [`MAX_SNAPSHOT_PAYLOAD`](crate::sampler::snapshot::MAX_SNAPSHOT_PAYLOAD).
     PayloadTooLarge {
         /// The declared payload length.
         length: u64,

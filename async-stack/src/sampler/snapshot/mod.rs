@@ -69,14 +69,14 @@
 //! | `grouping`      | `varint` | `0` task name, `1` spawn site |
 //! | `duration_ns`   | `varint` | duration sampled over every run |
 //! | `start_unix_ns` | `varint` | start of the first run, ns since the Unix epoch |
-//! | `budget`        | `varint` | memory budget, [`MIN_BUDGET`]`..=`[`MAX_BUDGET`] |
-//! | `stats`         | 19 × `varint` | [`Stats`] in declaration order: `ticks`, `late_ticks`, `attempted`, `ok`, `retried`, `dropped_torn`, `dropped_inconsistent`, `truncated`, `reservoir_skipped`, `signals`, `signals_lost`, `mismatches`, `sampler_cpu_ns`, `handler_ns`, `cleared_stacks`, `dropped_groups`, then `dropped` as `samples`, `wall_ns`, `cpu_ns` |
+//! | `budget`        | `varint` | memory budget, [`MIN_BUDGET`](crate::sampler::MIN_BUDGET)`..=`[`MAX_BUDGET`](crate::sampler::MAX_BUDGET) |
+//! | `stats`         | 19 × `varint` | [`Stats`](crate::sampler::Stats) in declaration order: `ticks`, `late_ticks`, `attempted`, `ok`, `retried`, `dropped_torn`, `dropped_inconsistent`, `truncated`, `reservoir_skipped`, `signals`, `signals_lost`, `mismatches`, `sampler_cpu_ns`, `handler_ns`, `cleared_stacks`, `dropped_groups`, then `dropped` as `samples`, `wall_ns`, `cpu_ns` |
 //! | `strings`       | `list(str)` | at least one item; string `0` is `""` |
 //! | `modules`       | `list(module)` | `module` = `path: id(strings)`, `build_id: bytes` |
 //! | `frames`        | `list(frame)` | `frame` = a `varint` tag, then: `0` async: `function: id(strings)`, `file: id(strings)`, `line: u32`, `column: u32`; `1` native: `module: id(modules)`, `offset: varint`, `call: bool`; `2` cleared: nothing |
 //! | `stacks`        | `list(list(id(frames)))` | frame ids, root first |
 //! | `entries`       | `list(entry)` | `entry` = `group: id(strings)`, `task_id: varint`, `task_name: id(strings)`, `state: varint` (`0` on-CPU, `1` off-CPU), `stack: id(stacks)`, `samples`, `wall_ns`, `cpu_ns: varint` |
-//! | `mismatches`    | `list(mismatch)` | at most [`MAX_MISMATCHES`] items; `mismatch` = `task_id: varint`, `live: list(str)`, `published: list(str)` |
+//! | `mismatches`    | `list(mismatch)` | at most [`MAX_MISMATCHES`](crate::sampler::MAX_MISMATCHES) items; `mismatch` = `task_id: varint`, `live: list(str)`, `published: list(str)` |
 //!
 //! The core must take exactly `core_len` bytes. No two items of a table
 //! are equal (entries are compared without their weights).
@@ -104,7 +104,7 @@
 //! # Limits
 //!
 //! These are the reader's limits, not part of the format. Profiles keep
-//! their tables within [`MAX_BUDGET`] (20 MiB) of memory, and their
+//! their tables within [`MAX_BUDGET`](crate::sampler::MAX_BUDGET) (20 MiB) of memory, and their
 //! snapshots are smaller than that (about 4 MiB for a full one), so the
 //! limits only stop a damaged or hostile snapshot:
 //!
@@ -117,7 +117,7 @@
 //!   string at least 3; modules and stacks likewise at least 3 (all but
 //!   128 and 129 of them); frames at least 4 (all but `[cleared]`);
 //!   entries at least 8; stack frame ids and mismatch strings 1;
-//! - each list of a mismatch holds at most [`STACK_CAPACITY`] (63)
+//! - each list of a mismatch holds at most [`STACK_CAPACITY`](crate::task::STACK_CAPACITY) (63)
 //!   strings, the most frames the sampler reads (else
 //!   [`SnapshotError::TooManyItems`]);
 //! - the profile's budget charges every interned item (string, module,
@@ -141,8 +141,8 @@
 //!
 //! This file holds the public API ([`Profile::save`], [`Profile::load`],
 //! [`Profile::to_snapshot`], [`Profile::from_snapshot`]) and the format's
-//! public constants; [`format`] the framing (header, checksum) and the
-//! limits, [`encode`] and [`decode`] the payload, [`error`] the errors.
+//! public constants; `format.rs` the framing (header, checksum) and the
+//! limits, `encode.rs` and `decode.rs` the payload, `error.rs` the errors.
 
 mod decode;
 mod encode;
