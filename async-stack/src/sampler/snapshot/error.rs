@@ -1,7 +1,7 @@
 //! The errors of reading a snapshot: one variant per way the bytes can be
 //! wrong, each naming the field it was reading.
 
-use super::format::SNAPSHOT_MAJOR;
+use super::version::SNAPSHOT_MAJOR;
 
 use std::fmt;
 use std::io;

@@ -4,18 +4,9 @@
 //! (see the format's docs in [`crate::sampler::snapshot`]).
 
 use super::error::SnapshotError;
+use super::version::{MAX_SNAPSHOT_PAYLOAD, SNAPSHOT_MAGIC, SNAPSHOT_MAJOR};
 use crate::sampler::profile::MAX_BUDGET;
 use crate::task::STACK_CAPACITY;
-
-/// The first 8 bytes of every snapshot: `"\x89ASPROF\n"`. The high first
-/// byte and the newline catch a snapshot mangled as text.
-pub const SNAPSHOT_MAGIC: [u8; 8] = *b"\x89ASPROF\n";
-/// The major format version this build writes and reads.
-pub const SNAPSHOT_MAJOR: u16 = 1;
-/// The minor format version this build writes (it reads every minor).
-pub const SNAPSHOT_MINOR: u16 = 0;
-/// The largest payload a snapshot may declare: 64 MiB.
-pub const MAX_SNAPSHOT_PAYLOAD: u64 = 64 << 20;
 
 /// The most interned items (strings, modules, frames, stacks and entries
 /// together) a snapshot may hold: twice what a profile within

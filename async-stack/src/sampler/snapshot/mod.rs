@@ -142,7 +142,8 @@
 //! This file holds the public API ([`Profile::save`], [`Profile::load`],
 //! [`Profile::to_snapshot`], [`Profile::from_snapshot`]) and the format's
 //! public constants; `format.rs` the framing (header, checksum) and the
-//! limits, `encode.rs` and `decode.rs` the payload, `error.rs` the errors.
+//! limits, `encode.rs` and `decode.rs` the payload, `error.rs` the errors,
+//! `version.rs` the magic bytes and version.
 
 mod decode;
 mod encode;
@@ -150,6 +151,7 @@ mod error;
 mod format;
 #[cfg(all(test, not(async_stack_loom)))]
 mod tests;
+mod version;
 
 use std::fs::File;
 use std::io::{self, Read, Write};
@@ -162,7 +164,7 @@ use format::*;
 use crate::sampler::profile::Profile;
 
 pub use error::SnapshotError;
-pub use format::{MAX_SNAPSHOT_PAYLOAD, SNAPSHOT_MAGIC, SNAPSHOT_MAJOR, SNAPSHOT_MINOR};
+pub use version::{MAX_SNAPSHOT_PAYLOAD, SNAPSHOT_MAGIC, SNAPSHOT_MAJOR, SNAPSHOT_MINOR};
 
 impl Profile {
     /// Saves the profile to `path` as a snapshot (see

@@ -820,7 +820,7 @@ fn a_full_default_budget_profile_round_trips_quickly() {
     let mut p = Profile::new(DEFAULT_BUDGET);
     let mut i = 0u32;
     while p.memory_bytes() < DEFAULT_BUDGET - 4096 && p.stats.cleared_stacks == 0 {
-        let name = format!("crate::module::function_{i}::{{{{closure}}}}");
+        let name = format!("myapp::module::function_{i}::{{{{closure}}}}");
         let frames = [
             RawFrame::Async {
                 function: "app::main",
