@@ -91,6 +91,10 @@ impl Sampling {
 
     /// The profile, once the on-CPU session (if any) has been drained and
     /// ended.
+    #[cfg_attr(
+        not(all(target_os = "linux", not(async_stack_loom))),
+        allow(unused_mut)
+    )]
     pub(crate) fn finish(mut self) -> Profile {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
         if let Some(on_cpu) = self.on_cpu.take() {

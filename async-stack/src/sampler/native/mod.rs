@@ -53,6 +53,9 @@
 //!   `None`.
 
 pub(crate) mod elf;
+// Only on-CPU samples (Linux, not under loom) have native frames to
+// resolve.
+#[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]
 pub(crate) mod modules;
 
 #[cfg(all(test, not(async_stack_loom)))]
