@@ -436,6 +436,8 @@ pub(crate) enum RawFrame<'a> {
         line: u32,
         column: u32,
     },
+    // Only on-CPU samples (not under loom) hold native frames.
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     Native {
         module_path: &'a str,
         build_id: &'a [u8],
@@ -698,6 +700,8 @@ impl Profile {
 
     /// Adds one sample (or one reweighted sample) of a stack, given root
     /// first, and keeps the profile within its budget.
+    // Only on-CPU samples (not under loom) and tests add by text.
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) fn add(
         &mut self,
         group: &str,
@@ -1014,6 +1018,7 @@ impl Profile {
     /// [`MAX_MISMATCHES`], as long as the kept ones together take at most
     /// an eighth of the budget, so that shedding, which never drops them,
     /// always has the rest to work with.
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) fn add_mismatch(&mut self, m: Mismatch) {
         self.stats.mismatches += 1;
         let kept: usize = self.mismatches.iter().map(Mismatch::memory_bytes).sum();
