@@ -28,6 +28,12 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// [`lock`] for a `std` mutex loom does not model: a `static` (loom's
+/// mutexes cannot be one) or one only plain `std` threads share.
+pub(crate) fn lock_std<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Asks the processor to bring the cache line holding `p` closer. Only a
 /// hint: it never faults and has no effect a program can observe (on
 /// targets without the instruction it does nothing).

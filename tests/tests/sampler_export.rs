@@ -1,8 +1,9 @@
 //! `go tool pprof` reads what `Profile::write_pprof` writes, and finds in
 //! it the stacks and counts of `Profile::write_folded`: the total, each
 //! function's flat and cumulative samples (`-top`), and each sample's
-//! stack and labels (`-traces`), on the fixed profile of
-//! `Profile::__testing_profile` and on a real sampler run.
+//! stack and labels (`-traces`), on a fixed, hand-made profile (saved in
+//! `tests/fixtures/export_profile.asprof` by the crate's export unit
+//! tests, which check it is their fixture) and on a real sampler run.
 //!
 //! Needs Go (`scripts/test.sh` installs `golang-go`). Under CI (`CI` set) a
 //! missing `go` fails the test; elsewhere the test says so and passes. The
@@ -238,7 +239,12 @@ fn parse_traces(text: &str) -> Vec<Trace> {
 
 #[test]
 fn go_pprof_reads_the_fixture_as_folded_says() {
-    let exported = export(&Profile::__testing_profile(), "fixture");
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/fixtures/export_profile.asprof"
+    );
+    let profile = Profile::load(fixture).expect("the saved fixture profile");
+    let exported = export(&profile, "fixture");
     if !have_go() {
         return;
     }

@@ -4,8 +4,15 @@
 //! - [`walker`]: the current thread's native backtrace with the async
 //!   frames spliced in;
 //! - [`symbolize`]: the process-wide cache of resolved addresses;
+//! - [`verify`]: the live chain checked against the published stack, for
+//!   the walker and the sampler both;
+//! - [`sites`]: site ids resolved to their static call and await sites;
+//! - [`plumbing`]: which native symbols are this crate's poll machinery;
 //! - [`dump`]: every live task, read from another thread without blocking.
 
 pub mod dump;
+pub(crate) mod plumbing;
+pub(crate) mod sites;
 pub(crate) mod symbolize;
+pub(crate) mod verify;
 pub(crate) mod walker;

@@ -6,7 +6,11 @@
 //! cached per address for every later capture.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+// A process-wide cache behind a lock, not part of any protocol another
+// thread reads lock-free: loom need not see it.
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::sync::lock_std;
 
 /// One symbol for an address: a physical frame yields several when
 /// functions were inlined into it (innermost first).
@@ -28,11 +32,7 @@ fn cache() -> &'static Cache {
 /// Symbolises a return address or instruction pointer (`backtrace`
 /// subtracts one from it, so a return address maps to its call).
 pub(crate) fn resolve(addr: usize) -> Arc<[Symbol]> {
-    if let Some(hit) = cache()
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get(&addr)
-    {
+    if let Some(hit) = lock_std(cache()).get(&addr) {
         return hit.clone();
     }
     let mut symbols = Vec::new();
@@ -45,9 +45,6 @@ pub(crate) fn resolve(addr: usize) -> Arc<[Symbol]> {
         });
     });
     let symbols: Arc<[Symbol]> = symbols.into();
-    cache()
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(addr, symbols.clone());
+    lock_std(cache()).insert(addr, symbols.clone());
     symbols
 }

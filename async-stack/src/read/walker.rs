@@ -34,8 +34,11 @@
 //! address for the whole process ([`crate::read::symbolize`]).
 
 use std::fmt;
+// A backtrace's symbols, resolved once by whichever thread displays it
+// first: not part of any protocol loom models.
 use std::sync::{Arc, OnceLock};
 
+use crate::read::plumbing;
 use crate::read::symbolize::{self, Symbol};
 use crate::record::frame::AsyncStackFrame;
 use crate::record::site::{AwaitSite, CallSite};
@@ -183,8 +186,8 @@ impl Backtrace {
 
     #[inline(never)]
     fn create(entry: usize) -> Backtrace {
-        if crate::sampler::verify::enabled() {
-            crate::sampler::verify::check_current_thread();
+        if crate::read::verify::enabled() {
+            crate::read::verify::check_current_thread();
         }
         let chain = capture_chain();
         let mut natives = Vec::with_capacity(64);
@@ -282,44 +285,22 @@ fn native_frame(ip: usize, s: &Symbol) -> BacktraceFrame {
     }
 }
 
-/// This crate's own poll machinery (and the thread-local access it
-/// inlines), which never belongs in a user's view. Recognised by name, or
-/// by source file when line-tables-only debug info gives inlined frames
-/// short names.
+/// This crate's own poll machinery (see [`crate::read::plumbing`]).
 fn is_own_plumbing(s: &Symbol) -> bool {
-    const OWN_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/");
-    let by_name = s.name.as_deref().is_some_and(|n| {
-        n.starts_with("async_stack::")
-            || n.starts_with("<async_stack::")
-            || n.starts_with("std::thread::local::LocalKey")
-    });
-    let by_file = s.file.as_deref().is_some_and(|f| {
-        (f.starts_with(OWN_SRC) && !f.ends_with("/src/read/walker.rs"))
-            || f.ends_with("std/src/thread/local.rs")
-    });
-    by_name || by_file
+    plumbing::is_own_plumbing(s.name.as_deref(), s.file.as_deref())
 }
 
 fn is_short_backtrace_marker(name: Option<&str>) -> bool {
     name.is_some_and(|n| n.contains("__rust_begin_short_backtrace"))
 }
 
-/// Whether `s` is `Traced::poll`, which polls the inner future from exactly
-/// one place: one per instrumented level on the stack, inlined or not (the
-/// walker's anchor for each async frame; see `traced.rs`).
+/// Whether `s` is `Traced::poll`: one per instrumented level on the
+/// stack, inlined or not (the walker's anchor for each async frame; see
+/// [`crate::read::plumbing`]).
 pub(crate) fn is_level(s: &Symbol) -> bool {
-    const TRACED_SRC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/task/traced.rs");
-    let Some(name) = s.name.as_deref() else {
-        return false;
-    };
-    let full = name.starts_with("<async_stack::task::traced::Traced<")
-        && name.contains(" as core::future::future::Future>::poll");
-    match s.file.as_deref() {
-        // Line-tables-only debug info names inlined frames `poll<..>`.
-        Some(file) => file == TRACED_SRC && (full || name == "poll" || name.starts_with("poll<")),
-        // Without line info, the full name alone tells.
-        None => full,
-    }
+    s.name
+        .as_deref()
+        .is_some_and(|name| plumbing::is_traced_poll(name, s.file.as_deref()))
 }
 
 /// One symbol of the captured stack: physical frame `p`, inlined symbol `s`

@@ -24,7 +24,7 @@
 //! A background thread, `async-stack-sampler`, wakes `frequency_hz` times
 //! a second. On each tick it copies the published stack of every live
 //! task (see [`crate::task`]) under the task's sequence counter: a copy
-//! that raced with the task's thread is retried, and after 16 tries
+//! that raced with the task's thread is retried, and after 64 tries
 //! dropped and counted ([`Stats::dropped_torn`]). Each copy is one instant
 //! of one task, so a reported stack is always one that existed.
 //!
@@ -106,9 +106,36 @@
 //! share slots and a task whose slot was taken is read afresh. So the
 //! sampler holds about twice its budget at most, however many tasks
 //! live.
+//!
+//! # Module map
+//!
+//! The path of a sample, from where it is taken to the file a user reads:
+//!
+//! - `thread.rs`: the sampler thread and its handle (start, the loop of
+//!   ticks, stop);
+//! - `wall.rs`: the sampler thread's state and the wall-clock tick (read
+//!   every task, aggregate), with `cache.rs`, the caches that spare a
+//!   task sampled with unchanged stacks any hashing;
+//! - `oncpu/` (Linux): the signal (`signal.rs`), the handler
+//!   (`handler.rs`) and its buffers (`buffers.rs`), the per-thread timers
+//!   and the drain (`timers.rs`), and the intake of a captured sample
+//!   into the profile (`intake.rs`), through `ring.rs`, the buffers'
+//!   one-producer one-consumer ring;
+//! - `labels.rs`: site ids and tasks to frame and group labels, for both
+//!   paths;
+//! - `profile.rs`: the profile's model, interning, budget and stats;
+//! - `native/`: native addresses to (module, build id, offset)
+//!   (`modules.rs`) and, at export, to symbols (`elf.rs`);
+//! - `export/`: folded stacks and SVG, pprof, JSON;
+//! - [`snapshot`]: the file format of [`Profile::save`] and
+//!   [`Profile::load`].
+//!
+//! The live-chain check ([`verify_mismatches`]) lives beneath both the
+//! walker and the sampler, in the crate's `read/verify.rs`.
 
 mod cache;
 mod export;
+mod labels;
 mod native;
 #[cfg(all(target_os = "linux", not(async_stack_loom)))]
 mod oncpu;
@@ -116,15 +143,15 @@ mod profile;
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 mod ring;
 pub mod snapshot;
-pub(crate) mod verify;
+mod thread;
 mod wall;
 
+pub use crate::read::verify::{MAX_MISMATCHES, Mismatch, verify_mismatches, verify_reports};
 pub use snapshot::SnapshotError;
-pub use verify::{verify_mismatches, verify_reports};
 
 pub use profile::{
-    DEFAULT_BUDGET, FrameRef, Grouping, MAX_BUDGET, MAX_MISMATCHES, MIN_BUDGET, Mismatch, Profile,
-    SampleState, StackSample, Stats, Weights,
+    DEFAULT_BUDGET, FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, StackSample,
+    Stats, Weights,
 };
 
 use std::io;
@@ -268,7 +295,7 @@ impl SamplerBuilder {
     /// `start` may succeed.
     pub fn start(self) -> io::Result<Sampler> {
         self.check()?;
-        wall::start(self).map(|inner| Sampler { inner })
+        thread::start(self).map(|inner| Sampler { inner })
     }
 }
 
@@ -276,7 +303,7 @@ impl SamplerBuilder {
 /// profile; dropping it stops it too, discarding the profile.
 #[derive(Debug)]
 pub struct Sampler {
-    inner: wall::Running,
+    inner: thread::Running,
 }
 
 impl Sampler {
@@ -322,7 +349,7 @@ pub mod __faults {
     /// behind.
     pub fn hold_on_cpu_drain(hold: bool) {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        super::oncpu::hold_drain(hold);
+        crate::sampler::oncpu::hold_drain(hold);
         #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
         let _ = hold;
     }
@@ -331,7 +358,7 @@ pub mod __faults {
     /// thread's samples; they are never freed, only reused).
     pub fn on_cpu_buffers_allocated() -> usize {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        return super::oncpu::buffers_allocated();
+        return crate::sampler::oncpu::buffers_allocated();
         #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
         0
     }
@@ -340,7 +367,7 @@ pub mod __faults {
     /// buffer, and lost because the buffer was full.
     pub fn on_cpu_backlog() -> (usize, u64) {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        return super::oncpu::backlog();
+        return crate::sampler::oncpu::backlog();
         #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
         (0, 0)
     }
@@ -348,7 +375,7 @@ pub mod __faults {
     /// Whether the calling thread has an on-CPU timer now.
     pub fn on_cpu_sampled() -> bool {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        return super::oncpu::sampled();
+        return crate::sampler::oncpu::sampled();
         #[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
         false
     }

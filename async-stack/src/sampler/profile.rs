@@ -38,6 +38,8 @@ use rustc_hash::FxHasher;
 
 use serde::Serialize;
 
+use crate::read::verify::{MAX_MISMATCHES, Mismatch};
+
 /// The default memory budget of a profile: 4 MiB.
 pub const DEFAULT_BUDGET: usize = 4 << 20;
 /// The largest memory budget a profile accepts: 20 MiB.
@@ -329,38 +331,6 @@ impl Entry {
     }
 }
 
-/// A mismatch between the live frame chain and the published stack, kept
-/// for the report (the first [`MAX_MISMATCHES`], while they fit in an
-/// eighth of the profile's budget).
-///
-/// Each list holds at most [`STACK_CAPACITY`](crate::task::STACK_CAPACITY)
-/// frames: the live chain is read that deep, and a published stack holds
-/// no more.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Mismatch {
-    /// The task.
-    pub task_id: u64,
-    /// The live chain, root first (function names and locations).
-    pub live: Vec<String>,
-    /// The published stack, root first.
-    pub published: Vec<String>,
-}
-
-/// How many mismatches a profile keeps in full.
-pub const MAX_MISMATCHES: usize = 8;
-
-impl Mismatch {
-    /// The bytes the mismatch takes, as the budget counts them: itself,
-    /// and each string with its text.
-    pub(crate) fn memory_bytes(&self) -> usize {
-        let strings = self.live.iter().chain(&self.published);
-        std::mem::size_of::<Mismatch>()
-            + strings
-                .map(|s| std::mem::size_of::<String>() + s.len())
-                .sum::<usize>()
-    }
-}
-
 /// The hash of an entry's key, by which `Profile::entry_ids` finds it.
 fn entry_hash(key: &EntryKey) -> u64 {
     Fx::default().hash_one(key)
@@ -466,6 +436,8 @@ pub(crate) enum RawFrame<'a> {
         line: u32,
         column: u32,
     },
+    // Only on-CPU samples (not under loom) hold native frames.
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     Native {
         module_path: &'a str,
         build_id: &'a [u8],
@@ -728,6 +700,8 @@ impl Profile {
 
     /// Adds one sample (or one reweighted sample) of a stack, given root
     /// first, and keeps the profile within its budget.
+    // Only on-CPU samples (not under loom) and tests add by text.
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) fn add(
         &mut self,
         group: &str,
@@ -1044,6 +1018,7 @@ impl Profile {
     /// [`MAX_MISMATCHES`], as long as the kept ones together take at most
     /// an eighth of the budget, so that shedding, which never drops them,
     /// always has the rest to work with.
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) fn add_mismatch(&mut self, m: Mismatch) {
         self.stats.mismatches += 1;
         let kept: usize = self.mismatches.iter().map(Mismatch::memory_bytes).sum();

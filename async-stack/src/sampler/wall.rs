@@ -1,141 +1,29 @@
-//! The sampler thread: wall-clock ticks over every task, and the drain of
-//! on-CPU samples (see the module docs of [`crate::sampler`]).
+//! The wall-clock tick: the sampler thread's state ([`Sampling`]), and
+//! what one tick does: every running task and a reservoir of the others
+//! read ([`Sampling::tick`]), each copy checked, and its samples
+//! aggregated through the caches ([`super::cache`]) into the profile.
+//! The on-CPU drain runs after each tick ([`Sampling::step`]).
 
-use std::borrow::Cow;
-use std::io;
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::cache::{Shape, SiteFrames, TaskCache};
-use super::profile::RawFrame;
-use super::{Grouping, Profile, SampleState, SamplerBuilder, Stats, Weights};
-use crate::record::site::SiteId;
-use crate::record::site::{CallSite, await_site_by_id, call_site_by_id};
+use super::profile::{Profile, SampleState, Weights};
+#[cfg(all(target_os = "linux", not(async_stack_loom)))]
+use crate::sampler::oncpu::OnCpu;
 use crate::task::TaskState;
-use crate::task::record::{RawTask, TaskName, TaskRecord};
+use crate::task::record::{RawTask, TaskRecord};
 use crate::task::registry;
 use crate::task::stack::StackCopy;
 
-/// Copy attempts per task and tick before a sample is dropped as torn.
-const COPY_TRIES: u32 = 64;
-
-/// What the sampler thread shares with its handle.
-#[derive(Debug, Default)]
-struct Shared {
-    stop: Mutex<bool>,
-    wake: Condvar,
-    stats: Mutex<Stats>,
-}
-
-/// A running sampler thread.
-#[derive(Debug)]
-pub(crate) struct Running {
-    pub(crate) interval: Duration,
-    shared: Arc<Shared>,
-    thread: Option<std::thread::JoinHandle<Profile>>,
-}
-
-pub(crate) fn start(b: SamplerBuilder) -> io::Result<Running> {
-    let interval = Duration::from_nanos(1_000_000_000 / u64::from(b.frequency_hz));
-    let mut profile = match b.resume {
-        Some(mut p) => {
-            if p.budget != b.budget {
-                p.budget = b.budget;
-                if p.memory_bytes() > p.budget {
-                    p.shed();
-                }
-            }
-            p
-        }
-        None => Profile::new(b.budget),
-    };
-    profile.frequency_hz = b.frequency_hz;
-    profile.grouping = b.grouping;
-    if profile.start_unix_ns == 0 {
-        profile.start_unix_ns = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64);
-    }
-    let shared = Arc::new(Shared::default());
-    *shared.stats.lock().unwrap_or_else(PoisonError::into_inner) = profile.stats;
-    #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-    let on_cpu = if b.on_cpu {
-        Some(super::oncpu::Session::start(b.frequency_hz)?)
-    } else {
-        None
-    };
-    #[cfg_attr(
-        not(all(target_os = "linux", not(async_stack_loom))),
-        allow(unused_mut)
-    )]
-    let mut state = Sampling::new(profile, interval, b.max_tasks_per_tick, b.seed);
-    #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-    {
-        state.on_cpu = on_cpu;
-    }
-    let thread_shared = shared.clone();
-    let fault = b.fault;
-    if fault == Some(super::__faults::Fault::SpawnFails) {
-        return Err(io::Error::other("sampler thread: injected spawn failure"));
-    }
-    let thread = std::thread::Builder::new()
-        .name("async-stack-sampler".into())
-        .spawn(move || {
-            state.run(&thread_shared);
-            if fault == Some(super::__faults::Fault::PanicsOnStop) {
-                panic!("sampler thread: injected panic");
-            }
-            state.finish()
-        })?;
-    Ok(Running {
-        interval,
-        shared,
-        thread: Some(thread),
-    })
-}
-
-impl Running {
-    pub(crate) fn stats(&self) -> Stats {
-        *self
-            .shared
-            .stats
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn stop(mut self) -> Profile {
-        self.signal_stop();
-        match self.thread.take().map(std::thread::JoinHandle::join) {
-            Some(Ok(p)) => p,
-            // The sampler thread panicked: a bug; its profile is lost.
-            Some(Err(e)) => std::panic::resume_unwind(e),
-            None => Profile::default(),
-        }
-    }
-
-    fn signal_stop(&self) {
-        *self
-            .shared
-            .stop
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = true;
-        self.shared.wake.notify_all();
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
-            self.signal_stop();
-            let _ = t.join();
-        }
-    }
-}
+/// Copy attempts of one task's published stack in one tick before the
+/// sample is dropped as torn ([`Stats::dropped_torn`](super::Stats::dropped_torn)).
+/// (Not [`crate::task::record`]'s bound on one read's attempts.)
+const TICK_COPY_ATTEMPTS: u32 = 64;
 
 /// The sampler thread's state.
 pub(crate) struct Sampling {
     pub(crate) profile: Profile,
-    interval: Duration,
+    pub(crate) interval: Duration,
     max_tasks: usize,
     rng: u64,
     /// The sampler thread's CPU time at the end of the last tick.
@@ -151,14 +39,9 @@ pub(crate) struct Sampling {
     /// Profile ids remembered between samples (see [`super::cache`]).
     pub(crate) site_frames: SiteFrames,
     pub(crate) tasks: TaskCache,
+    /// The on-CPU session, when sampling on-CPU.
     #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-    pub(crate) on_cpu: Option<super::oncpu::Session>,
-    /// The record page an on-CPU sample's record was last found in (see
-    /// [`crate::task::registry::index_of`]).
-    #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-    pub(crate) record_page: usize,
-    /// Where native addresses live, for on-CPU samples.
-    pub(crate) modules: super::native::Modules,
+    pub(crate) on_cpu: Option<OnCpu>,
 }
 
 impl Sampling {
@@ -181,62 +64,41 @@ impl Sampling {
             tasks: TaskCache::new(slots),
             #[cfg(all(target_os = "linux", not(async_stack_loom)))]
             on_cpu: None,
-            #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-            record_page: 0,
-            modules: super::native::Modules::new(),
         }
     }
 
-    fn run(&mut self, shared: &Shared) {
-        let started = Instant::now();
+    /// Starts the count of the sampler thread's CPU time.
+    pub(crate) fn begin(&mut self) {
         self.last_cpu = thread_cpu_ns();
-        let mut next = started;
-        loop {
-            {
-                let mut stop = shared.stop.lock().unwrap_or_else(PoisonError::into_inner);
-                loop {
-                    if *stop {
-                        self.profile.duration_ns = self
-                            .profile
-                            .duration_ns
-                            .saturating_add(started.elapsed().as_nanos() as u64);
-                        return;
-                    }
-                    let now = Instant::now();
-                    if now >= next {
-                        break;
-                    }
-                    stop = shared
-                        .wake
-                        .wait_timeout(stop, next - now)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0;
-                }
-            }
-            let now = Instant::now();
-            if now > next + self.interval {
-                self.profile.stats.late_ticks += 1;
-                next = now;
-            }
-            next += self.interval;
-            self.tick();
-            #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-            self.drain_on_cpu();
-            let cpu = thread_cpu_ns();
-            self.profile.stats.sampler_cpu_ns = self
-                .profile
-                .stats
-                .sampler_cpu_ns
-                .saturating_add(cpu.saturating_sub(self.last_cpu));
-            self.last_cpu = cpu;
-            *shared.stats.lock().unwrap_or_else(PoisonError::into_inner) = self.profile.stats;
-        }
     }
 
-    fn finish(mut self) -> Profile {
+    /// One step of the sampler thread: a wall-clock tick, then the drain
+    /// of the on-CPU samples, and the step's CPU time counted.
+    pub(crate) fn step(&mut self) {
+        self.tick();
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-        if let Some(s) = self.on_cpu.take() {
-            self.drain_stopped(s);
+        if let Some(on_cpu) = &mut self.on_cpu {
+            on_cpu.drain(&mut self.profile);
+        }
+        let cpu = thread_cpu_ns();
+        self.profile.stats.sampler_cpu_ns = self
+            .profile
+            .stats
+            .sampler_cpu_ns
+            .saturating_add(cpu.saturating_sub(self.last_cpu));
+        self.last_cpu = cpu;
+    }
+
+    /// The profile, once the on-CPU session (if any) has been drained and
+    /// ended.
+    #[cfg_attr(
+        not(all(target_os = "linux", not(async_stack_loom))),
+        allow(unused_mut)
+    )]
+    pub(crate) fn finish(mut self) -> Profile {
+        #[cfg(all(target_os = "linux", not(async_stack_loom)))]
+        if let Some(on_cpu) = self.on_cpu.take() {
+            on_cpu.stop(&mut self.profile);
         }
         self.profile
     }
@@ -305,9 +167,13 @@ impl Sampling {
     /// [`super::cache`]), and loads neither its name nor its spawn site.
     fn sample(&mut self, index: u32, r: &TaskRecord, now_ms: u64, times: u64) {
         let tasks = &self.tasks;
-        let read = r.read_tries_with(index, &mut self.copy, now_ms, COPY_TRIES, |id, _| {
-            tasks.wants_ext(index, id)
-        });
+        let read = r.read_tries_with(
+            index,
+            &mut self.copy,
+            now_ms,
+            TICK_COPY_ATTEMPTS,
+            |id, _| tasks.wants_ext(index, id),
+        );
         let Some(raw) = read else {
             // The task ended between the scan and the read.
             return;
@@ -429,62 +295,5 @@ fn next_random(state: &mut u64) -> u64 {
     x.wrapping_mul(0x2545_f491_4f6c_dd1d)
 }
 
-/// An interned site id as a profile frame (`<unknown>` if it names no
-/// site).
-pub(crate) fn site_frame(site: u32) -> RawFrame<'static> {
-    resolve_site(site).unwrap_or(RawFrame::Async {
-        function: "<unknown>",
-        file: "",
-        line: 0,
-        column: 0,
-    })
-}
-
-/// An interned site id as a profile frame, if it names a site.
-pub(crate) fn resolve_site(site: u32) -> Option<RawFrame<'static>> {
-    if site & SiteId::AWAIT != 0
-        && let Some(a) = await_site_by_id(site & !SiteId::AWAIT)
-    {
-        return Some(RawFrame::Async {
-            function: a.call_site().function_static(),
-            file: a.file(),
-            line: a.line(),
-            column: a.column(),
-        });
-    }
-    call_site_by_id(site & !SiteId::AWAIT).map(|c| RawFrame::Async {
-        function: c.function_static(),
-        file: c.file(),
-        line: c.line(),
-        column: c.column(),
-    })
-}
-
-/// The group of a task (see [`Grouping`]) with this name, spawn location
-/// and root site, and whether it is the root's (so depends on the root
-/// site).
-pub(crate) fn group_of<'a>(
-    name: Option<&'a TaskName>,
-    location: Option<&'static CallSite>,
-    root_site: u32,
-    grouping: Grouping,
-) -> (Cow<'a, str>, bool) {
-    let spawn = || location.map(|l| Cow::Owned(format!("{}:{}", l.file(), l.line())));
-    let group = match grouping {
-        Grouping::TaskName => name.map(|n| Cow::Borrowed(n.as_str())).or_else(spawn),
-        Grouping::SpawnSite => spawn(),
-    };
-    if let Some(group) = group {
-        return (group, false);
-    }
-    let id = root_site & !SiteId::AWAIT;
-    let call = if root_site & SiteId::AWAIT != 0 {
-        await_site_by_id(id).map(|a| a.call_site())
-    } else {
-        call_site_by_id(id)
-    };
-    (
-        Cow::Borrowed(call.map_or("<unknown>", CallSite::function_static)),
-        true,
-    )
-}
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests;

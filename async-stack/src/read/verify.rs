@@ -1,29 +1,66 @@
-//! The walker checked against the published stack: the live chain
+//! The live chain checked against the published stack: the live chain
 //! (parent pointers, which the polling thread reads soundly) and the
 //! published stack (what other threads read) must tell the same story.
 //!
-//! Checked on every on-CPU sample, and on every
-//! [`backtrace()`](crate::backtrace) capture in debug builds of this
-//! crate or when `ASYNC_STACK_VERIFY=1`. A mismatch is counted
+//! Both readers use it: the walker on every
+//! [`backtrace()`](crate::read::walker::backtrace) capture in debug builds
+//! of this crate or when `ASYNC_STACK_VERIFY=1`, and the sampler on every
+//! on-CPU sample. It sits beneath both, and imports neither: a mismatch
+//! is described with [`crate::read::sites`]. A mismatch is counted
 //! ([`verify_mismatches`]), the first [`MAX_MISMATCHES`] are kept
 //! ([`verify_reports`]), and when `ASYNC_STACK_VERIFY_LOG` names a file,
 //! each is appended to it as one line (the test suite runs with it and
 //! fails if the file is not empty at the end).
 
 use std::io::Write;
+// Process-wide report counters, not part of any protocol between a writer
+// and its readers: loom need not see them (and its types cannot be
+// `static`s).
 use std::sync::atomic::AtomicU64;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock};
 
-use super::profile::{MAX_MISMATCHES, Mismatch, RawFrame};
-use super::wall::site_frame;
+use serde::Serialize;
+
+use crate::read::sites::{SiteLocation, call_site_of, location_of};
 use crate::record::current::{Active, running_slot, untag};
 use crate::record::frame::{AT_AWAIT, AsyncStackFrame};
-use crate::record::site::SiteId;
-use crate::record::site::{AwaitSite, CallSite, await_site_by_id};
-use crate::sync::Ordering;
+use crate::record::site::{AwaitSite, CallSite, SiteId};
+use crate::sync::{Ordering, lock_std};
 use crate::task::STACK_CAPACITY;
 use crate::task::record::TaskRecord;
 use crate::task::stack::{SignalCopy, StackCopy};
+
+/// A mismatch between the live frame chain and the published stack, kept
+/// for the report (the first [`MAX_MISMATCHES`], while they fit in an
+/// eighth of the profile's budget).
+///
+/// Each list holds at most [`STACK_CAPACITY`](crate::task::STACK_CAPACITY)
+/// frames: the live chain is read that deep, and a published stack holds
+/// no more.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Mismatch {
+    /// The task.
+    pub task_id: u64,
+    /// The live chain, root first (function names and locations).
+    pub live: Vec<String>,
+    /// The published stack, root first.
+    pub published: Vec<String>,
+}
+
+/// How many mismatches a profile keeps in full.
+pub const MAX_MISMATCHES: usize = 8;
+
+impl Mismatch {
+    /// The bytes the mismatch takes, as the budget counts them: itself,
+    /// and each string with its text.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        let strings = self.live.iter().chain(&self.published);
+        std::mem::size_of::<Mismatch>()
+            + strings
+                .map(|s| std::mem::size_of::<String>() + s.len())
+                .sum::<usize>()
+    }
+}
 
 static COUNT: AtomicU64 = AtomicU64::new(0);
 static FIRST: Mutex<Vec<Mismatch>> = Mutex::new(Vec::new());
@@ -36,7 +73,7 @@ pub fn verify_mismatches() -> u64 {
 
 /// The first mismatches found in this process, with both stacks.
 pub fn verify_reports() -> Vec<Mismatch> {
-    FIRST.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    lock_std(&FIRST).clone()
 }
 
 /// Whether captures verify: debug builds, or `ASYNC_STACK_VERIFY=1`.
@@ -51,7 +88,7 @@ pub(crate) fn enabled() -> bool {
 pub(crate) fn report(m: &Mismatch) {
     COUNT.fetch_add(1, Ordering::Relaxed);
     {
-        let mut first = FIRST.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut first = lock_std(&FIRST);
         if first.len() < MAX_MISMATCHES {
             first.push(m.clone());
         }
@@ -142,14 +179,19 @@ pub(crate) fn compare(live: &[u32], copy: &SignalCopy, running: usize) -> Option
 /// A mismatch with both stacks written out.
 pub(crate) fn describe(task_id: u64, live: &[u32], published: &[u32]) -> Mismatch {
     let show = |ids: &mut dyn Iterator<Item = u32>| -> Vec<String> {
-        ids.map(|id| match site_frame(id) {
-            RawFrame::Async {
+        ids.map(|id| {
+            let SiteLocation {
                 function,
                 file,
                 line,
                 column,
-            } => format!("{function} at {file}:{line}:{column}"),
-            RawFrame::Native { .. } => String::new(),
+            } = location_of(id).unwrap_or(SiteLocation {
+                function: "<unknown>",
+                file: "",
+                line: 0,
+                column: 0,
+            });
+            format!("{function} at {file}:{line}:{column}")
         })
         .collect()
     };
@@ -198,7 +240,7 @@ fn check_active(a: &Active) {
 /// The call-site id of a site id.
 fn function_of(site: u32) -> u32 {
     if site & SiteId::AWAIT != 0 {
-        return await_site_by_id(site & !SiteId::AWAIT).map_or(0, |a| a.call_site().id());
+        return call_site_of(site).map_or(0, CallSite::id);
     }
     site
 }

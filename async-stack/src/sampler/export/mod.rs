@@ -1,0 +1,105 @@
+//! Export of a [`Profile`]: folded stacks, pprof, JSON, and (feature
+//! `flamegraph`) an SVG flamegraph.
+//!
+//! # One reading of a stack for every format
+//!
+//! Every format shows the same stacks, root first:
+//!
+//! 1. the **group** (task name or spawn site, see [`Grouping`]), as a
+//!    synthetic outermost frame, so that a flamegraph splits by group
+//!    first;
+//! 2. the **async frames**, from the task root down, each at the `.await`
+//!    it was suspended on (or the line it was running);
+//! 3. the **native frames** of on-CPU samples, each symbolised at export
+//!    into its inlined frames: one native address can stand for several
+//!    functions, which the text formats show outermost first, like the rest
+//!    of the stack;
+//! 4. or, instead of 2 and 3, the single frame `[cleared]`, for the stacks
+//!    the memory budget folded (see [`Profile`]).
+//!
+//! Native frames are symbolised when exported, not when sampled, so a
+//! profile saved by one process exports in another while the binaries are
+//! at hand; a frame that does not symbolise shows as
+//! `<file name>+0x<offset>`.
+//!
+//! # Labels
+//!
+//! The text formats (folded, SVG) name an async frame
+//! `function at file:line:column` (`:column` left out when unknown), so
+//! that two `.await`s of one function stay two frames; a symbolised native
+//! frame is `function at file:line`, or `function` without debug info.
+//! Those formats are line based and split frames at `;`: in a label, `;`
+//! becomes `,` and control characters (newlines) become spaces, and an
+//! empty label becomes `?`. pprof and JSON keep names as they are.
+//!
+//! The [`Stats`] counters go into every format that can hold them (pprof
+//! comments, JSON); the folded and SVG formats have no place for them.
+//!
+//! # Invariants
+//!
+//! - The output of each format depends only on the profile (and the
+//!   binaries its native frames symbolise in): folded lines are merged and
+//!   sorted, and pprof and JSON follow the profile's insertion order.
+//! - The folded counts, the pprof `samples/count` values and the JSON
+//!   `weights.samples` of a profile add up to the same total,
+//!   [`Profile::totals`]`().samples` (the folded format leaves out stacks
+//!   whose count is 0).
+//!
+//! # Files
+//!
+//! - this file: what every format shares (the frames of a stack, native
+//!   frames symbolised once per export);
+//! - [`folded`]: folded stacks and the SVG flamegraph drawn from them;
+//! - [`pprof`]: the pprof protocol buffer;
+//! - [`json`]: the JSON document.
+
+mod folded;
+mod json;
+mod pprof;
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests;
+
+use std::fmt::Write as _;
+
+use super::native::elf::{NativeSymbol, Symbolizer, unsymbolized};
+use super::profile::{FrameRef, Profile};
+
+impl Profile {
+    /// The frame ids of stack `stack`, root first.
+    pub(super) fn stack_frames(&self, stack: u32) -> &[u32] {
+        self.stacks.get(stack).map_or(&[][..], |s| s)
+    }
+
+    /// The symbols of every frame of the table, by frame id: the inlined
+    /// functions of a native frame (innermost first, never none), none
+    /// for others.
+    pub(super) fn symbolize_frames(&self) -> Vec<Vec<NativeSymbol>> {
+        let mut symbolizer = Symbolizer::new();
+        (0..self.frames.len() as u32)
+            .map(|f| match self.frame_ref(f) {
+                FrameRef::Native {
+                    module,
+                    build_id,
+                    offset,
+                    call,
+                } => {
+                    let mut symbols = symbolizer.symbolize(module, build_id, offset, call);
+                    if symbols.is_empty() {
+                        symbols.push(unsymbolized(module, offset, ""));
+                    }
+                    symbols
+                }
+                FrameRef::Async { .. } | FrameRef::Cleared => Vec::new(),
+            })
+            .collect()
+    }
+}
+
+/// Hex digits of a build id.
+pub(super) fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}

@@ -1,0 +1,146 @@
+//! The intake of on-CPU samples: what turns one captured [`Sample`] into
+//! profile entries, on the sampler thread. It checks the live chain
+//! against the published stack ([`crate::read::verify`]), keeps the native
+//! frames above the innermost poll as (module, build id, offset) triples
+//! ([`crate::sampler::native`]), and labels the task
+//! ([`crate::sampler::labels`]).
+
+use super::buffers::Sample;
+use crate::read::verify;
+use crate::sampler::MAX_DEPTH;
+use crate::sampler::labels::{group_of, site_frame};
+use crate::sampler::native::modules::Modules;
+use crate::sampler::profile::{Grouping, Profile, RawFrame, SampleState, Weights};
+use crate::task::registry;
+use crate::task::stack::StackCopy;
+
+/// What the intake keeps between samples.
+pub(super) struct Intake {
+    /// The record page a sample's record was last found in (see
+    /// [`crate::task::registry::index_of`]).
+    record_page: usize,
+    /// Where native addresses live.
+    modules: Modules,
+}
+
+impl Intake {
+    /// An intake with a fresh snapshot of the loaded modules.
+    pub(super) fn new() -> Self {
+        Intake {
+            record_page: 0,
+            modules: Modules::new(),
+        }
+    }
+
+    /// Adds the sample `s`, from a timer of period `period_ns`, to `profile`.
+    pub(super) fn take(&mut self, profile: &mut Profile, s: &Sample, period_ns: u64) {
+        let stats = &mut profile.stats;
+        stats.signals += 1;
+        stats.attempted += 1;
+        stats.ok += 1;
+        stats.handler_ns = stats.handler_ns.saturating_add(s.handler_ns);
+        let live = &s.live[..s.n_live as usize];
+        if s.live_cut || live.len() > MAX_DEPTH {
+            stats.truncated += 1;
+        }
+        // The async frames, root first.
+        let mut frames: Vec<RawFrame<'_>> = live.iter().rev().map(|&id| site_frame(id)).collect();
+        // Check the live chain against the published stack.
+        if s.copied && s.record != 0 && !s.live_cut {
+            Self::verify(profile, s, live);
+        }
+        // The native frames above the innermost poll.
+        let keep = native_frames_to_keep(&s.native[..s.n_native as usize]);
+        let natives = self.natives(&s.native[..keep]);
+        for n in natives.iter().rev() {
+            frames.push(RawFrame::Native {
+                module_path: &n.0,
+                build_id: &n.1,
+                offset: n.2,
+                call: n.3,
+            });
+        }
+        let (group, name) = if s.record == 0 || live.is_empty() {
+            ("[outside tasks]".to_owned(), String::new())
+        } else {
+            self.labels(profile.grouping, s)
+        };
+        let weights = Weights {
+            samples: 1,
+            wall_ns: 0,
+            cpu_ns: period_ns,
+        };
+        profile.add(
+            &group,
+            s.task_id,
+            &name,
+            SampleState::OnCpu,
+            &frames,
+            weights,
+        );
+    }
+
+    /// Compares the live chain (innermost first) with the published stack
+    /// the handler copied at the same instant.
+    fn verify(profile: &mut Profile, s: &Sample, live: &[u32]) {
+        if let Some(published) = verify::compare(live, &s.copy, s.running) {
+            let m = verify::describe(s.task_id, live, &published);
+            verify::report(&m);
+            profile.add_mismatch(m);
+        }
+    }
+
+    /// The group and name of the task a sample caught.
+    fn labels(&mut self, grouping: Grouping, s: &Sample) -> (String, String) {
+        let now = crate::clock::system_ms();
+        let mut copy = StackCopy::default();
+        // The record by its index, never by the address the handler took
+        // (a number, not a pointer); `read` validates the task id.
+        let read = registry::index_of(s.record, &mut self.record_page)
+            .and_then(|index| registry::record(index)?.read(index, &mut copy, now));
+        match read {
+            Some(raw) if raw.id == s.task_id => (
+                group_of(raw.name.as_deref(), raw.location, raw.root_site, grouping)
+                    .0
+                    .into_owned(),
+                raw.name
+                    .as_deref()
+                    .map_or(String::new(), |n| n.as_str().to_owned()),
+            ),
+            // The task ended since: named after its root.
+            _ => {
+                let root = s.live[s.n_live as usize - 1];
+                match site_frame(root) {
+                    RawFrame::Async { function, .. } => (function.to_owned(), String::new()),
+                    RawFrame::Native { .. } => (String::new(), String::new()),
+                }
+            }
+        }
+    }
+
+    /// Module, build id, offset and whether each is a return address.
+    fn natives(&mut self, pcs: &[usize]) -> Vec<(String, Vec<u8>, u64, bool)> {
+        pcs.iter()
+            .enumerate()
+            .filter_map(|(i, &pc)| {
+                let (path, build_id, offset) = self.modules.resolve(pc)?;
+                Some((path.to_string(), build_id.to_vec(), offset, i > 0))
+            })
+            .collect()
+    }
+}
+
+/// How many of the captured native frames (innermost first) belong above
+/// the async chain: up to the first physical frame that holds a
+/// `Traced::poll` (the innermost poll, whose inlined frames above the poll
+/// export keeps). Without one, only the interrupted address, which needs
+/// no unwinding to be right.
+fn native_frames_to_keep(pcs: &[usize]) -> usize {
+    for (i, &pc) in pcs.iter().enumerate() {
+        let syms = crate::read::symbolize::resolve(pc);
+        if syms.iter().any(crate::read::walker::is_level) {
+            return i + 1;
+        }
+    }
+    pcs.len().min(1)
+}
