@@ -29,9 +29,11 @@
 //! - an **address** part: where the task records' page table is, how many
 //!   records were handed out, the page tables of stack chunks and task
 //!   extensions, the thread-root list, the two site tables, and the ticking
-//!   clock word. Those of structures built at run time are `0` until the
-//!   first task registers (the thread-root list: until a thread first
-//!   polls a task root).
+//!   clock word. All are addresses of statics, fixed when the program is
+//!   linked: the descriptor is whole from the start, so a core of a
+//!   process that never ran a task reads as one with no task (every count
+//!   `0`, every page `0`). The lower layers never write it: it *pulls*
+//!   the addresses of their statics.
 //!
 //! # Reading the data
 //!
@@ -85,16 +87,18 @@
 //! guess.
 
 use std::mem::{offset_of, size_of};
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use crate::record::current::Active;
 use crate::record::frame::AsyncStackFrame;
 use crate::record::site::{
     AWAIT_SITES, AwaitSite, AwaitSiteEntry, CALL_SITES, CallSite, CallSiteEntry, RawStr, SITE_PAGE,
 };
-use crate::record::threads::{MAX_THREADS, ThreadRoot};
+use crate::record::threads::{MAX_THREADS, THREAD_COUNT, THREAD_PAGES, ThreadRoot};
 use crate::task::record::{TaskExt, TaskName, TaskRecord, spawn, state, wakes};
-use crate::task::registry::{Chunk, PAGE};
+use crate::task::registry::{
+    CHUNK_PAGES, Chunk, EXT_PAGES, MAX_TASKS, PAGE, RECORD_COUNT, RECORD_PAGES,
+};
 use crate::task::stack::{self, foreign, meta, word};
 
 /// The first word of the descriptor: the bytes `ASYNCSTK`, little-endian.
@@ -213,23 +217,24 @@ pub struct Layout {
     pub clock_monotonic: u64,
 }
 
-/// Where the data is (see the module docs). Addresses are `0` until the
-/// structure exists.
+/// Where the data is (see the module docs): the addresses of statics, and
+/// constants, all fixed at compile time.
 #[repr(C)]
 #[derive(Debug)]
 #[allow(missing_docs)]
 pub struct Addresses {
     /// The record page table: an array of page addresses.
     pub(crate) record_pages: AtomicPtr<()>,
-    pub(crate) record_page_count: AtomicU64,
+    pub(crate) record_page_count: u64,
     /// A `usize`: records handed out so far (may briefly exceed the
-    /// capacity).
+    /// capacity, and the records this process was given, which
+    /// `ASYNC_STACK_MAX_TASKS` may lower below `record_capacity`).
     pub(crate) record_count: AtomicPtr<()>,
-    pub(crate) record_capacity: AtomicU64,
+    pub(crate) record_capacity: u64,
     pub(crate) chunk_pages: AtomicPtr<()>,
-    pub(crate) chunk_page_count: AtomicU64,
+    pub(crate) chunk_page_count: u64,
     pub(crate) ext_pages: AtomicPtr<()>,
-    pub(crate) ext_page_count: AtomicU64,
+    pub(crate) ext_page_count: u64,
     /// The thread-root page table, then its `usize` count of entries handed
     /// out (may briefly exceed the capacity, `thread_page_entries` ×
     /// `thread_pages`).
@@ -367,66 +372,27 @@ pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
     size: size_of::<DebugDescriptor>() as u64,
     layout: LAYOUT,
     addresses: Addresses {
-        record_pages: AtomicPtr::new(std::ptr::null_mut()),
-        record_page_count: AtomicU64::new(0),
-        record_count: AtomicPtr::new(std::ptr::null_mut()),
-        record_capacity: AtomicU64::new(0),
-        chunk_pages: AtomicPtr::new(std::ptr::null_mut()),
-        chunk_page_count: AtomicU64::new(0),
-        ext_pages: AtomicPtr::new(std::ptr::null_mut()),
-        ext_page_count: AtomicU64::new(0),
-        thread_pages: AtomicPtr::new(std::ptr::null_mut()),
-        thread_count: AtomicPtr::new(std::ptr::null_mut()),
-        call_site_pages: AtomicPtr::new(CALL_SITES.pages.as_ptr().cast_mut().cast()),
-        call_site_count: AtomicPtr::new(std::ptr::from_ref(&CALL_SITES.len).cast_mut().cast()),
-        await_site_pages: AtomicPtr::new(AWAIT_SITES.pages.as_ptr().cast_mut().cast()),
-        await_site_count: AtomicPtr::new(std::ptr::from_ref(&AWAIT_SITES.len).cast_mut().cast()),
-        clock: AtomicPtr::new(
-            std::ptr::from_ref(&crate::record::clock::NOW)
-                .cast_mut()
-                .cast(),
-        ),
+        record_pages: address(&RECORD_PAGES),
+        record_page_count: RECORD_PAGES.len() as u64,
+        record_count: address(&RECORD_COUNT),
+        record_capacity: MAX_TASKS as u64,
+        chunk_pages: address(&CHUNK_PAGES),
+        chunk_page_count: CHUNK_PAGES.len() as u64,
+        ext_pages: address(&EXT_PAGES),
+        ext_page_count: EXT_PAGES.len() as u64,
+        thread_pages: address(&THREAD_PAGES),
+        thread_count: address(&THREAD_COUNT),
+        call_site_pages: address(&CALL_SITES.pages),
+        call_site_count: address(&CALL_SITES.len),
+        await_site_pages: address(&AWAIT_SITES.pages),
+        await_site_count: address(&AWAIT_SITES.len),
+        clock: address(&crate::record::clock::NOW),
     },
 };
 
-/// Stores the addresses of the registry's arenas, built on the first
-/// task's registration: the records' page table, their count and capacity,
-/// and the page tables of chunks and extensions.
-pub(crate) fn publish_registry<C, E>(
-    records: (&AtomicUsize, usize),
-    chunks: &'static [AtomicPtr<C>],
-    exts: &'static [AtomicPtr<E>],
-) {
-    let a = &ASYNC_STACK_DEBUG.addresses;
-    let pages = crate::task::registry::record_pages();
-    a.record_pages
-        .store(pages.as_ptr().cast_mut().cast(), Ordering::Release);
-    a.record_page_count
-        .store(pages.len() as u64, Ordering::Release);
-    a.record_count.store(
-        std::ptr::from_ref(records.0).cast_mut().cast(),
-        Ordering::Release,
-    );
-    a.record_capacity.store(records.1 as u64, Ordering::Release);
-    a.chunk_pages
-        .store(chunks.as_ptr().cast_mut().cast(), Ordering::Release);
-    a.chunk_page_count
-        .store(chunks.len() as u64, Ordering::Release);
-    a.ext_pages
-        .store(exts.as_ptr().cast_mut().cast(), Ordering::Release);
-    a.ext_page_count.store(exts.len() as u64, Ordering::Release);
-}
-
-/// Stores the addresses of the thread-root list, built when the first
-/// thread polls a task root: its page table and its count.
-pub(crate) fn publish_thread_roots(pages: &'static [AtomicPtr<ThreadRoot>], count: &AtomicUsize) {
-    let a = &ASYNC_STACK_DEBUG.addresses;
-    a.thread_pages
-        .store(pages.as_ptr().cast_mut().cast(), Ordering::Release);
-    a.thread_count.store(
-        std::ptr::from_ref(count).cast_mut().cast(),
-        Ordering::Release,
-    );
+/// The address of a static, as the descriptor stores it.
+const fn address<T: ?Sized>(item: &'static T) -> AtomicPtr<()> {
+    AtomicPtr::new(std::ptr::from_ref(item).cast_mut().cast())
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub(crate) struct Arena<T: 'static> {
     pub(crate) pages: &'static [AtomicPtr<T>],
     /// How many items exist: indices `0..fresh` have been handed out (it
     /// may briefly exceed `capacity`).
-    pub(crate) fresh: AtomicUsize,
+    pub(crate) fresh: &'static AtomicUsize,
     pub(crate) capacity: usize,
     free: Mutex<Vec<u32>>,
     make: fn() -> T,
@@ -71,18 +71,26 @@ pub(crate) struct Arena<T: 'static> {
 
 impl<T: 'static> Arena<T> {
     /// An arena of up to `capacity` items, with a page table of its own.
+    #[cfg(any(test, async_stack_loom))]
     pub(crate) fn new(capacity: usize, make: fn() -> T) -> Self {
         let pages: Box<[AtomicPtr<T>]> = (0..capacity.div_ceil(PAGE))
             .map(|_| AtomicPtr::new(std::ptr::null_mut()))
             .collect();
-        Self::with_pages(Box::leak(pages), capacity, make)
+        let fresh = Box::leak(Box::new(AtomicUsize::new(0)));
+        Self::with_pages(Box::leak(pages), fresh, capacity, make)
     }
 
-    /// An arena of up to `capacity` items over the page table `pages`.
-    fn with_pages(pages: &'static [AtomicPtr<T>], capacity: usize, make: fn() -> T) -> Self {
+    /// An arena of up to `capacity` items over the page table `pages` and
+    /// the count `fresh` (statics, where a debugger finds them).
+    pub(crate) fn with_pages(
+        pages: &'static [AtomicPtr<T>],
+        fresh: &'static AtomicUsize,
+        capacity: usize,
+        make: fn() -> T,
+    ) -> Self {
         Arena {
             pages,
-            fresh: AtomicUsize::new(0),
+            fresh,
             capacity,
             free: Mutex::new(Vec::new()),
             make,
@@ -185,19 +193,45 @@ impl std::fmt::Debug for Registry {
 /// The page table of the records, a `static` so that finding a task's
 /// record on a root's poll is one load (no lazy initialisation to check).
 #[cfg(not(async_stack_loom))]
-static RECORD_PAGES: [AtomicPtr<TaskRecord>; MAX_TASKS.div_ceil(PAGE)] =
+pub(crate) static RECORD_PAGES: [AtomicPtr<TaskRecord>; MAX_TASKS.div_ceil(PAGE)] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_TASKS.div_ceil(PAGE)];
+/// The records handed out so far (the records arena's count).
+#[cfg(not(async_stack_loom))]
+pub(crate) static RECORD_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The most chunks: eight per record, at most 2^24.
+const MAX_CHUNKS: usize = if MAX_TASKS * 8 < 1 << 24 { MAX_TASKS * 8 } else { 1 << 24 };
+/// The page tables of chunks and extensions, and the chunks' count: statics,
+/// so that the debug descriptor holds their addresses from the start.
+#[cfg(not(async_stack_loom))]
+pub(crate) static CHUNK_PAGES: [AtomicPtr<Chunk>; MAX_CHUNKS.div_ceil(PAGE)] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_CHUNKS.div_ceil(PAGE)];
+#[cfg(not(async_stack_loom))]
+static CHUNK_COUNT: AtomicUsize = AtomicUsize::new(0);
+#[cfg(not(async_stack_loom))]
+pub(crate) static EXT_PAGES: [AtomicPtr<TaskExt>; MAX_TASKS.div_ceil(PAGE)] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_TASKS.div_ceil(PAGE)];
+#[cfg(not(async_stack_loom))]
+static EXT_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 impl Registry {
     fn new(max_tasks: usize) -> Self {
+        let max_chunks = max_tasks.saturating_mul(8).min(MAX_CHUNKS);
         #[cfg(not(async_stack_loom))]
-        let records = Arena::with_pages(&RECORD_PAGES, max_tasks, TaskRecord::new);
+        let (records, chunks, exts) = (
+            Arena::with_pages(&RECORD_PAGES, &RECORD_COUNT, max_tasks, TaskRecord::new),
+            Arena::with_pages(&CHUNK_PAGES, &CHUNK_COUNT, max_chunks, Chunk::default),
+            Arena::with_pages(&EXT_PAGES, &EXT_COUNT, max_tasks, TaskExt::default),
+        );
         #[cfg(async_stack_loom)]
-        let records = Arena::new(max_tasks, TaskRecord::new);
+        let (records, chunks, exts) = (
+            Arena::new(max_tasks, TaskRecord::new),
+            Arena::new(max_chunks, Chunk::default),
+            Arena::new(max_tasks, TaskExt::default),
+        );
         Registry {
             records,
-            chunks: Arena::new(max_tasks.saturating_mul(8).min(1 << 24), Chunk::default),
-            exts: Arena::new(max_tasks, TaskExt::default),
+            chunks,
+            exts,
             next_id: AtomicU64::new(1),
             untracked: AtomicU64::new(0),
         }
@@ -223,10 +257,7 @@ pub(crate) fn max_tasks_wanted(value: Option<&std::ffi::OsStr>) -> Result<usize,
 #[cfg(not(async_stack_loom))]
 pub(crate) fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    if let Some(r) = REGISTRY.get() {
-        return r;
-    }
-    let r = REGISTRY.get_or_init(|| {
+    REGISTRY.get_or_init(|| {
         let max = max_tasks_wanted(std::env::var_os(MAX_TASKS_VAR).as_deref()).unwrap_or_else(
             |message| {
                 crate::warn::warn(format_args!("{message}"));
@@ -234,14 +265,7 @@ pub(crate) fn registry() -> &'static Registry {
             },
         );
         Registry::new(max)
-    });
-    // Every thread that gets here stores the same addresses.
-    crate::debug::publish_registry(
-        (&r.records.fresh, r.records.capacity),
-        r.chunks.pages,
-        r.exts.pages,
-    );
-    r
+    })
 }
 
 /// Under loom each model gets its own registry (loom objects cannot outlive
@@ -252,12 +276,6 @@ pub(crate) fn registry() -> &'static Registry {
         static ref REGISTRY: Registry = Registry::new(MAX_TASKS);
     }
     &REGISTRY
-}
-
-/// The records' page table (for the debug descriptor).
-#[cfg(not(async_stack_loom))]
-pub(crate) fn record_pages() -> &'static [AtomicPtr<TaskRecord>] {
-    &RECORD_PAGES
 }
 
 /// Record `index`, if it exists.
