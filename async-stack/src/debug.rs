@@ -87,6 +87,9 @@
 //! guess.
 
 use std::mem::{offset_of, size_of};
+// `std`'s, not `crate::sync`'s: the descriptor is constant data that a
+// debugger reads from a stopped process; atomics only make it `Sync`, and
+// the test hooks below are its only stores. Not built under loom.
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 
 use crate::record::current::Active;
@@ -402,7 +405,7 @@ mod tests {
     //! it finds must be what the in-process API reports.
 
     use super::*;
-    use crate::TracedExt;
+    use crate::record::traced::TracedExt;
     use std::future::Future;
     use std::pin::Pin;
     use std::task::{Context, Waker};
@@ -632,7 +635,7 @@ mod tests {
         let spawn_line = line!() - 1;
         let mut task: Pin<Box<dyn Future<Output = ()>>> = Box::pin(spawned.named("raw-reader"));
         assert!(task.as_mut().poll(&mut cx).is_pending());
-        let id = crate::dump()
+        let id = crate::read::dump::dump()
             .tasks
             .iter()
             .find(|t| t.name.as_deref() == Some("raw-reader"))

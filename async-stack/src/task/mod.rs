@@ -24,6 +24,8 @@
 //! - `spawn.rs`: spawn metadata.
 
 pub(crate) mod place;
+#[cfg(not(async_stack_loom))]
+pub(crate) mod probe;
 pub(crate) mod record;
 pub(crate) mod registry;
 pub(crate) mod root;

@@ -199,7 +199,11 @@ pub(crate) static RECORD_PAGES: [AtomicPtr<TaskRecord>; MAX_TASKS.div_ceil(PAGE)
 #[cfg(not(async_stack_loom))]
 pub(crate) static RECORD_COUNT: AtomicUsize = AtomicUsize::new(0);
 /// The most chunks: eight per record, at most 2^24.
-const MAX_CHUNKS: usize = if MAX_TASKS * 8 < 1 << 24 { MAX_TASKS * 8 } else { 1 << 24 };
+const MAX_CHUNKS: usize = if MAX_TASKS * 8 < 1 << 24 {
+    MAX_TASKS * 8
+} else {
+    1 << 24
+};
 /// The page tables of chunks and extensions, and the chunks' count: statics,
 /// so that the debug descriptor holds their addresses from the start.
 #[cfg(not(async_stack_loom))]

@@ -546,8 +546,8 @@ mod tests {
     fn structure(r: &Reduction) -> Vec<String> {
         r.structure()
     }
+    use crate::task::probe::{Counters, Meta};
     use crate::wake::WakeEdge;
-    use crate::wake::recorder::{Counters, Meta};
     use crate::workload::Workload;
 
     fn node(id: u64, label: &str, wakes: u64) -> TaskNode {
@@ -562,7 +562,7 @@ mod tests {
             idle_ns: 4000 * wakes,
             ..Counters::default()
         };
-        super::super::graph::tests_support::node(id, &meta, c)
+        crate::wake::graph::tests_support::node(id, &meta, c)
     }
 
     fn edge(from: WakeSource, to: u64, wakes: u64) -> WakeEdge {
