@@ -37,7 +37,7 @@
 //! [`WakeGraph::to_dot`]; [`WakeGraph::fold`] merges tasks by name or spawn
 //! site; [`WakeGraph::reduce`] finds producer/consumer groups, and
 //! [`Reduction::workload`] turns them into a workload file that
-//! `cargo run --example replay` runs (see [`crate::workload`]).
+//! `cargo run --example replay` runs (see [`workload`]).
 //!
 //! ```
 //! use async_stack::{TracedExt, wake};
@@ -75,6 +75,7 @@ use crate::task::probe;
 
 mod graph;
 mod reduce;
+pub mod workload;
 
 pub use graph::{Fold, TaskNode, WakeEdge, WakeGraph, WakeSource};
 pub use reduce::{Group, Member, ReduceOptions, Reduction};
