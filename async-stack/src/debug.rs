@@ -49,8 +49,8 @@
 //!   page `i / thread_page_entries` (a page not allocated yet is `0`), for
 //!   `i` below the smaller of the count and the capacity, with `tid` (the
 //!   OS thread id, `0` for a free entry) and the address of the thread's
-//!   state, whose `word` field points to the current-frame word (null when
-//!   no task root is polling on that thread) and whose `record` field
+//!   state, whose field at `active_current` points to the current-frame
+//!   word (null when no task root is polling on that thread) and whose `record` field
 //!   points to the record of the task being polled. The current-frame word
 //!   holds the innermost frame being polled, its slot in the top bits
 //!   (`current_slot_shift`, `0`: no tag on this target); frames link to
@@ -113,7 +113,14 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// record (`record_parent`, `record_spawn`), extensions are found by record
 /// index, and the record's unused `thread` field gave its place to
 /// `record_self_wakes` (a running task's thread is its thread root's).
-pub const VERSION: u64 = 2;
+///
+/// Version 3: one name per concept. `active_word` is `active_current` (the
+/// thread state's pointer to its current-frame word), and the counts of
+/// hidden frames retired by foreign sections are named as such:
+/// `meta_seen_hidden_shift` is `meta_seen_hidden_retired_shift`,
+/// `foreign_hidden_bits` is `foreign_hidden_retired_bits`. The layout and
+/// the values are those of version 2; every address is set from the start.
+pub const VERSION: u64 = 3;
 
 /// The sizes, offsets and bit layouts a script needs (see the module docs).
 /// All in bytes or bits, one `u64` each.
@@ -152,7 +159,8 @@ pub struct Layout {
     pub thread_root_active: u64,
     pub thread_page_entries: u64,
     pub thread_pages: u64,
-    pub active_word: u64,
+    /// The thread state's pointer to its current-frame word.
+    pub active_current: u64,
     pub active_record: u64,
     pub current_slot_shift: u64,
     // Task record
@@ -199,10 +207,11 @@ pub struct Layout {
     pub slot_retired_bit: u64,
     // Meta word: `[top][seen version][seen hidden retired][hidden]`
     pub meta_hidden_bits: u64,
-    pub meta_seen_hidden_shift: u64,
+    /// The `foreign` word's hidden-retirement count when last collected.
+    pub meta_seen_hidden_retired_shift: u64,
     pub meta_top_shift: u64,
     // Foreign word: hidden retirements in the low bits
-    pub foreign_hidden_bits: u64,
+    pub foreign_hidden_retired_bits: u64,
     pub foreign_open_shift: u64,
     pub foreign_open_bits: u64,
     // Task extension and name
@@ -299,7 +308,7 @@ const LAYOUT: Layout = Layout {
     thread_root_active: o(offset_of!(ThreadRoot, active)),
     thread_page_entries: o(PAGE),
     thread_pages: o(MAX_THREADS.div_ceil(PAGE)),
-    active_word: o(offset_of!(Active, word)),
+    active_current: o(offset_of!(Active, word)),
     active_record: o(offset_of!(Active, record)),
     current_slot_shift: current_slot_shift(),
     arena_page_entries: o(PAGE),
@@ -340,9 +349,9 @@ const LAYOUT: Layout = Layout {
     slot_zombie_bit: word::ZOMBIE.trailing_zeros() as u64,
     slot_retired_bit: word::RETIRED.trailing_zeros() as u64,
     meta_hidden_bits: meta::HIDDEN_MASK.count_ones() as u64,
-    meta_seen_hidden_shift: meta::SEEN_HIDDEN_SHIFT as u64,
+    meta_seen_hidden_retired_shift: meta::SEEN_HIDDEN_SHIFT as u64,
     meta_top_shift: meta::TOP_SHIFT as u64,
-    foreign_hidden_bits: foreign::HIDDEN_MASK.count_ones() as u64,
+    foreign_hidden_retired_bits: foreign::HIDDEN_MASK.count_ones() as u64,
     foreign_open_shift: foreign::OPEN_SHIFT as u64,
     foreign_open_bits: foreign::MAX_OPEN.count_ones() as u64,
     ext_size: o(size_of::<TaskExt>()),
@@ -465,7 +474,7 @@ mod tests {
         "thread_root_active",
         "thread_page_entries",
         "thread_pages",
-        "active_word",
+        "active_current",
         "active_record",
         "current_slot_shift",
         "arena_page_entries",
@@ -506,9 +515,9 @@ mod tests {
         "slot_zombie_bit",
         "slot_retired_bit",
         "meta_hidden_bits",
-        "meta_seen_hidden_shift",
+        "meta_seen_hidden_retired_shift",
         "meta_top_shift",
-        "foreign_hidden_bits",
+        "foreign_hidden_retired_bits",
         "foreign_open_shift",
         "foreign_open_bits",
         "ext_size",
@@ -715,9 +724,9 @@ mod tests {
         let inner = std::future::poll_fn(|_| {
             let active = listed(tid).expect("a polling thread is listed");
             assert_eq!(active, std::ptr::from_ref(me) as u64);
-            let word = word_at(active + l.get("active_word"));
+            let current = word_at(active + l.get("active_current"));
             let shift = l.get("current_slot_shift");
-            let mut cur = word_at(word);
+            let mut cur = word_at(current);
             if shift != 0 {
                 cur &= (1 << shift) - 1;
             }
@@ -738,7 +747,7 @@ mod tests {
         assert_eq!(grandparent, 0, "the root has no parent");
         // Between polls the thread has no chain.
         let active = listed(tid).expect("still listed");
-        assert_eq!(word_at(active + l.get("active_word")), 0);
+        assert_eq!(word_at(active + l.get("active_current")), 0);
     }
 }
 
