@@ -162,7 +162,7 @@ pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
 /// part of the API.
 #[doc(hidden)]
 pub mod __testing {
-    pub use super::testing::{
+    pub use crate::debug::testing::{
         corrupt_descriptor_magic, corrupt_descriptor_version, leaked_chain, set_current_parent,
     };
 }

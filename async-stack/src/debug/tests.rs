@@ -207,25 +207,16 @@ fn the_descriptor_is_magic_version_and_every_field_in_order() {
 /// static, set at link time, so a core of a process that never ran a
 /// task reads as one with no task instead of failing.
 #[test]
-fn every_address_is_a_static_s_from_the_start() {
+fn every_address_is_set_from_the_start() {
     let a = address_words();
-    let at = |p: *const ()| p as u64;
-    assert_eq!(
-        a.get("record_pages"),
-        at(std::ptr::from_ref(&RECORD_PAGES).cast())
-    );
-    assert_eq!(
-        a.get("record_count"),
-        at(std::ptr::from_ref(&RECORD_COUNT).cast())
-    );
-    assert_eq!(
-        a.get("thread_pages"),
-        at(std::ptr::from_ref(&THREAD_PAGES).cast())
-    );
-    assert_eq!(
-        a.get("thread_count"),
-        at(std::ptr::from_ref(&THREAD_COUNT).cast())
-    );
+    for (name, address) in [
+        ("record_pages", std::ptr::from_ref(&RECORD_PAGES).addr()),
+        ("record_count", std::ptr::from_ref(&RECORD_COUNT).addr()),
+        ("thread_pages", std::ptr::from_ref(&THREAD_PAGES).addr()),
+        ("thread_count", std::ptr::from_ref(&THREAD_COUNT).addr()),
+    ] {
+        assert_eq!(a.get(name), address as u64, "{name}");
+    }
     assert_eq!(a.get("record_capacity"), MAX_TASKS as u64);
     for name in ADDRESS_FIELDS {
         assert_ne!(a.get(name), 0, "{name}");
