@@ -33,13 +33,13 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 2
+VERSION = 3
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
 MAX_CHAIN_DEPTH = 1024
 
-#: The `Layout` fields of the descriptor, in declaration order (version 2).
+#: The `Layout` fields of the descriptor, in declaration order (version 3).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -50,7 +50,7 @@ LAYOUT_FIELDS = (
     "await_entry_size", "await_entry_call_id", "await_entry_file",
     "await_entry_line", "await_entry_column",
     "thread_root_size", "thread_root_tid", "thread_root_active",
-    "thread_page_entries", "thread_pages", "active_word", "active_record",
+    "thread_page_entries", "thread_pages", "active_current", "active_record",
     "current_slot_shift",
     "arena_page_entries", "record_size", "record_id", "record_state",
     "record_polls", "record_wakes", "record_current", "record_self_wakes",
@@ -65,8 +65,8 @@ LAYOUT_FIELDS = (
     "slot_site_bits", "slot_await_flag", "slot_parent_shift",
     "slot_parent_bits", "slot_birth_shift", "slot_birth_bits",
     "slot_zombie_bit", "slot_retired_bit",
-    "meta_hidden_bits", "meta_seen_hidden_shift", "meta_top_shift",
-    "foreign_hidden_bits", "foreign_open_shift", "foreign_open_bits",
+    "meta_hidden_bits", "meta_seen_hidden_retired_shift", "meta_top_shift",
+    "foreign_hidden_retired_bits", "foreign_open_shift", "foreign_open_bits",
     "ext_size", "spawn_site_bits", "spawn_named_bit", "ext_name",
     "name_ptr", "name_len",
     "clock_shift", "clock_monotonic",
@@ -371,17 +371,17 @@ class Reader:
                 return m.u64(entry + l.thread_root_active, "a thread root")
         return None
 
-    def untag(self, word):
+    def untag(self, current):
         """The frame address of a current-frame word."""
         shift = self.layout.current_slot_shift
-        return word & _mask(shift) if shift else word
+        return current & _mask(shift) if shift else current
 
-    def running_slot(self, word):
+    def current_slot(self, current):
         """The slot carried by a current-frame word (`no_slot`: none)."""
         shift = self.layout.current_slot_shift
-        if word == 0 or shift == 0:
+        if current == 0 or shift == 0:
             return self.layout.no_slot
-        return word >> shift
+        return current >> shift
 
     def chain(self, tid):
         """The async frames polled on OS thread ``tid``, innermost first."""
@@ -389,10 +389,10 @@ class Reader:
         active = self.thread_active(tid)
         if not active:
             return []
-        word_pointer = m.u64(active + l.active_word, "a thread's state")
-        if word_pointer == 0:
+        current_pointer = m.u64(active + l.active_current, "a thread's state")
+        if current_pointer == 0:
             return []
-        frame = self.untag(m.u64(word_pointer, "a current-frame word"))
+        frame = self.untag(m.u64(current_pointer, "a current-frame word"))
         frames, seen = [], set()
         while frame:
             if frame in seen:
@@ -496,8 +496,8 @@ class Reader:
         torn = raw["seq"] % 2 == 1 or open_sections != 0
         frames, hidden = [], 0
         if not torn:
-            running = self.running_slot(raw["current"])
-            copied, hidden = build_tree(l, words, raw["meta"], running,
+            current_slot = self.current_slot(raw["current"])
+            copied, hidden = build_tree(l, words, raw["meta"], current_slot,
                                         raw["foreign"])
             frames = [self._tree_frame(f) for f in copied]
         name = self._name(raw)
@@ -573,29 +573,33 @@ class Reader:
                       m.u64(name_pointer + l.name_len, what), "a task name")
 
 
-def build_tree(layout, words, meta, running_slot, foreign):
+def build_tree(layout, words, meta, current_slot, foreign):
     """A port of `StackCopy::build`: the shown frames of a published stack
     as ``(depth, site, running, innermost)`` in pre-order (siblings in
-    birth order), and the count of hidden live frames."""
+    birth order), and the count of hidden live frames. ``current_slot`` is
+    the slot the task's current-frame word carries (`no_slot`: none)."""
     l = layout
     site_of = lambda w: w & _mask(l.slot_site_bits)
     parent_of = lambda w: (w >> l.slot_parent_shift) & _mask(l.slot_parent_bits)
     birth_of = lambda w: (w >> l.slot_birth_shift) & _mask(l.slot_birth_bits)
-    hidden_bits = (1 << l.slot_zombie_bit) | (1 << l.slot_retired_bit)
-    shown = lambda w: w != 0 and w & hidden_bits == 0
+    unshown_bits = (1 << l.slot_zombie_bit) | (1 << l.slot_retired_bit)
+    shown = lambda w: w != 0 and w & unshown_bits == 0
 
     count = len(words)
     live = sum(1 for w in words if shown(w))
-    seen_hidden = (meta >> l.meta_seen_hidden_shift) & _mask(l.foreign_hidden_bits)
-    unseen = (foreign - seen_hidden) & _mask(l.foreign_hidden_bits)
-    without_slot = max((meta & _mask(l.meta_hidden_bits)) - unseen, 0)
+    # Live frames without a slot: the meta word's count, less the hidden
+    # frames that foreign sections retired since the writer last looked.
+    retired_bits = l.foreign_hidden_retired_bits
+    seen_hidden_retired = (meta >> l.meta_seen_hidden_retired_shift) & _mask(retired_bits)
+    unseen = (foreign - seen_hidden_retired) & _mask(retired_bits)
+    hidden = max((meta & _mask(l.meta_hidden_bits)) - unseen, 0)
     if not (words and shown(words[0]) and parent_of(words[0]) == l.no_slot):
-        return [], without_slot + live
+        return [], hidden + live
     if all(shown(words[i]) and parent_of(words[i]) == i - 1
            for i in range(1, count)):
-        running = running_slot < count
-        return [(i, site_of(words[i]), running and i <= running_slot,
-                 i == running_slot) for i in range(count)], without_slot
+        running = current_slot < count
+        return [(i, site_of(words[i]), running and i <= current_slot,
+                 i == current_slot) for i in range(count)], hidden
 
     children = {}
     for slot in range(1, count):
@@ -617,12 +621,12 @@ def build_tree(layout, words, meta, running_slot, foreign):
             continue
         visited.add(slot)
         slots.append(slot)
-        frames.append([depth, site_of(words[slot]), False, slot == running_slot])
+        frames.append([depth, site_of(words[slot]), False, slot == current_slot])
         for kid in reversed(children.get(slot, [])):
             parents[kid] = slot
             stack.append((kid, depth + 1))
-    if running_slot < count and running_slot in visited:
-        on_path, slot = set(), running_slot
+    if current_slot < count and current_slot in visited:
+        on_path, slot = set(), current_slot
         while True:
             on_path.add(slot)
             parent = parents.get(slot)
@@ -631,7 +635,7 @@ def build_tree(layout, words, meta, running_slot, foreign):
             slot = parent
         for frame, slot in zip(frames, slots):
             frame[2] = slot in on_path
-    return [tuple(f) for f in frames], without_slot + live - len(visited)
+    return [tuple(f) for f in frames], hidden + live - len(visited)
 
 
 def _born_before(a, b, bits):
@@ -851,9 +855,9 @@ def splice(natives, chain):
             if is_own_plumbing(native) or "{async_fn" in (native.name or ""):
                 continue
             folding = False
-        hidden = (index in bodies or (0 < emitted < len(chain))
+        folded = (index in bodies or (0 < emitted < len(chain))
                   or (emitted == 0 and chain and is_own_plumbing(native)))
-        if not hidden:
+        if not folded:
             out.append(("native", native.name or "<unknown>", "at",
                         _native_location(native.file, native.line,
                                          native.column)))

@@ -144,7 +144,9 @@ pub mod task;
 #[cfg(not(async_stack_loom))]
 pub mod wake;
 mod warn;
-pub mod workload;
+#[cfg(not(async_stack_loom))]
+#[doc(inline)]
+pub use wake::workload;
 
 #[cfg(feature = "tokio")]
 pub mod tokio;

@@ -24,30 +24,36 @@ pub(crate) struct Arena<T: 'static> {
     pub(crate) pages: &'static [AtomicPtr<T>],
     /// How many items exist: indices `0..fresh` have been handed out (it
     /// may briefly exceed `capacity`).
-    pub(crate) fresh: AtomicUsize,
+    pub(crate) fresh: &'static AtomicUsize,
     pub(crate) capacity: usize,
     pub(crate) free: Mutex<Vec<u32>>,
     make: fn() -> T,
 }
 
 impl<T: 'static> Arena<T> {
-    /// An arena of up to `capacity` items, with a page table of its own.
+    /// An arena of up to `capacity` items, with a page table and a count
+    /// of its own (tests and loom models; the process's arenas live in
+    /// statics, see [`Arena::with_pages`]).
+    #[cfg(any(test, async_stack_loom))]
     pub(crate) fn new(capacity: usize, make: fn() -> T) -> Self {
         let pages: Box<[AtomicPtr<T>]> = (0..capacity.div_ceil(PAGE))
             .map(|_| AtomicPtr::new(std::ptr::null_mut()))
             .collect();
-        Self::with_pages(Box::leak(pages), capacity, make)
+        let fresh = Box::leak(Box::new(AtomicUsize::new(0)));
+        Self::with_pages(Box::leak(pages), fresh, capacity, make)
     }
 
-    /// An arena of up to `capacity` items over the page table `pages`.
+    /// An arena of up to `capacity` items over the page table `pages` and
+    /// the count `fresh` (statics, where a debugger finds them).
     pub(crate) fn with_pages(
         pages: &'static [AtomicPtr<T>],
+        fresh: &'static AtomicUsize,
         capacity: usize,
         make: fn() -> T,
     ) -> Self {
         Arena {
             pages,
-            fresh: AtomicUsize::new(0),
+            fresh,
             capacity,
             free: Mutex::new(Vec::new()),
             make,

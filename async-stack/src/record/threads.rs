@@ -38,7 +38,7 @@ use std::cell::Cell;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};
 
-use crate::pages::Arena;
+use crate::pages::{Arena, PAGE};
 use crate::record::current::Active;
 
 /// One thread's entry. `#[repr(C)]` for debugger scripts.
@@ -135,16 +135,18 @@ impl ThreadRoot {
 /// not listed (its tasks still work, and still show in `async-tasks`).
 pub(crate) const MAX_THREADS: usize = 1 << 16;
 
+/// The list's page table and its count of entries handed out: statics,
+/// so that the debug descriptor holds their addresses from the start.
+pub(crate) static THREAD_PAGES: [AtomicPtr<ThreadRoot>; MAX_THREADS.div_ceil(PAGE)] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_THREADS.div_ceil(PAGE)];
+pub(crate) static THREAD_COUNT: AtomicUsize = AtomicUsize::new(0);
+
 /// Every thread that has polled a task root and not exited.
 pub(crate) fn roots() -> &'static Arena<ThreadRoot> {
     static ROOTS: OnceLock<Arena<ThreadRoot>> = OnceLock::new();
-    if let Some(r) = ROOTS.get() {
-        return r;
-    }
-    let r = ROOTS.get_or_init(|| Arena::new(MAX_THREADS, ThreadRoot::free));
-    // Every thread that gets here stores the same addresses.
-    crate::debug::publish_thread_roots(r.pages, &r.fresh);
-    r
+    ROOTS.get_or_init(|| {
+        Arena::with_pages(&THREAD_PAGES, &THREAD_COUNT, MAX_THREADS, ThreadRoot::free)
+    })
 }
 
 /// Clears this thread's entry when the thread exits.

@@ -69,7 +69,7 @@ impl PanicOptions {
     }
 
     /// Also print a dump of all live tasks, streamed (see
-    /// [`crate::dump::write_text`]): tasks in registry order, and no
+    /// [`crate::read::dump::write_text`]): tasks in registry order, and no
     /// memory taken for them all at once while the program panics.
     pub fn dump_tasks(mut self, yes: bool) -> Self {
         self.dump_tasks = yes;
@@ -128,7 +128,7 @@ pub fn install_with(options: PanicOptions) {
 /// `live tasks:`, every live task streamed, and an empty line.
 fn write_live_tasks(out: &mut impl Write) -> std::io::Result<()> {
     out.write_all(b"live tasks:\n")?;
-    crate::dump::write_text(&mut *out)?;
+    crate::read::dump::write_text(&mut *out)?;
     out.write_all(b"\n")
 }
 
@@ -170,10 +170,10 @@ fn report(info: &PanicHookInfo<'_>) -> String {
         None => writeln!(out, "thread '{name}' panicked:"),
     };
     let _ = writeln!(out, "{}", payload_message(info));
-    if let Some(id) = crate::current_task_id() {
+    if let Some(id) = crate::task::record::layout::current_task_id() {
         // Every other task costs two loads; this one is read in full.
         let mut task_name = None;
-        crate::dump::live_tasks()
+        crate::read::dump::live_tasks()
             .filter(|status| status.id == id)
             .for_each(|task| task_name.clone_from(&task.name));
         let _ = match task_name {
@@ -189,7 +189,7 @@ fn report(info: &PanicHookInfo<'_>) -> String {
             );
         }
         style => {
-            let bt = crate::backtrace();
+            let bt = crate::read::walker::backtrace();
             let _ = writeln!(out, "async backtrace:");
             let _ = if style == BacktraceStyle::Full {
                 write!(out, "{bt:#}")

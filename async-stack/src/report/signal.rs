@@ -5,7 +5,7 @@
 //! dedicated thread waiting on that pipe takes the dump and writes it, so
 //! the dump runs in ordinary thread context, never inside the handler.
 //!
-//! The dump is streamed ([`crate::dump::write_text`]): each task is read
+//! The dump is streamed ([`crate::read::dump::write_text`]): each task is read
 //! and written before the next, so a dump of many tasks needs memory for
 //! one. Tasks therefore come in registry order, not sorted by id. The
 //! output is a line `async-stack: task dump on signal N`, the text form of
@@ -73,7 +73,7 @@ pub fn dump_on_to(signal: i32, target: DumpTarget) -> io::Result<SignalDumper> {
                 // never held all at once, neither as tasks nor as text.
                 let _ = write_dump(&target, |w| {
                     writeln!(w, "async-stack: task dump on signal {sig}")?;
-                    crate::dump::write_text(&mut *w)?;
+                    crate::read::dump::write_text(&mut *w)?;
                     writeln!(w)
                 });
             }
@@ -97,7 +97,7 @@ fn max_signal() -> i32 {
 }
 
 /// Opens `target` and runs `write` on it. `write` buffers its own output
-/// ([`crate::dump::write_text`] writes in chunks), so the target is not
+/// ([`crate::read::dump::write_text`] writes in chunks), so the target is not
 /// buffered here.
 fn write_dump(
     target: &DumpTarget,

@@ -4,7 +4,7 @@
 //! It reads the same non-blocking dumps as [`crate::dump()`], so it never
 //! pauses a task, and each check reads two words of every task and copies
 //! the stacks only of tasks already past a threshold, one at a time
-//! ([`crate::dump::live_tasks`]), so it stays cheap with many tasks. Each stall is reported once: a task is reported again only
+//! ([`crate::read::dump::live_tasks`]), so it stays cheap with many tasks. Each stall is reported once: a task is reported again only
 //! after it has left the stalled state (yielded, or been woken) and stalled
 //! anew.
 //!
@@ -32,12 +32,14 @@
 
 use std::collections::HashSet;
 use std::io::Write;
+// `std`'s, not `crate::sync`'s: the watchdog's stop flag, set once by the
+// guard's drop and polled by its thread, is no protocol loom needs to see.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::dump::{TaskInfo, format_duration};
+use crate::read::dump::{TaskInfo, format_duration};
 use crate::task::TaskState;
 
 /// Why a task was reported.
@@ -194,7 +196,7 @@ fn check(
     // scratch task; what is read is then classified again, as it may have
     // moved on in between. Only a new stall is copied, into its report.
     let mut still = HashSet::new();
-    crate::dump::live_tasks()
+    crate::read::dump::live_tasks()
         .filter(|status| stall_kind(status.state, status.time_in_state(), running, idle).is_some())
         .for_each(|task| {
             let Some(kind) = stall_kind(task.state, task.time_in_state(), running, idle) else {

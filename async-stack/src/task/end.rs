@@ -31,8 +31,8 @@ pub(crate) fn end_task(p: u64) {
 /// has: the root's own exit, when it completes.
 pub(crate) fn end_task_in(r: &TaskRecord, index: u32) {
     #[cfg(not(async_stack_loom))]
-    if crate::wake::recorder::on() {
-        crate::wake::recorder::task_ended(index, r.id.load(Ordering::Relaxed));
+    if crate::task::probe::on() {
+        crate::task::probe::task_ended(index, r.id.load(Ordering::Relaxed));
     }
     r.id.store(0, Ordering::Release);
     r.close_incarnation();

@@ -37,6 +37,8 @@
 
 pub(crate) mod end;
 pub(crate) mod place;
+#[cfg(not(async_stack_loom))]
+pub(crate) mod probe;
 pub(crate) mod record;
 pub(crate) mod registry;
 pub(crate) mod relink;

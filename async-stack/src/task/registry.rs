@@ -30,17 +30,14 @@
 #[cfg(not(async_stack_loom))]
 use std::sync::OnceLock;
 
-use crate::pages::Arena;
-use crate::task::place::INCARNATION_LIMIT;
-use crate::task::stack::words::{Chunk, foreign};
-// Until the debugger descriptor and the wake recorder import them from
-// `pages`.
-#[cfg_attr(async_stack_loom, allow(unused_imports))]
-pub(crate) use crate::pages::{PAGE, page};
+use crate::pages::{Arena, PAGE};
 #[cfg(not(async_stack_loom))]
-use crate::sync::AtomicPtr;
+use crate::sync::{AtomicPtr, AtomicUsize};
 use crate::sync::{AtomicU64, Ordering};
-use crate::task::record::{TaskExt, TaskRecord};
+use crate::task::place::INCARNATION_LIMIT;
+use crate::task::record::layout::TaskRecord;
+use crate::task::record::names::TaskExt;
+use crate::task::stack::words::{Chunk, foreign};
 
 /// The most tasks tracked at once: the registry's records (one record
 /// index is reserved for untracked tasks). The environment variable
@@ -76,19 +73,49 @@ impl std::fmt::Debug for Registry {
 /// The page table of the records, a `static` so that finding a task's
 /// record on a root's poll is one load (no lazy initialisation to check).
 #[cfg(not(async_stack_loom))]
-static RECORD_PAGES: [AtomicPtr<TaskRecord>; MAX_TASKS.div_ceil(PAGE)] =
+pub(crate) static RECORD_PAGES: [AtomicPtr<TaskRecord>; MAX_TASKS.div_ceil(PAGE)] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_TASKS.div_ceil(PAGE)];
+/// The records handed out so far (the records arena's count).
+#[cfg(not(async_stack_loom))]
+pub(crate) static RECORD_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The most chunks: eight per record, at most 2^24.
+const MAX_CHUNKS: usize = if MAX_TASKS * 8 < 1 << 24 {
+    MAX_TASKS * 8
+} else {
+    1 << 24
+};
+/// The page tables of chunks and extensions, and the chunks' count: statics,
+/// so that the debug descriptor holds their addresses from the start.
+#[cfg(not(async_stack_loom))]
+pub(crate) static CHUNK_PAGES: [AtomicPtr<Chunk>; MAX_CHUNKS.div_ceil(PAGE)] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_CHUNKS.div_ceil(PAGE)];
+#[cfg(not(async_stack_loom))]
+static CHUNK_COUNT: AtomicUsize = AtomicUsize::new(0);
+#[cfg(not(async_stack_loom))]
+pub(crate) static EXT_PAGES: [AtomicPtr<TaskExt>; MAX_TASKS.div_ceil(PAGE)] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_TASKS.div_ceil(PAGE)];
+#[cfg(not(async_stack_loom))]
+static EXT_COUNT: AtomicUsize = AtomicUsize::new(0);
 
 impl Registry {
     fn new(max_tasks: usize) -> Self {
+        let max_chunks = max_tasks.saturating_mul(8).min(MAX_CHUNKS);
         #[cfg(not(async_stack_loom))]
-        let records = Arena::with_pages(&RECORD_PAGES, max_tasks, TaskRecord::new);
+        let (records, chunks, exts) = (
+            Arena::with_pages(&RECORD_PAGES, &RECORD_COUNT, max_tasks, TaskRecord::new),
+            Arena::with_pages(&CHUNK_PAGES, &CHUNK_COUNT, max_chunks, Chunk::default),
+            Arena::with_pages(&EXT_PAGES, &EXT_COUNT, max_tasks, TaskExt::default),
+        );
         #[cfg(async_stack_loom)]
-        let records = Arena::new(max_tasks, TaskRecord::new);
+        let (records, chunks, exts) = (
+            Arena::new(max_tasks, TaskRecord::new),
+            Arena::new(max_chunks, Chunk::default),
+            Arena::new(max_tasks, TaskExt::default),
+        );
         Registry {
             records,
-            chunks: Arena::new(max_tasks.saturating_mul(8).min(1 << 24), Chunk::default),
-            exts: Arena::new(max_tasks, TaskExt::default),
+            chunks,
+            exts,
             next_id: AtomicU64::new(1),
             untracked: AtomicU64::new(0),
         }
@@ -114,10 +141,7 @@ pub(crate) fn max_tasks_wanted(value: Option<&std::ffi::OsStr>) -> Result<usize,
 #[cfg(not(async_stack_loom))]
 pub(crate) fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
-    if let Some(r) = REGISTRY.get() {
-        return r;
-    }
-    let r = REGISTRY.get_or_init(|| {
+    REGISTRY.get_or_init(|| {
         let max = max_tasks_wanted(std::env::var_os(MAX_TASKS_VAR).as_deref()).unwrap_or_else(
             |message| {
                 crate::warn::warn(format_args!("{message}"));
@@ -125,14 +149,7 @@ pub(crate) fn registry() -> &'static Registry {
             },
         );
         Registry::new(max)
-    });
-    // Every thread that gets here stores the same addresses.
-    crate::debug::publish_registry(
-        (&r.records.fresh, r.records.capacity),
-        r.chunks.pages,
-        r.exts.pages,
-    );
-    r
+    })
 }
 
 /// Under loom each model gets its own registry (loom objects cannot outlive
@@ -143,12 +160,6 @@ pub(crate) fn registry() -> &'static Registry {
         static ref REGISTRY: Registry = Registry::new(MAX_TASKS);
     }
     &REGISTRY
-}
-
-/// The records' page table (for the debug descriptor).
-#[cfg(not(async_stack_loom))]
-pub(crate) fn record_pages() -> &'static [AtomicPtr<TaskRecord>] {
-    &RECORD_PAGES
 }
 
 /// Record `index`, if it exists.

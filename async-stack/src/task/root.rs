@@ -107,8 +107,8 @@ fn begin(r: &'static TaskRecord, key: u64, root: &AsyncStackFrame, a: &Active) -
     let seen = r.start_poll(clock::now_ms());
     a.enter_task(r.opaque(), &r.current, key, root);
     #[cfg(not(async_stack_loom))]
-    if crate::wake::recorder::on() {
-        crate::wake::recorder::poll_started(place::index(key), r, root);
+    if crate::task::probe::on() {
+        crate::task::probe::poll_started(place::index(key), r, root);
         return Polling {
             record: r,
             seen: seen | Polling::RECORDING,
@@ -193,7 +193,7 @@ pub(crate) fn exit(frame: &AsyncStackFrame, a: &Active, task: Option<Polling>, p
             // takes it).
             let index = place::index(frame.place.load(Ordering::Relaxed));
             let woken = (r.woken_count() ^ t.seen()) & crate::task::record::state::SEEN_MASK != 0;
-            crate::wake::recorder::poll_ended(index, r, pending, self_wakes, woken);
+            crate::task::probe::poll_ended(index, r, pending, self_wakes, woken);
         }
         if pending {
             r.end_poll(clock::now_ms(), self_wakes, t.seen());
@@ -225,7 +225,7 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     }
     frame.parent.store(std::ptr::null_mut(), Ordering::Relaxed);
     #[cfg(not(async_stack_loom))]
-    crate::wake::recorder::init_from_env();
+    crate::task::probe::init_from_env();
     let spawn = spawn::take_pending();
     let Some(index) = registry::alloc_record() else {
         let p = place::root(UNTRACKED);

@@ -112,8 +112,8 @@ static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, wake, wake_by_ref, dr
 unsafe fn clone(data: *const ()) -> RawWaker {
     record_of(data).add_ref();
     #[cfg(not(async_stack_loom))]
-    if crate::wake::recorder::on() {
-        crate::wake::recorder::cloned(data.addr() as u32);
+    if crate::task::probe::on() {
+        crate::task::probe::cloned(data.addr() as u32);
     }
     RawWaker::new(data, &VTABLE)
 }
@@ -139,8 +139,8 @@ unsafe fn drop(data: *const ()) {
     let index = data.addr() as u32;
     let before = release(index);
     #[cfg(not(async_stack_loom))]
-    if crate::wake::recorder::on() && before > 1 {
-        crate::wake::recorder::dropped(index, before - 1);
+    if crate::task::probe::on() && before > 1 {
+        crate::task::probe::dropped(index, before - 1);
     }
     #[cfg(async_stack_loom)]
     let _ = before;
@@ -160,8 +160,8 @@ fn count_wake(r: &TaskRecord, index: u32) {
     if own != Some(true) {
         r.count_wake(crate::clock::now_ms);
         #[cfg(not(async_stack_loom))]
-        if crate::wake::recorder::on() {
-            crate::wake::recorder::woken(index, r);
+        if crate::task::probe::on() {
+            crate::task::probe::woken(index, r);
         }
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::recorder::{self, Counters, Meta, SOURCE_RUNTIME, SOURCE_THREAD};
-use crate::sync::lock;
+use crate::sync::{Ordering, lock};
+use crate::task::probe::{self, Counters, Meta, SOURCE_RUNTIME, SOURCE_THREAD};
 use crate::task::registry;
 
 /// Who woke a task.
@@ -192,23 +192,22 @@ pub struct WakeGraph {
     pub folded: Option<Fold>,
 }
 
-/// Builds the graph from the recorder's tables.
+/// Builds the graph from the tables the wake probes fill.
 pub(super) fn collect() -> WakeGraph {
-    let now = recorder::now();
+    let now = probe::now();
     // Live tasks: a slot counting the task its record holds now.
     let mut live: Vec<(u64, Counters)> = Vec::new();
     for index in 0..registry::record_count() as u32 {
-        let (Some(r), Some(slot)) = (registry::record(index), recorder::existing_slot(index))
-        else {
+        let (Some(r), Some(slot)) = (registry::record(index), probe::existing_slot(index)) else {
             continue;
         };
-        let id = slot.task.load(std::sync::atomic::Ordering::Acquire);
-        if id != 0 && r.id.load(crate::sync::Ordering::Acquire) == id {
+        let id = slot.task.load(Ordering::Acquire);
+        if id != 0 && r.id.load(Ordering::Acquire) == id {
             live.push((id, slot.counters(now)));
         }
     }
     let (mut tasks, dropped_tasks) = {
-        let t = lock(recorder::tasks());
+        let t = lock(probe::tasks());
         let mut tasks: Vec<TaskNode> = live
             .iter()
             .filter_map(|(id, c)| {
@@ -228,7 +227,7 @@ pub(super) fn collect() -> WakeGraph {
     };
     tasks.sort_by_key(|t| t.id);
     let mut counts: BTreeMap<(u64, WakeSource), u64> = BTreeMap::new();
-    let tables: Vec<_> = lock(recorder::edge_tables()).clone();
+    let tables: Vec<_> = lock(probe::edge_tables()).clone();
     for table in tables {
         for (&(from, to), &n) in lock(&table).iter() {
             let c = counts.entry((to, WakeSource::from_raw(from))).or_insert(0);

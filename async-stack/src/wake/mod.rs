@@ -37,7 +37,7 @@
 //! [`WakeGraph::to_dot`]; [`WakeGraph::fold`] merges tasks by name or spawn
 //! site; [`WakeGraph::reduce`] finds producer/consumer groups, and
 //! [`Reduction::workload`] turns them into a workload file that
-//! `cargo run --example replay` runs (see [`crate::workload`]).
+//! `cargo run --example replay` runs (see [`workload`]).
 //!
 //! ```
 //! use async_stack::{TracedExt, wake};
@@ -69,45 +69,42 @@
 //!
 //! [tokio-metrics]: https://docs.rs/tokio-metrics
 
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use crate::task::probe;
+
 mod graph;
-pub(crate) mod recorder;
 mod reduce;
+pub mod workload;
 
 pub use graph::{Fold, TaskNode, WakeEdge, WakeGraph, WakeSource};
 pub use reduce::{Group, Member, ReduceOptions, Reduction};
 
 /// The slow-poll threshold until [`set_slow_poll_threshold`] changes it:
 /// 50 µs, tokio-metrics' default.
-pub const DEFAULT_SLOW_POLL: Duration = Duration::from_micros(50);
+pub const DEFAULT_SLOW_POLL: Duration = probe::DEFAULT_SLOW_POLL;
 
 /// Turns recording on or off for the whole process. Turning it off keeps
 /// what was recorded; [`reset`] forgets it.
 pub fn record(on: bool) {
-    if on {
-        // Build (and calibrate) the clock before any stamp.
-        let _ = recorder::now();
-    }
-    recorder::ON.store(on, Ordering::Relaxed);
+    if on { probe::start() } else { probe::stop() }
 }
 
 /// Whether recording is on.
 pub fn is_recording() -> bool {
-    recorder::on()
+    probe::on()
 }
 
 /// Forgets everything recorded so far. Live tasks are counted again from
 /// their next poll.
 pub fn reset() {
-    recorder::clear();
+    probe::clear();
 }
 
 /// Polls longer than `threshold` count as slow polls from now on.
 pub fn set_slow_poll_threshold(threshold: Duration) {
     let ns = u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX);
-    recorder::SLOW_POLL_NS.store(ns, Ordering::Relaxed);
+    probe::SLOW_POLL_NS.store(ns, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// The graph recorded so far: every task seen while recording (live, and

@@ -387,7 +387,7 @@ impl Reduction {
 }
 
 impl Reduction {
-    /// The workload that reproduces these groups (see [`crate::workload`]
+    /// The workload that reproduces these groups (see [`crate::wake::workload`]
     /// for the format and what a replay does), to run for `duration` by
     /// default.
     ///
@@ -406,7 +406,7 @@ impl Reduction {
     ///
     /// Each independent member that was woken becomes an independent entry
     /// (`busy_us_per_wake`: busy over wakes; `period_us`: idle over wakes,
-    /// at least [`crate::workload::Workload::MIN_PERIOD_US`]); members never
+    /// at least [`crate::wake::workload::Workload::MIN_PERIOD_US`]); members never
     /// woken are left out, as nothing paces them.
     ///
     /// Names are the labels, cut to the format's limit and made unique
@@ -416,8 +416,8 @@ impl Reduction {
     pub fn workload(
         &self,
         duration: Duration,
-    ) -> Result<crate::workload::Workload, crate::workload::WorkloadError> {
-        use crate::workload::{Consumer, Group as WGroup, Independent, Producer, Workload};
+    ) -> Result<crate::wake::workload::Workload, crate::wake::workload::WorkloadError> {
+        use crate::wake::workload::{Consumer, Group as WGroup, Independent, Producer, Workload};
         let us = |d: Duration| {
             u64::try_from(d.as_micros())
                 .unwrap_or(u64::MAX)
@@ -522,7 +522,7 @@ impl Names {
                 format!(" #{n}")
             };
             let mut name = clean.clone();
-            let limit = crate::workload::Workload::MAX_NAME_BYTES - suffix.len();
+            let limit = crate::wake::workload::Workload::MAX_NAME_BYTES - suffix.len();
             if name.len() > limit {
                 let mut cut = limit;
                 while !name.is_char_boundary(cut) {
@@ -546,9 +546,9 @@ mod tests {
     fn structure(r: &Reduction) -> Vec<String> {
         r.structure()
     }
+    use crate::task::probe::{Counters, Meta};
     use crate::wake::WakeEdge;
-    use crate::wake::recorder::{Counters, Meta};
-    use crate::workload::Workload;
+    use crate::wake::workload::Workload;
 
     fn node(id: u64, label: &str, wakes: u64) -> TaskNode {
         let meta = Meta {
@@ -562,7 +562,7 @@ mod tests {
             idle_ns: 4000 * wakes,
             ..Counters::default()
         };
-        super::super::graph::tests_support::node(id, &meta, c)
+        crate::wake::graph::tests_support::node(id, &meta, c)
     }
 
     fn edge(from: WakeSource, to: u64, wakes: u64) -> WakeEdge {

@@ -330,7 +330,7 @@ mod tests {
 
     #[test]
     fn dump_where_keeps_exactly_the_tasks_it_selects() {
-        use crate::TracedExt;
+        use crate::task::traced::TracedExt;
         use std::task::{Context, Waker};
 
         let mut a = Box::pin(std::future::pending::<()>().traced_named("where-a"));
@@ -360,7 +360,7 @@ mod tests {
     /// handed over is what a whole dump holds.
     #[test]
     fn for_each_task_reads_each_task_afresh_into_one_scratch() {
-        use crate::TracedExt;
+        use crate::task::traced::TracedExt;
         use std::task::{Context, Waker};
 
         let mut a = Box::pin(std::future::pending::<()>().traced_named("each-a"));

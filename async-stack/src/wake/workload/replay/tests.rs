@@ -58,7 +58,7 @@ fn small(prefix: &str) -> Workload {
 /// Live tasks of the current dump whose name starts with `prefix`, by name.
 fn live(prefix: &str) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
-    for t in crate::dump().tasks {
+    for t in crate::read::dump::dump().tasks {
         if let Some(name) = t.name.filter(|n| n.starts_with(prefix)) {
             *counts.entry(name).or_default() += 1;
         }

@@ -1,5 +1,20 @@
-//! The recording side of the wake graph: hooks that the task root, its
-//! waker and the registry call, and the tables they fill.
+//! The **wake probes**: the one interface through which the task layer
+//! lets a wake recorder know what happens to tasks, and the tables the
+//! probes fill. The task root ([`crate::task::root`]) and its waker
+//! ([`crate::task::waker`]) call the hooks below and nothing else of the
+//! wake side; [`crate::wake`] reads the tables (its graph) and flips the
+//! switch ([`start`], [`stop`]), so the task layer never imports it.
+//!
+//! # The interface
+//!
+//! - [`on`]: whether recording is on; the caller's whole cost when off.
+//!   Every hook is called only after `on()` returned `true`, except
+//!   [`init_from_env`], called once per registration on the cold path.
+//! - the hooks, each `#[cold]`: [`poll_started`] and [`poll_ended`] (a
+//!   tracked root's poll), [`task_ended`], [`woken`] (a wake from outside
+//!   the task's own poll), [`cloned`] and [`dropped`] (its waker).
+//! - the tables, for the wake graph: [`existing_slot`], [`tasks`],
+//!   [`edge_tables`], and [`clear`].
 //!
 //! # Cost
 //!
@@ -9,7 +24,7 @@
 //! [`Slot`] (relaxed atomics on one cache line pair that the polling
 //! thread mostly owns); a wake reads the clock once, stamps the woken
 //! task's slot, and counts the edge in the waking thread's own edge table
-//! (an uncontended mutex: only [`super::graph`] takes it from another
+//! (an uncontended mutex: only the wake graph takes it from another
 //! thread).
 //!
 //! # Where data lives
@@ -27,14 +42,22 @@
 //!   tasks does not grow without bound.
 //! - **Per edge**, a count in the waking thread's table, keyed by (waking
 //!   source, woken task id).
+//!
+//! Not built under loom (neither is the wake graph), so its atomics and
+//! mutexes are `std`'s: the atomics are statistics, each field meaningful
+//! on its own, that no protocol reads for a decision, and each mutex
+//! guards a table for one insert or one copy; loom has nothing to check
+//! in them.
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once, OnceLock};
+use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 
+use crate::pages;
 use crate::record::current;
 use crate::record::frame::AsyncStackFrame;
 use crate::sync::lock;
@@ -44,9 +67,12 @@ use crate::task::registry;
 /// Whether recording is on.
 pub(crate) static ON: AtomicBool = AtomicBool::new(false);
 
+/// The slow-poll threshold until the wake graph's user changes it: 50 µs,
+/// tokio-metrics' default.
+pub(crate) const DEFAULT_SLOW_POLL: Duration = Duration::from_micros(50);
+
 /// Polls longer than this are slow polls (nanoseconds).
-pub(crate) static SLOW_POLL_NS: AtomicU64 =
-    AtomicU64::new(super::DEFAULT_SLOW_POLL.as_nanos() as u64);
+pub(crate) static SLOW_POLL_NS: AtomicU64 = AtomicU64::new(DEFAULT_SLOW_POLL.as_nanos() as u64);
 
 /// How many ended tasks the recording keeps.
 pub(crate) const ENDED_LIMIT: usize = 100_000;
@@ -67,6 +93,17 @@ pub(crate) fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
+/// Turns recording on, the clock built (and calibrated) before any stamp.
+pub(crate) fn start() {
+    let _ = now();
+    ON.store(true, Ordering::Relaxed);
+}
+
+/// Turns recording off; what was recorded stays.
+pub(crate) fn stop() {
+    ON.store(false, Ordering::Relaxed);
+}
+
 /// Reads `ASYNC_STACK_WAKES` once (on the first task registration).
 #[cold]
 pub(crate) fn init_from_env() {
@@ -74,7 +111,7 @@ pub(crate) fn init_from_env() {
     ENV.call_once(|| {
         let value = std::env::var_os(WAKES_VAR);
         match wanted(value.as_deref()) {
-            Ok(true) => super::record(true),
+            Ok(true) => start(),
             Ok(false) => {}
             Err(message) => crate::warn::warn(format_args!("{message}")),
         }
@@ -161,8 +198,8 @@ static PAGES: [AtomicPtr<Slot>; SLOT_PAGES] =
 #[inline]
 pub(crate) fn slot(index: u32) -> Option<&'static Slot> {
     let (page, at) = (index as usize / SLOT_PAGE, index as usize % SLOT_PAGE);
-    let p = registry::page(PAGES.get(page)?, SLOT_PAGE, Slot::default);
-    // SAFETY: `registry::page` returns a page of `SLOT_PAGE` slots that is
+    let p = pages::page(PAGES.get(page)?, SLOT_PAGE, Slot::default);
+    // SAFETY: `pages::page` returns a page of `SLOT_PAGE` slots that is
     // never freed, and `at < SLOT_PAGE`.
     Some(unsafe { &*p.add(at) })
 }
@@ -171,7 +208,7 @@ pub(crate) fn slot(index: u32) -> Option<&'static Slot> {
 pub(crate) fn existing_slot(index: u32) -> Option<&'static Slot> {
     let (page, at) = (index as usize / SLOT_PAGE, index as usize % SLOT_PAGE);
     let p = PAGES.get(page)?.load(Ordering::Acquire);
-    // SAFETY: a non-null page came from `registry::page` (published with
+    // SAFETY: a non-null page came from `pages::page` (published with
     // release ordering, read here with acquire): `SLOT_PAGE` slots, never
     // freed; `at < SLOT_PAGE`.
     unsafe { p.as_ref().map(|_| &*p.add(at)) }

@@ -13,8 +13,9 @@
 //! This module owns the file format ([`Workload`] and its parts), its
 //! checks ([`Workload::validate`], run by every way of reading one), and,
 //! with the `tokio` feature, the replay (`replay` and `replay_until`).
-//! It does not record anything: the wake graph and its reduction live
-//! elsewhere and only write these files.
+//! It does not record anything, and imports nothing of the wake graph:
+//! the graph and its reduction ([`super::Reduction::workload`]) only write
+//! these files. It is reachable as `async_stack::workload` too.
 //!
 //! # The format
 //!

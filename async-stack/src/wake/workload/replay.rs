@@ -40,6 +40,9 @@
 use std::fmt;
 use std::future::Future;
 use std::hint::black_box;
+// `std`'s, not `crate::sync`'s: the replay's own stop flag and counters,
+// shared by the tasks it runs, are no protocol of the crate's; loom has
+// nothing to model in them.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -48,7 +51,7 @@ use ::tokio::sync::mpsc;
 use ::tokio::task::JoinHandle;
 
 use super::{Workload, WorkloadError};
-use crate::TracedExt;
+use crate::task::traced::TracedExt;
 
 /// Replays `workload` on the current tokio runtime for `duration`, then
 /// stops every task and reports what each kind of task did.

@@ -1,0 +1,71 @@
+//! The **address part** of the descriptor: where each structure a script
+//! reads is, as the addresses of the lower layers' statics (the record,
+//! chunk and extension page tables and the record count of
+//! [`crate::task::registry`], the thread-root list of
+//! [`crate::record::threads`], the site tables of [`crate::record::site`],
+//! the clock word of [`crate::clock`]) and constants. Everything is
+//! fixed when the program is linked: the descriptor *pulls* these
+//! addresses, and no lower layer knows it exists.
+
+// `std`'s: see the parent module.
+use std::sync::atomic::AtomicPtr;
+
+use crate::record::site::{AWAIT_SITES, CALL_SITES};
+use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
+use crate::task::registry::{CHUNK_PAGES, EXT_PAGES, MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
+
+/// Where the data is (see the module docs): the addresses of statics, and
+/// constants, all fixed at compile time.
+#[repr(C)]
+#[derive(Debug)]
+#[allow(missing_docs)]
+pub struct Addresses {
+    /// The record page table: an array of page addresses.
+    pub(crate) record_pages: AtomicPtr<()>,
+    pub(crate) record_page_count: u64,
+    /// A `usize`: records handed out so far (may briefly exceed the
+    /// capacity, and the records this process was given, which
+    /// `ASYNC_STACK_MAX_TASKS` may lower below `record_capacity`).
+    pub(crate) record_count: AtomicPtr<()>,
+    pub(crate) record_capacity: u64,
+    pub(crate) chunk_pages: AtomicPtr<()>,
+    pub(crate) chunk_page_count: u64,
+    pub(crate) ext_pages: AtomicPtr<()>,
+    pub(crate) ext_page_count: u64,
+    /// The thread-root page table, then its `usize` count of entries handed
+    /// out (may briefly exceed the capacity, `thread_page_entries` ×
+    /// `thread_pages`).
+    pub(crate) thread_pages: AtomicPtr<()>,
+    pub(crate) thread_count: AtomicPtr<()>,
+    pub(crate) call_site_pages: AtomicPtr<()>,
+    pub(crate) call_site_count: AtomicPtr<()>,
+    pub(crate) await_site_pages: AtomicPtr<()>,
+    pub(crate) await_site_count: AtomicPtr<()>,
+    /// The ticking clock word (a `u64`).
+    pub(crate) clock: AtomicPtr<()>,
+}
+
+/// The address part of [`super::ASYNC_STACK_DEBUG`].
+#[allow(clippy::declare_interior_mutable_const)] // copied once, into the static
+pub(super) const ADDRESSES: Addresses = Addresses {
+    record_pages: address(&RECORD_PAGES),
+    record_page_count: RECORD_PAGES.len() as u64,
+    record_count: address(&RECORD_COUNT),
+    record_capacity: MAX_TASKS as u64,
+    chunk_pages: address(&CHUNK_PAGES),
+    chunk_page_count: CHUNK_PAGES.len() as u64,
+    ext_pages: address(&EXT_PAGES),
+    ext_page_count: EXT_PAGES.len() as u64,
+    thread_pages: address(&THREAD_PAGES),
+    thread_count: address(&THREAD_COUNT),
+    call_site_pages: address(&CALL_SITES.pages),
+    call_site_count: address(&CALL_SITES.len),
+    await_site_pages: address(&AWAIT_SITES.pages),
+    await_site_count: address(&AWAIT_SITES.len),
+    clock: address(&crate::clock::NOW),
+};
+
+/// The address of a static, as the descriptor stores it.
+const fn address<T: ?Sized>(item: &'static T) -> AtomicPtr<()> {
+    AtomicPtr::new(std::ptr::from_ref(item).cast_mut().cast())
+}

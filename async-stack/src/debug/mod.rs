@@ -1,0 +1,168 @@
+//! The **debug descriptor**: one exported, versioned table that tells a
+//! debugger script (gdb, lldb) how to find and read async-stack's data in
+//! a live process or a core file, from memory alone, without calling into
+//! the process and without Rust debug info for private types.
+//!
+//! # Finding it
+//!
+//! The descriptor is the `#[no_mangle]` static [`ASYNC_STACK_DEBUG`]: a
+//! script looks the symbol up by that name. A binary that does not link
+//! async-stack has no such symbol. The descriptor starts with
+//! [`MAGIC`] (the bytes `ASYNCSTK`) and an ABI [`VERSION`]; a script checks
+//! both before reading anything else, and refuses versions it does not
+//! know. The version changes whenever the meaning of a field changes;
+//! new fields are only appended, and `size` says how many bytes the
+//! descriptor has.
+//!
+//! # What it holds
+//!
+//! Every field is a little-endian `u64` (so a script reads the whole table
+//! as an array of words, by index; the indices are fixed by the version):
+//!
+//! - a **layout** part: sizes and offsets, in bytes, of every structure a
+//!   script reads (frame, call site, await site, site-table entries, thread
+//!   root, thread state, task record, stack chunk, task extension, task
+//!   name), and the bit layouts of the packed words (state, wakes, slot
+//!   words, the record's `meta` and `foreign` words, the current-frame
+//!   tag). These are constants, computed from the real types at compile
+//!   time; a test checks them against the real layout;
+//! - an **address** part: where the task records' page table is, how many
+//!   records were handed out, the page tables of stack chunks and task
+//!   extensions, the thread-root list, the two site tables, and the ticking
+//!   clock word. All are addresses of statics, fixed when the program is
+//!   linked: the descriptor is whole from the start, so a core of a
+//!   process that never ran a task reads as one with no task (every count
+//!   `0`, every page `0`). The lower layers never write it: it *pulls*
+//!   the addresses of their statics.
+//!
+//! # Reading the data
+//!
+//! - **Sites**: a frame's `site` word points to a `CallSite` (bit
+//!   `site_await_bit` clear) or an `AwaitSite` (set). Each starts with its
+//!   interned id (`u32` at `call_site_id` / `await_site_id`; `0` if never
+//!   registered); an await site also points to its call site. Id `i + 1`
+//!   is entry `i` of its table: page `i / site_page_entries`, entry
+//!   `i % site_page_entries`, valid for `i < len`. Entries hold strings as
+//!   pointer and length (UTF-8). The call-site entry's `function` is the
+//!   name dumps and the walker print.
+//! - **Thread roots**: entry `i` is entry `i % thread_page_entries` of
+//!   page `i / thread_page_entries` (a page not allocated yet is `0`), for
+//!   `i` below the smaller of the count and the capacity, with `tid` (the
+//!   OS thread id, `0` for a free entry) and the address of the thread's
+//!   state, whose field at `active_current` points to the current-frame
+//!   word (null when no task root is polling on that thread) and whose `record` field
+//!   points to the record of the task being polled. The current-frame word
+//!   holds the innermost frame being polled, its slot in the top bits
+//!   (`current_slot_shift`, `0`: no tag on this target); frames link to
+//!   their callers through `parent`.
+//! - **Task records**: record `i` is entry `i % arena_page_entries` of
+//!   page `i / arena_page_entries` of the record page table, for `i` below
+//!   the smaller of the records handed out and the capacity; `id == 0` is
+//!   a free record. The published stack is slots `0..top` (top from the
+//!   `meta` word): the first `inline_slots` in the record, the next
+//!   `head_slots` in the head chunk (`chunk` field, a handle: index + 1),
+//!   then chunks of `chunk_slots` named by the head chunk's directory
+//!   (`dir_entries` `u32` handles, two per word from word `head_slots`).
+//!   A slot word packs the site (an await-site id when `slot_await_flag`
+//!   is set, else a call-site id), the parent slot and the birth that
+//!   orders siblings; zombie and retired slots are not shown, nor what
+//!   hangs below them. The module docs of `task/stack/mod.rs` state the whole
+//!   protocol. A stack whose `seq` is odd, or whose `foreign` word counts
+//!   open sections, was stopped in the middle of a write: scripts show the
+//!   task without its frames rather than guess.
+//! - **Spawn metadata**: `record_parent` is the id of the task that spawned
+//!   this one (`0`: unknown); the low `spawn_site_bits` of the `u32` at
+//!   `record_spawn` are the call-site id of the spawn call (`0`: none).
+//! - **Task names**: a task's own name is in its extension, when bit
+//!   `spawn_named_bit` of the record's spawn word is set. Record `i`'s
+//!   extension is entry `i % arena_page_entries` of page
+//!   `i / arena_page_entries` of the extension page table (a page not
+//!   allocated is `0`). A task without a name of its own is shown with its
+//!   root call site's `task_name` (empty: none).
+//!
+//! A debugger reads a stopped process, so it needs none of the sequence
+//! counters that in-process readers use; what it reads may still be
+//! inconsistent if the process stopped inside a write (a core taken in the
+//! middle of a poll), which the scripts report as a problem rather than
+//! guess.
+//!
+//! # Files
+//!
+//! - `layout.rs`: the layout part, computed from the real types;
+//! - `addresses.rs`: the address part, the addresses of the lower layers'
+//!   statics;
+//! - `gdb_autoload.rs`: the gdb scripts embedded in the binary;
+//! - `testing.rs`: hooks that corrupt the descriptor and a chain, for the
+//!   debugger-script tests; `tests.rs`: a reader of this process's memory
+//!   that knows nothing but the descriptor.
+
+// `std`'s, not `crate::sync`'s: the descriptor is constant data that a
+// debugger reads from a stopped process; atomics only make it `Sync`, and
+// the test hooks are its only stores. Not built under loom.
+use std::sync::atomic::AtomicU64;
+
+mod addresses;
+#[cfg(target_os = "linux")]
+mod gdb_autoload;
+mod layout;
+mod testing;
+#[cfg(test)]
+mod tests;
+
+pub use addresses::Addresses;
+pub use layout::Layout;
+
+/// The first word of the descriptor: the bytes `ASYNCSTK`, little-endian.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
+
+/// The ABI version of the descriptor.
+///
+/// Version 2: the parent and spawn site moved from the extension into the
+/// record (`record_parent`, `record_spawn`), extensions are found by record
+/// index, and the record's unused `thread` field gave its place to
+/// `record_self_wakes` (a running task's thread is its thread root's).
+///
+/// Version 3: one name per concept. `active_word` is `active_current` (the
+/// thread state's pointer to its current-frame word), and the counts of
+/// hidden frames retired by foreign sections are named as such:
+/// `meta_seen_hidden_shift` is `meta_seen_hidden_retired_shift`,
+/// `foreign_hidden_bits` is `foreign_hidden_retired_bits`. The layout and
+/// the values are those of version 2; every address is set from the start.
+pub const VERSION: u64 = 3;
+
+/// The descriptor. See the module docs.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DebugDescriptor {
+    /// [`MAGIC`].
+    pub(crate) magic: AtomicU64,
+    /// [`VERSION`].
+    pub(crate) version: AtomicU64,
+    /// The size of the descriptor in bytes.
+    pub size: u64,
+    /// Sizes, offsets and bit layouts.
+    pub layout: Layout,
+    /// Where the data is.
+    pub addresses: Addresses,
+}
+
+/// The descriptor debugger scripts look up by this symbol name.
+#[unsafe(no_mangle)]
+#[used]
+pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
+    magic: AtomicU64::new(MAGIC),
+    version: AtomicU64::new(VERSION),
+    size: std::mem::size_of::<DebugDescriptor>() as u64,
+    layout: layout::LAYOUT,
+    addresses: addresses::ADDRESSES,
+};
+
+/// Hooks for the debugger-script tests, which must corrupt a live chain
+/// and the descriptor to check that the scripts report it cleanly. Not
+/// part of the API.
+#[doc(hidden)]
+pub mod __testing {
+    pub use crate::debug::testing::{
+        corrupt_descriptor_magic, corrupt_descriptor_version, leaked_chain, set_current_parent,
+    };
+}

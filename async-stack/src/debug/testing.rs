@@ -1,0 +1,51 @@
+//! Hooks for the debugger-script tests, which must corrupt a live chain
+//! and the descriptor to check that the scripts report it cleanly
+//! (exported as `debug::__testing`). Not part of the API.
+
+// `std`'s: see the parent module.
+use std::sync::atomic::Ordering;
+
+use super::{ASYNC_STACK_DEBUG, VERSION};
+use crate::record::frame::AsyncStackFrame;
+use crate::record::site::CallSite;
+
+/// Overwrites the descriptor's magic number (the scripts must then
+/// refuse it).
+pub fn corrupt_descriptor_magic() {
+    ASYNC_STACK_DEBUG
+        .magic
+        .store(0x0bad_0bad, Ordering::Relaxed);
+}
+
+/// Overwrites the descriptor's version with one no script knows.
+pub fn corrupt_descriptor_version() {
+    ASYNC_STACK_DEBUG
+        .version
+        .store(VERSION + 1000, Ordering::Relaxed);
+}
+
+/// A chain of `n` frames, each the parent of the one before, all at one
+/// call site, leaked: a parent for a chain deeper than a script's limit.
+pub fn leaked_chain(n: usize) -> *const AsyncStackFrame {
+    static SITE: CallSite = CallSite::new("leaked_chain", "", file!(), line!(), 1, true);
+    let frames: &'static [AsyncStackFrame] =
+        Vec::leak((0..n).map(|_| AsyncStackFrame::new(&SITE)).collect());
+    for pair in frames.windows(2) {
+        pair[0]
+            .parent
+            .store(std::ptr::from_ref(&pair[1]).cast_mut(), Ordering::Relaxed);
+    }
+    frames.first().map_or(std::ptr::null(), std::ptr::from_ref)
+}
+
+/// Sets the parent link of the frame being polled on this thread to
+/// `parent` (null: no frame is polled). Returns the frame.
+pub fn set_current_parent(parent: *const AsyncStackFrame) -> *const AsyncStackFrame {
+    let frame = crate::record::current::current().frame();
+    // SAFETY: a non-null current frame is one whose poll is on this
+    // thread's stack, hence alive (invariant of `current`).
+    if let Some(f) = unsafe { frame.as_ref() } {
+        f.parent.store(parent.cast_mut(), Ordering::Relaxed);
+    }
+    frame
+}

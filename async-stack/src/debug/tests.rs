@@ -1,0 +1,362 @@
+//! A reader that knows nothing but the descriptor, reading this
+//! process's memory by address as a debugger script reads a core: what
+//! it finds must be what the in-process API reports.
+
+use std::future::Future;
+use std::mem::{offset_of, size_of};
+use std::pin::Pin;
+use std::task::{Context, Waker};
+
+use super::{ASYNC_STACK_DEBUG, VERSION};
+use crate::record::site::SiteId;
+use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
+use crate::task::record::TaskRecord;
+use crate::task::registry::{MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
+use crate::task::traced::TracedExt;
+
+/// The descriptor as the scripts see it: an array of words.
+struct Raw {
+    words: Vec<u64>,
+}
+
+fn word_at(addr: u64) -> u64 {
+    // SAFETY: the test reads addresses the descriptor and the
+    // structures it names give, all of them alive (never freed) and
+    // 8-byte aligned.
+    unsafe { std::ptr::read_volatile(addr as usize as *const u64) }
+}
+
+fn u32_at(addr: u64) -> u32 {
+    // SAFETY: as in `word_at`, 4-byte aligned.
+    unsafe { std::ptr::read_volatile(addr as usize as *const u32) }
+}
+
+fn str_at(l: &Named, raw_str: u64) -> String {
+    let ptr = word_at(raw_str + l.get("raw_str_ptr"));
+    let len = word_at(raw_str + l.get("raw_str_len"));
+    // SAFETY: a `RawStr` of a site entry or a task name describes
+    // live UTF-8 bytes.
+    let bytes = unsafe { std::slice::from_raw_parts(ptr as usize as *const u8, len as usize) };
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// Field names in descriptor order, as the scripts list them.
+const LAYOUT_FIELDS: &[&str] = &[
+    "pointer_size",
+    "frame_size",
+    "frame_parent",
+    "frame_site",
+    "site_await_bit",
+    "call_site_id",
+    "await_site_id",
+    "await_site_call_site",
+    "site_page_entries",
+    "raw_str_ptr",
+    "raw_str_len",
+    "call_entry_size",
+    "call_entry_function",
+    "call_entry_file",
+    "call_entry_line",
+    "call_entry_column",
+    "call_entry_task_name",
+    "await_entry_size",
+    "await_entry_call_id",
+    "await_entry_file",
+    "await_entry_line",
+    "await_entry_column",
+    "thread_root_size",
+    "thread_root_tid",
+    "thread_root_active",
+    "thread_page_entries",
+    "thread_pages",
+    "active_current",
+    "active_record",
+    "current_slot_shift",
+    "arena_page_entries",
+    "record_size",
+    "record_id",
+    "record_state",
+    "record_polls",
+    "record_wakes",
+    "record_current",
+    "record_self_wakes",
+    "record_parent",
+    "record_spawn",
+    "record_seq",
+    "record_foreign",
+    "record_meta",
+    "record_chunk",
+    "record_slots",
+    "state_kind_bits",
+    "state_time_shift",
+    "state_idle",
+    "state_scheduled",
+    "state_running",
+    "state_seen_shift",
+    "state_seen_bits",
+    "wakes_count_bits",
+    "inline_slots",
+    "head_slots",
+    "chunk_slots",
+    "dir_entries",
+    "chunk_size",
+    "no_slot",
+    "slot_site_bits",
+    "slot_await_flag",
+    "slot_parent_shift",
+    "slot_parent_bits",
+    "slot_birth_shift",
+    "slot_birth_bits",
+    "slot_zombie_bit",
+    "slot_retired_bit",
+    "meta_hidden_bits",
+    "meta_seen_hidden_retired_shift",
+    "meta_top_shift",
+    "foreign_hidden_retired_bits",
+    "foreign_open_shift",
+    "foreign_open_bits",
+    "ext_size",
+    "spawn_site_bits",
+    "spawn_named_bit",
+    "ext_name",
+    "name_ptr",
+    "name_len",
+    "clock_shift",
+    "clock_monotonic",
+];
+
+const ADDRESS_FIELDS: &[&str] = &[
+    "record_pages",
+    "record_page_count",
+    "record_count",
+    "record_capacity",
+    "chunk_pages",
+    "chunk_page_count",
+    "ext_pages",
+    "ext_page_count",
+    "thread_pages",
+    "thread_count",
+    "call_site_pages",
+    "call_site_count",
+    "await_site_pages",
+    "await_site_count",
+    "clock",
+];
+
+/// Descriptor words by field name.
+struct Named {
+    names: &'static [&'static str],
+    values: Vec<u64>,
+}
+
+impl Named {
+    fn get(&self, name: &str) -> u64 {
+        let i = self.names.iter().position(|n| *n == name).unwrap();
+        self.values[i]
+    }
+}
+
+fn raw() -> Raw {
+    let base = std::ptr::from_ref(&ASYNC_STACK_DEBUG) as u64;
+    let n = word_at(base + 16) / 8;
+    Raw {
+        words: (0..n).map(|i| word_at(base + 8 * i)).collect(),
+    }
+}
+
+/// The layout part, read now.
+fn layout_words() -> Named {
+    Named {
+        names: LAYOUT_FIELDS,
+        values: raw().words[3..3 + LAYOUT_FIELDS.len()].to_vec(),
+    }
+}
+
+/// The address part, read now (some addresses are published late).
+fn address_words() -> Named {
+    Named {
+        names: ADDRESS_FIELDS,
+        values: raw().words[3 + LAYOUT_FIELDS.len()..].to_vec(),
+    }
+}
+
+#[test]
+fn the_descriptor_is_magic_version_and_every_field_in_order() {
+    let r = raw();
+    assert_eq!(&r.words[0].to_le_bytes(), b"ASYNCSTK");
+    assert_eq!(r.words[1], VERSION);
+    assert_eq!(
+        r.words.len(),
+        3 + LAYOUT_FIELDS.len() + ADDRESS_FIELDS.len(),
+        "every field is a word, and the lists above name them all"
+    );
+    let l = layout_words();
+    // A few fields against the in-process types, by name: the order of
+    // the lists is the order of the struct.
+    assert_eq!(l.get("frame_size"), 24);
+    assert_eq!(l.get("record_size"), size_of::<TaskRecord>() as u64);
+    assert_eq!(l.get("record_slots"), offset_of!(TaskRecord, slots) as u64);
+    assert_eq!(
+        l.get("clock_monotonic"),
+        u64::from(cfg!(target_os = "linux"))
+    );
+    assert_eq!(l.get("slot_await_flag"), u64::from(SiteId::AWAIT));
+}
+
+/// The descriptor is whole from the start: every address is that of a
+/// static, set at link time, so a core of a process that never ran a
+/// task reads as one with no task instead of failing.
+#[test]
+fn every_address_is_set_from_the_start() {
+    let a = address_words();
+    for (name, address) in [
+        ("record_pages", std::ptr::from_ref(&RECORD_PAGES).addr()),
+        ("record_count", std::ptr::from_ref(&RECORD_COUNT).addr()),
+        ("thread_pages", std::ptr::from_ref(&THREAD_PAGES).addr()),
+        ("thread_count", std::ptr::from_ref(&THREAD_COUNT).addr()),
+    ] {
+        assert_eq!(a.get(name), address as u64, "{name}");
+    }
+    assert_eq!(a.get("record_capacity"), MAX_TASKS as u64);
+    for name in ADDRESS_FIELDS {
+        assert_ne!(a.get(name), 0, "{name}");
+    }
+}
+
+/// The address and index of task `id`'s record, found by scanning the
+/// record pages.
+fn record_and_index_of(id: u64) -> (u64, u64) {
+    let (l, a) = (layout_words(), address_words());
+    let pages = word_at(std::ptr::from_ref(&ASYNC_STACK_DEBUG.addresses.record_pages) as u64);
+    assert_eq!(pages, a.get("record_pages"));
+    let count = word_at(a.get("record_count")).min(a.get("record_capacity"));
+    let per_page = l.get("arena_page_entries");
+    (0..count)
+        .map(|i| {
+            let rec = word_at(pages + 8 * (i / per_page)) + (i % per_page) * l.get("record_size");
+            (rec, i)
+        })
+        .find(|&(rec, _)| word_at(rec + l.get("record_id")) == id)
+        .expect("the task's record is in the pages")
+}
+
+fn call_site_entry(id: u64) -> u64 {
+    let (l, a) = (layout_words(), address_words());
+    assert!(id >= 1 && id <= word_at(a.get("call_site_count")));
+    let i = id - 1;
+    let per = l.get("site_page_entries");
+    word_at(a.get("call_site_pages") + 8 * (i / per)) + (i % per) * l.get("call_entry_size")
+}
+
+#[test]
+fn a_task_read_from_memory_alone_is_what_the_process_reports() {
+    let l = layout_words();
+    let mut cx = Context::from_waker(Waker::noop());
+    let root = std::future::pending::<()>().traced_named("debug-layout");
+    let root_line = line!() - 1;
+    let spawned = crate::task::spawned(root);
+    let spawn_line = line!() - 1;
+    let mut task: Pin<Box<dyn Future<Output = ()>>> = Box::pin(spawned.named("raw-reader"));
+    assert!(task.as_mut().poll(&mut cx).is_pending());
+    let id = crate::read::dump::dump()
+        .tasks
+        .iter()
+        .find(|t| t.name.as_deref() == Some("raw-reader"))
+        .unwrap()
+        .id;
+
+    let (rec, i) = record_and_index_of(id);
+    // Idle after its poll, polled once, never woken.
+    let st = word_at(rec + l.get("record_state"));
+    assert_eq!(st & 3, l.get("state_idle"));
+    assert_eq!(word_at(rec + l.get("record_polls")), 1);
+    assert_eq!(word_at(rec + l.get("record_self_wakes")), 0);
+    // Slot 0: the root, at its call site.
+    let meta = word_at(rec + l.get("record_meta"));
+    assert_eq!(meta >> l.get("meta_top_shift"), 1, "one slot in use");
+    let slot0 = word_at(rec + l.get("record_slots"));
+    let site = slot0 & ((1 << l.get("slot_site_bits")) - 1);
+    assert_eq!(site & l.get("slot_await_flag"), 0);
+    let parent = (slot0 >> l.get("slot_parent_shift")) & ((1 << l.get("slot_parent_bits")) - 1);
+    assert_eq!(parent, l.get("no_slot"));
+    let entry = call_site_entry(site);
+    assert_eq!(
+        str_at(&l, entry + l.get("call_entry_function")),
+        "debug-layout"
+    );
+    assert_eq!(str_at(&l, entry + l.get("call_entry_file")), file!());
+    assert_eq!(u32_at(entry + l.get("call_entry_line")), root_line);
+    // The spawn word: a name, and the spawn site.
+    let spawn_word = u64::from(u32_at(rec + l.get("record_spawn")));
+    assert_ne!(spawn_word & (1 << l.get("spawn_named_bit")), 0);
+    let spawn_site = spawn_word & ((1 << l.get("spawn_site_bits")) - 1);
+    // Spawned outside any task: no parent.
+    assert_eq!(word_at(rec + l.get("record_parent")), 0);
+    // The extension of the same index: the name.
+    let a = address_words();
+    let per = l.get("arena_page_entries");
+    let ext = word_at(a.get("ext_pages") + 8 * (i / per)) + (i % per) * l.get("ext_size");
+    let name = word_at(ext + l.get("ext_name"));
+    assert_ne!(name, 0);
+    let text = word_at(name + l.get("name_ptr"));
+    let len = word_at(name + l.get("name_len"));
+    // SAFETY: the name's text, alive while the task is.
+    let bytes = unsafe { std::slice::from_raw_parts(text as usize as *const u8, len as usize) };
+    assert_eq!(bytes, b"raw-reader");
+    let spawn = call_site_entry(spawn_site);
+    assert_eq!(str_at(&l, spawn + l.get("call_entry_file")), file!());
+    assert_eq!(u32_at(spawn + l.get("call_entry_line")), spawn_line);
+    drop(task);
+    assert_eq!(word_at(rec + l.get("record_id")), 0, "a free record");
+}
+
+#[test]
+fn this_thread_is_listed_with_its_id_and_a_chain_while_it_polls() {
+    let me = crate::record::current::current();
+    let tid = crate::record::threads::thread_id(me);
+    let (l, a) = (layout_words(), address_words());
+    let listed = |tid: u32| {
+        let n = word_at(a.get("thread_count"));
+        let per = l.get("thread_page_entries");
+        // An entry can be counted before its page is published
+        // (module docs: a page not allocated yet is `0`).
+        (0..n)
+            .filter_map(|i| {
+                let page = word_at(a.get("thread_pages") + 8 * (i / per));
+                (page != 0).then(|| page + (i % per) * l.get("thread_root_size"))
+            })
+            .find(|&e| u32_at(e + l.get("thread_root_tid")) == tid)
+            .map(|e| word_at(e + l.get("thread_root_active")))
+    };
+    // A poll on this thread: inside it, the thread's current frame,
+    // read through the list, is the innermost frame, whose parent is
+    // the root.
+    let seen = std::cell::Cell::new((0, 0, 0));
+    let inner = std::future::poll_fn(|_| {
+        let active = listed(tid).expect("a polling thread is listed");
+        assert_eq!(active, std::ptr::from_ref(me) as u64);
+        let current = word_at(active + l.get("active_current"));
+        let shift = l.get("current_slot_shift");
+        let mut cur = word_at(current);
+        if shift != 0 {
+            cur &= (1 << shift) - 1;
+        }
+        let parent = word_at(cur + l.get("frame_parent"));
+        seen.set((cur, parent, word_at(parent + l.get("frame_parent"))));
+        std::task::Poll::Ready(())
+    })
+    .traced_named("debug-inner");
+    futures::executor::block_on(
+        async {
+            inner.await;
+        }
+        .traced_named("debug-outer"),
+    );
+    let (cur, parent, grandparent) = seen.get();
+    assert_ne!(cur, 0);
+    assert_ne!(parent, 0, "the inner frame links to the root");
+    assert_eq!(grandparent, 0, "the root has no parent");
+    // Between polls the thread has no chain.
+    let active = listed(tid).expect("still listed");
+    assert_eq!(word_at(active + l.get("active_current")), 0);
+}
