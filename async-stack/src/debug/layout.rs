@@ -155,7 +155,7 @@ pub(super) const LAYOUT: Layout = Layout {
     thread_root_active: o(offset_of!(ThreadRoot, active)),
     thread_page_entries: o(PAGE),
     thread_pages: o(MAX_THREADS.div_ceil(PAGE)),
-    active_current: o(offset_of!(Active, word)),
+    active_current: o(offset_of!(Active, current)),
     active_record: o(offset_of!(Active, record)),
     current_slot_shift: current_slot_shift(),
     arena_page_entries: o(PAGE),

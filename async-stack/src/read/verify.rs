@@ -22,7 +22,7 @@ use std::sync::{Mutex, OnceLock};
 use serde::Serialize;
 
 use crate::read::sites::{SiteLocation, call_site_of, location_of};
-use crate::record::current::{Active, running_slot, untag};
+use crate::record::current::{Active, current_slot, untag};
 use crate::record::frame::{AT_AWAIT, AsyncStackFrame};
 use crate::record::site::{AwaitSite, CallSite, SiteId};
 use crate::sync::{Ordering, lock_std};
@@ -160,7 +160,7 @@ pub(crate) fn compare(live: &[u32], copy: &SignalCopy, running: usize) -> Option
     let mut tree = StackCopy::default();
     tree.build_from_signal(
         copy,
-        running_slot(std::ptr::without_provenance_mut(running)),
+        current_slot(std::ptr::without_provenance_mut(running)),
     );
     if tree.hidden > 0 {
         // Frames without a slot: the published stack cannot hold the
@@ -209,7 +209,7 @@ pub(crate) fn check_current_thread() {
 }
 
 fn check_active(a: &Active) {
-    let Some(word) = a.word() else { return };
+    let Some(word) = a.current() else { return };
     let Some(record) = TaskRecord::running(a) else {
         return;
     };

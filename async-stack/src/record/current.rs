@@ -3,7 +3,7 @@
 //!
 //! # The current-frame word
 //!
-//! While a task root's poll runs on this thread, [`Active::word`] points to
+//! While a task root's poll runs on this thread, [`Active::current`] points to
 //! the word that holds the thread's current frame: the `current` word of
 //! the task's record (see [`crate::task::record`]), so that readers of the
 //! task see which frame runs without any store of its own, or
@@ -20,9 +20,9 @@
 //!
 //! # Invariants
 //!
-//! - `word` is non-null exactly while a task root's `poll` is on this
+//! - `current` is non-null exactly while a task root's `poll` is on this
 //!   thread's native stack.
-//! - While `word` is non-null, the frame it holds (untagged) is non-null,
+//! - While `current` is non-null, the frame it holds (untagged) is non-null,
 //!   and its `poll` is on this thread's native stack. So every frame
 //!   reachable from it through `parent` links is alive: each one is an
 //!   ancestor whose `poll` has not returned.
@@ -31,13 +31,13 @@
 //!   `key` is that task's place key (see [`crate::task::place`]); for an
 //!   untracked root they are null and the untracked key. Outside a poll
 //!   `key` keeps a stale value, which nothing reads (a place is compared
-//!   with it only while `word` or `record` is set).
+//!   with it only while `current` or `record` is set).
 //! - A signal handler on this thread (the sampler's on-CPU handler) reads
-//!   `word`, `record`, the current-frame word and the frames' `parent`
+//!   `current`, `record`, the current-frame word and the frames' `parent`
 //!   links. So these are atomic words (relaxed: plain moves), and a
 //!   compiler fence orders each store that makes a frame reachable after
 //!   the stores that make it whole: the handler, interrupting the thread
-//!   between any two instructions, sees `record` set whenever `word` is,
+//!   between any two instructions, sees `record` set whenever `current` is,
 //!   and a frame's `parent` set whenever the frame is current. `key`,
 //!   `self_wakes` and `thread` are plain `Cell`s that only this thread's
 //!   own code reads.
@@ -65,7 +65,7 @@ pub(crate) struct OpaqueRecord {
 pub(crate) struct Active {
     /// The current-frame word (see the module docs); null outside task
     /// roots' polls.
-    pub(crate) word: LocalPtr<AtomicPtr<AsyncStackFrame>>,
+    pub(crate) current: LocalPtr<AtomicPtr<AsyncStackFrame>>,
     /// The place key of the task being polled (`0`: none).
     key: Cell<u64>,
     /// The record of the task being polled (null: none, or untracked).
@@ -82,7 +82,7 @@ pub(crate) struct Active {
 macro_rules! new_active {
     () => {
         Active {
-            word: LocalPtr::new(std::ptr::null_mut()),
+            current: LocalPtr::new(std::ptr::null_mut()),
             key: Cell::new(0),
             record: LocalPtr::new(std::ptr::null_mut()),
             untracked: AtomicPtr::new(std::ptr::null_mut()),
@@ -113,11 +113,11 @@ impl Active {
 
     /// The current-frame word, while a task root's poll runs.
     #[inline(always)]
-    pub(crate) fn word(&self) -> Option<&AtomicPtr<AsyncStackFrame>> {
-        // SAFETY: `word` is null, or points to `untracked` (which lives as
+    pub(crate) fn current(&self) -> Option<&AtomicPtr<AsyncStackFrame>> {
+        // SAFETY: `current` is null, or points to `untracked` (which lives as
         // long as `self`) or to the `current` word of a record, which is
         // never freed (module invariant).
-        unsafe { self.word.load(Ordering::Relaxed).as_ref() }
+        unsafe { self.current.load(Ordering::Relaxed).as_ref() }
     }
 
     /// The place key of the task being polled (`0`: none).
@@ -135,7 +135,7 @@ impl Active {
     /// The frame being polled on this thread; null if none.
     #[inline(always)]
     pub(crate) fn frame(&self) -> *mut AsyncStackFrame {
-        match self.word() {
+        match self.current() {
             Some(word) => untag(word.load(Ordering::Relaxed)),
             None => std::ptr::null_mut(),
         }
@@ -156,10 +156,10 @@ impl Active {
         self.key.set(key);
         current.store(tag(root, 0), Ordering::Relaxed);
         // Last: the guard that clears the state exists only once the root
-        // entry returns, so nothing above may leave `word` set. A signal
-        // handler that sees `word` sees the stores above (module docs).
+        // entry returns, so nothing above may leave `current` set. A signal
+        // handler that sees `current` sees the stores above (module docs).
         compiler_fence(Ordering::Release);
-        self.word
+        self.current
             .store(std::ptr::from_ref(current).cast_mut(), Ordering::Relaxed);
     }
 
@@ -169,7 +169,7 @@ impl Active {
         self.key.set(key);
         self.untracked.store(tag(root, NO_SLOT), Ordering::Relaxed);
         compiler_fence(Ordering::Release);
-        self.word.store(
+        self.current.store(
             std::ptr::from_ref(&self.untracked).cast_mut(),
             Ordering::Relaxed,
         );
@@ -179,7 +179,7 @@ impl Active {
     /// frame runs any more. `current` is the current-frame word of the
     /// task's record (`None`: an untracked root), the thread's. Returns the
     /// self-wakes of the poll. `key` keeps its value: it is read only
-    /// while `word` or `record` is set.
+    /// while `current` or `record` is set.
     #[inline(always)]
     pub(crate) fn leave_task(&self, current: Option<&AtomicPtr<AsyncStackFrame>>) -> u32 {
         match current {
@@ -188,7 +188,7 @@ impl Active {
                 .untracked
                 .store(std::ptr::null_mut(), Ordering::Relaxed),
         }
-        self.word.store(std::ptr::null_mut(), Ordering::Relaxed);
+        self.current.store(std::ptr::null_mut(), Ordering::Relaxed);
         compiler_fence(Ordering::Release);
         self.record.store(std::ptr::null_mut(), Ordering::Relaxed);
         self.self_wakes.replace(0)
@@ -286,7 +286,7 @@ pub(crate) fn untag(word: *mut AsyncStackFrame) -> *mut AsyncStackFrame {
 /// The slot a reader finds running in a current-frame word (`NO_SLOT`
 /// where the word carries none).
 #[inline]
-pub(crate) fn running_slot(word: *mut AsyncStackFrame) -> u32 {
+pub(crate) fn current_slot(word: *mut AsyncStackFrame) -> u32 {
     if word.is_null() {
         return NO_SLOT;
     }

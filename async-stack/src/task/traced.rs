@@ -202,7 +202,7 @@ impl<F: Future> Future for Traced<F> {
         let waker;
         let mut root_cx;
         let mut task = None;
-        let (cx, child): (&mut Context<'_>, _) = match a.word() {
+        let (cx, child): (&mut Context<'_>, _) = match a.current() {
             Some(word) => {
                 let parent = word.load(Ordering::Relaxed);
                 enter_child(frame, word, parent, a);

@@ -180,7 +180,7 @@ unsafe fn capture(s: *mut Sample, ctx: *const libc::ucontext_t, buf: &ThreadBuf)
         let Some(a) = buf.active.load(Ordering::Relaxed).as_ref() else {
             return;
         };
-        let cur = a.word.load(Ordering::Relaxed);
+        let cur = a.current.load(Ordering::Relaxed);
         if cur.is_null() {
             return;
         }

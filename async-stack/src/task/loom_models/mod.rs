@@ -95,7 +95,7 @@ pub(crate) fn end_poll(t: Task, a: &Active, seen: u64) {
 /// Polls `frame` as a child of the current frame of `a`: the entry of
 /// `Traced::poll` for a child. Returns the value to restore.
 pub(crate) fn enter_child(frame: &AsyncStackFrame, a: &Active) -> *mut AsyncStackFrame {
-    let word = a.word().expect("a task poll runs");
+    let word = a.current().expect("a task poll runs");
     let parent = word.load(Ordering::Relaxed);
     let parent_frame = current::untag(parent);
     frame.parent.store(parent_frame, Ordering::Relaxed);
@@ -111,7 +111,7 @@ pub(crate) fn enter_child(frame: &AsyncStackFrame, a: &Active) -> *mut AsyncStac
 
 /// The exit of a child's poll: `restore` is current again.
 pub(crate) fn leave_child(a: &Active, restore: *mut AsyncStackFrame) {
-    a.word().unwrap().store(restore, Ordering::Relaxed);
+    a.current().unwrap().store(restore, Ordering::Relaxed);
 }
 
 /// What a reader sees of a task: its id, state, and its frames as

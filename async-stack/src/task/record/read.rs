@@ -201,7 +201,7 @@ impl TaskRecord {
         if s1 != s2 || f1 != f2 || st1 != st2 || p1 != p2 {
             return Err(Torn);
         }
-        copy.build(current::running_slot(running), f1);
+        copy.build(current::current_slot(running), f1);
         Ok(Header {
             state: st1,
             polls: p1,

@@ -111,12 +111,12 @@ impl TaskRecord {
 impl StackCopy {
     /// The tree of a [`SignalCopy`], with the slot that ran (from the
     /// current-frame word the handler read).
-    pub(crate) fn build_from_signal(&mut self, c: &SignalCopy, running_slot: u32) {
+    pub(crate) fn build_from_signal(&mut self, c: &SignalCopy, current_slot: u32) {
         self.raw.clear();
         self.raw
             .extend_from_slice(&c.words[..(c.len as usize).min(STACK_CAPACITY)]);
         self.meta = meta::unpack(c.meta);
-        self.build(running_slot, c.foreign);
+        self.build(current_slot, c.foreign);
     }
 }
 
@@ -185,7 +185,7 @@ impl StackCopy {
     /// Builds `frames` and `hidden` from the copied words, the slot of the
     /// frame being polled (`NO_SLOT`: none, or one without a slot), and the
     /// `foreign` word of the copy.
-    pub(crate) fn build(&mut self, running_slot: u32, f: u64) {
+    pub(crate) fn build(&mut self, current_slot: u32, f: u64) {
         self.frames.clear();
         let n = self.raw.len();
         let unseen =
@@ -203,12 +203,12 @@ impl StackCopy {
                 word::shown(w) && word::parent(w) == i as u32 - 1
             });
         if chain {
-            let running = (running_slot as usize) < n;
+            let running = (current_slot as usize) < n;
             self.frames.extend((0..n).map(|i| CopiedFrame {
                 depth: i as u32,
                 site: word::site(self.raw[i]),
-                running: running && i <= running_slot as usize,
-                innermost: i == running_slot as usize,
+                running: running && i <= current_slot as usize,
+                innermost: i == current_slot as usize,
             }));
             self.hidden = hidden;
             return;
@@ -262,7 +262,7 @@ impl StackCopy {
                 depth,
                 site: word::site(self.raw[s]),
                 running: false,
-                innermost: s == running_slot as usize,
+                innermost: s == current_slot as usize,
             });
             // Children pushed in reverse birth order, so the oldest comes
             // out first.
@@ -283,9 +283,9 @@ impl StackCopy {
             }
         }
         // The running path: the polled frame and its ancestors.
-        if (running_slot as usize) < n && visited & (1 << running_slot) != 0 {
+        if (current_slot as usize) < n && visited & (1 << current_slot) != 0 {
             let mut on_path = 0u64;
-            let mut s = running_slot as usize;
+            let mut s = current_slot as usize;
             loop {
                 on_path |= 1 << s;
                 let p = parent_of[s];
