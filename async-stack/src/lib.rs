@@ -117,7 +117,7 @@
 //!    poll tasks. It knows nothing of tasks.
 //! 3. **Task** (`task/`): task records, their published stacks, the
 //!    registry, wakers, spawn data, and [`Traced`], the poll protocol that
-//!    drives all of them; `task::probe` is where a wake recorder plugs in.
+//!    drives all of them; `task::probe` records what the wake graph reads.
 //! 4. **Readers**: `read/` (the walker behind [`backtrace()`], the check of
 //!    the live chain against the published stack, and [`dump`](mod@dump)),
 //!    [`sampler`], [`wake`] (the wake graph, its reduction, and the
