@@ -79,6 +79,10 @@
 //! wraps the `async move` block inside `Box::pin(..)` instead (async-trait has
 //! already fixed its output type and moved the arguments in).
 //!
+//! On an `impl` block, `trait` or inline `mod`, [`crate::block`] puts
+//! `#[traced_async]` on each `async fn` inside, each of which then gets this
+//! same expansion.
+//!
 //! When parsing or validation fails, [`original_with_error`] emits the item
 //! unchanged next to the error, so that the only error is ours.
 

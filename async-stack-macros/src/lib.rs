@@ -36,7 +36,46 @@
 //! # Arguments
 //!
 //! * `name = "..."`: the name shown for the frame, instead of
-//!   `module::path::function`. A non-empty string literal.
+//!   `module::path::function`. A non-empty string literal. Only on a fn.
+//! * `skip`: leaves the item alone, and is removed. On a fn (or nested
+//!   block) inside an instrumented block, it exempts that item. On an item
+//!   outside any block it does nothing, so that a fn keeps its marker when
+//!   it is moved out of a block. It takes no other argument.
+//!
+//! # On an `impl` block, a `trait` or an inline `mod`
+//!
+//! ```ignore
+//! #[traced_async]
+//! impl Store {
+//!     async fn get(&self, key: &str) -> Option<String> { /* .. */ } // `app::Store::get`
+//!
+//!     #[traced_async(name = "store::put")] // kept: instrumented once, with this name
+//!     async fn put(&self, key: &str, value: String) { /* .. */ }
+//!
+//!     #[traced_async(skip)] // left alone
+//!     async fn hot(&self) -> usize { /* .. */ }
+//!
+//!     fn len(&self) -> usize { /* .. */ } // not async: untouched
+//! }
+//! ```
+//!
+//! On a block, the attribute instruments every `async fn` with a body
+//! inside exactly as `#[traced_async]` on that fn would: same expansion,
+//! same frame name (`module::Type::method`, `<module::Type as
+//! module::Trait>::method`, `module::Trait::method` for a default method).
+//! This holds for inherent and trait impls, generic or not, for trait
+//! definitions (a method without a body is left alone), and for an inline
+//! `mod`, where it reaches the `async fn`s of the mod, of its impl blocks
+//! and traits, and of its nested inline mods. Everything else (consts,
+//! types, plain fns, macro invocations) is left as written. A fn that
+//! already carries a `#[traced_async]` keeps it, arguments included, and is
+//! instrumented once.
+//!
+//! `mod name;` is an error: its items are in another file, which the
+//! attribute cannot see on stable Rust (rustc also reports "file modules in
+//! proc macro input are unstable"). Put the attribute on the impl blocks and
+//! fns in that file, or write the module inline. A `name` on a block is an
+//! error too, since it would name every fn alike.
 //!
 //! # What is attributed to which `.await`
 //!
@@ -57,6 +96,9 @@
 //!   block and `#[traced_async]` on each method. async-trait rewrites the
 //!   method first, into a plain `fn` returning `Box::pin(async move { .. })`;
 //!   `#[traced_async]` recognises that shape and instruments the inner future.
+//!   `#[traced_async]` on the block itself works above `#[async_trait]` (the
+//!   methods get their attribute, then async-trait rewrites them) and below
+//!   it (the rewritten methods are recognised).
 //!
 //!   ```ignore
 //!   #[async_trait::async_trait]
@@ -89,9 +131,11 @@
 //! # Errors
 //!
 //! Misuse is reported at the offending token (an unknown argument, a second
-//! `name`, a non-literal or empty name, a `const` or non-`async` fn, an item
-//! that is not a fn), and the item is then emitted unchanged so that no
-//! follow-up errors about it appear.
+//! `name`, a non-literal or empty name, `skip` with a value or another
+//! argument, a `name` on a block, `mod name;`, a `const` or non-`async` fn,
+//! an item that is neither a fn nor a block), and the item is then emitted
+//! unchanged so that no follow-up errors about it appear. Inside a block,
+//! each fn's own attribute reports its own errors.
 //!
 //! [async-stack]: https://docs.rs/async-stack
 
@@ -99,6 +143,7 @@
 
 mod arguments;
 mod async_trait;
+mod block;
 mod expand;
 mod parse;
 mod rewrite_await;
@@ -106,7 +151,10 @@ mod validate;
 
 use proc_macro::TokenStream;
 
-/// Instruments an `async fn` as a frame of the async stack; see the [crate]
+use crate::parse::Annotated;
+
+/// Instruments an `async fn` as a frame of the async stack, or every
+/// `async fn` of an `impl` block, `trait` or inline `mod`; see the [crate]
 /// docs.
 #[proc_macro_attribute]
 pub fn traced_async(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -114,9 +162,11 @@ pub fn traced_async(args: TokenStream, item: TokenStream) -> TokenStream {
         proc_macro2::TokenStream::from(args),
         proc_macro2::TokenStream::from(item),
     );
-    let expanded = parse::parse(args, item.clone())
-        .and_then(validate::validate)
-        .map(expand::expand);
+    let expanded = parse::parse(args, item.clone()).and_then(|annotated| match annotated {
+        Annotated::Skipped => Ok(item.clone()),
+        Annotated::Fn(function) => validate::validate(function).map(expand::expand),
+        Annotated::Block(block) => Ok(block::expand(block)),
+    });
     expanded
         .unwrap_or_else(|error| expand::original_with_error(item, &error))
         .into()

@@ -11,7 +11,7 @@ use syn::ext::IdentExt;
 use syn::{Error, ItemFn, LitStr, Result};
 
 use crate::async_trait;
-use crate::parse::Parsed;
+use crate::parse::{Parsed, is_traced_async};
 
 /// A function that can be instrumented, with its frame's name.
 pub(crate) struct Validated {
@@ -57,11 +57,4 @@ pub(crate) fn validate(Parsed { args, mut item }: Parsed) -> Result<Validated> {
         explicit_name,
         item,
     })
-}
-
-/// `traced_async`, `async_stack::traced_async`, ...
-fn is_traced_async(path: &syn::Path) -> bool {
-    path.segments
-        .last()
-        .is_some_and(|segment| segment.ident == "traced_async")
 }

@@ -2,9 +2,11 @@ use async_stack::traced_async;
 
 struct Fetcher;
 
-#[traced_async]
+#[traced_async(name = "fetcher")]
 impl Fetcher {
     async fn fetch(&self) {}
 }
 
-fn main() {}
+fn main() {
+    let _ = Fetcher.fetch();
+}
