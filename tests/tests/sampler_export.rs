@@ -2,7 +2,7 @@
 //! it the stacks and counts of `Profile::write_folded`: the total, each
 //! function's flat and cumulative samples (`-top`), and each sample's
 //! stack and labels (`-traces`), on a fixed, hand-made profile (saved in
-//! `tests/fixtures/export_profile.asprof` by the crate's export unit
+//! `async-stack/src/sampler/export/fixture.asprof` by the crate's export unit
 //! tests, which check it is their fixture) and on a real sampler run.
 //!
 //! Needs Go (`scripts/test.sh` installs `golang-go`). Under CI (`CI` set) a
@@ -241,7 +241,7 @@ fn parse_traces(text: &str) -> Vec<Trace> {
 fn go_pprof_reads_the_fixture_as_folded_says() {
     let fixture = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/fixtures/export_profile.asprof"
+        "/../async-stack/src/sampler/export/fixture.asprof"
     );
     let profile = Profile::load(fixture).expect("the saved fixture profile");
     let exported = export(&profile, "fixture");

@@ -474,7 +474,7 @@ pub(super) fn testing_profile() -> Profile {
 fn the_fixture_file_is_the_fixture() {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../tests/fixtures/export_profile.asprof"
+        "/src/sampler/export/fixture.asprof"
     );
     let bytes = testing_profile().to_snapshot();
     if std::env::var_os("ASYNC_STACK_BLESS").is_some() {
