@@ -24,8 +24,9 @@ for f in debugger/async_stack_gdb.py debugger/async_stack_lldb.py debugger/async
     fi
 done
 macros="target/package/async-stack-macros-$version.crate"
+macros_listing=$(tar tzf "$macros")
 for f in LICENSE-MIT LICENSE-APACHE; do
-    if ! tar tzf "$macros" | grep -qx "async-stack-macros-$version/$f"; then
+    if ! grep -qx "async-stack-macros-$version/$f" <<<"$macros_listing"; then
         echo "package.sh: $macros lacks $f" >&2
         missing=1
     fi
