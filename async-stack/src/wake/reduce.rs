@@ -337,6 +337,20 @@ impl Reduction {
         groups.chain(independent).collect()
     }
 
+    /// Every member (producers, consumers, independent tasks), sorted by
+    /// label: what a replay is compared with its recording by, member by
+    /// member.
+    pub fn members(&self) -> Vec<&Member> {
+        let mut out: Vec<&Member> = self
+            .groups
+            .iter()
+            .flat_map(|g| std::iter::once(&g.producer).chain(&g.consumers))
+            .chain(&self.independent)
+            .collect();
+        out.sort_by(|a, b| a.label.cmp(&b.label));
+        out
+    }
+
     /// A one-screen summary: each group with its producer and consumers
     /// (instances, wakes from the group, busy and idle per wake), then the
     /// independent tasks.

@@ -37,15 +37,10 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// Busy/idle ratio of every member, by label.
 fn ratios(r: &Reduction) -> Vec<(String, f64)> {
-    let mut out: Vec<(String, f64)> = r
-        .groups
-        .iter()
-        .flat_map(|g| std::iter::once(&g.producer).chain(&g.consumers))
-        .chain(&r.independent)
+    r.members()
+        .into_iter()
         .map(|m| (m.label.clone(), m.busy_idle_ratio()))
-        .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
-    out
+        .collect()
 }
 
 fn main() -> ExitCode {
