@@ -13,7 +13,7 @@
 //! - the hooks, each `#[cold]`: [`poll_started`] and [`poll_ended`] (a
 //!   tracked root's poll), [`task_ended`], [`woken`] (a wake from outside
 //!   the task's own poll), [`cloned`] and [`dropped`] (its waker).
-//! - the tables, for the wake graph: [`existing_slot`], [`tasks`],
+//! - the tables, for the wake graph: [`existing_wakes`], [`tasks`],
 //!   [`edge_tables`], and [`clear`].
 //!
 //! # Cost
@@ -21,21 +21,21 @@
 //! Off (the default), each hook is one relaxed load of [`ON`] and a branch
 //! not taken: on a root's poll entry and exit, on a wake, and on a waker
 //! clone and drop. On, a poll reads the clock twice and updates its task's
-//! [`Slot`] (relaxed atomics on one cache line pair that the polling
+//! [`TaskWakes`] (relaxed atomics on one cache line pair that the polling
 //! thread mostly owns); a wake reads the clock once, stamps the woken
-//! task's slot, and counts the edge in the waking thread's own edge table
+//! task's entry, and counts the edge in the waking thread's own edge table
 //! (an uncontended mutex: only the wake graph takes it from another
 //! thread).
 //!
 //! # Where data lives
 //!
-//! - **Per task**, a [`Slot`] beside its registry record, in pages that are
+//! - **Per task**, a [`TaskWakes`] beside its registry record, in pages that are
 //!   allocated on first use while recording and never freed (like the
-//!   records). A slot belongs to the task whose id it holds: the first poll
+//!   records). A entry belongs to the task whose id it holds: the first poll
 //!   of a task while recording (re)initialises it, so a task spawned before
 //!   recording started is counted from its next poll.
 //! - **Per task, once**: its name, spawn site and root function
-//!   ([`Meta`]), in a map under a mutex, written when the slot is
+//!   ([`TaskDetails`]), in a map under a mutex, written when the entry is
 //!   initialised and again, with the final counters, when the task ends.
 //!   Ended tasks are kept up to [`ENDED_LIMIT`]; beyond that the oldest are
 //!   forgotten and counted (`dropped_tasks`), so recording a million short
@@ -146,7 +146,7 @@ fn clock() -> &'static quanta::Clock {
     CLOCK.get_or_init(quanta::Clock::new)
 }
 
-/// A stamp of the recording's clock; never 0 (0 means "unset" in a slot).
+/// A stamp of the recording's clock; never 0 (0 means "unset" in a entry).
 #[inline]
 pub(crate) fn now() -> u64 {
     clock().raw().max(1)
@@ -158,14 +158,14 @@ pub(crate) fn ns(from: u64, to: u64) -> u64 {
     clock().delta_as_nanos(from, to)
 }
 
-// ---- per-task slots ----
+// ---- per-task entries ----
 
 /// One task's counters. Written by the polling thread (poll fields) and by
 /// wakers on any thread (wake fields), all with relaxed atomics: these are
 /// statistics, and each field is meaningful on its own.
 #[derive(Default)]
-pub(crate) struct Slot {
-    /// The task this slot counts for (`0`: none).
+pub(crate) struct TaskWakes {
+    /// The task this entry counts for (`0`: none).
     pub(crate) task: AtomicU64,
     pub(crate) polls: AtomicU64,
     pub(crate) wakes: AtomicU64,
@@ -188,29 +188,29 @@ pub(crate) struct Slot {
     pub(crate) lost: AtomicU64,
 }
 
-const SLOT_PAGE: usize = 1024;
-const SLOT_PAGES: usize = (1 << crate::task::place::RECORD_BITS) / SLOT_PAGE;
+const WAKES_PAGE: usize = 1024;
+const WAKES_PAGES: usize = (1 << crate::task::place::RECORD_BITS) / WAKES_PAGE;
 
-static PAGES: [AtomicPtr<Slot>; SLOT_PAGES] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOT_PAGES];
+static PAGES: [AtomicPtr<TaskWakes>; WAKES_PAGES] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; WAKES_PAGES];
 
-/// The slot of record `index`, allocating its page on first use.
+/// The entry of record `index`, allocating its page on first use.
 #[inline]
-pub(crate) fn slot(index: u32) -> Option<&'static Slot> {
-    let (page, at) = (index as usize / SLOT_PAGE, index as usize % SLOT_PAGE);
-    let p = pages::page(PAGES.get(page)?, SLOT_PAGE, Slot::default);
-    // SAFETY: `pages::page` returns a page of `SLOT_PAGE` slots that is
-    // never freed, and `at < SLOT_PAGE`.
+pub(crate) fn wakes_of(index: u32) -> Option<&'static TaskWakes> {
+    let (page, at) = (index as usize / WAKES_PAGE, index as usize % WAKES_PAGE);
+    let p = pages::page(PAGES.get(page)?, WAKES_PAGE, TaskWakes::default);
+    // SAFETY: `pages::page` returns a page of `WAKES_PAGE` entries that is
+    // never freed, and `at < WAKES_PAGE`.
     Some(unsafe { &*p.add(at) })
 }
 
-/// The slot of record `index` if its page exists (readers never allocate).
-pub(crate) fn existing_slot(index: u32) -> Option<&'static Slot> {
-    let (page, at) = (index as usize / SLOT_PAGE, index as usize % SLOT_PAGE);
+/// The entry of record `index` if its page exists (readers never allocate).
+pub(crate) fn existing_wakes(index: u32) -> Option<&'static TaskWakes> {
+    let (page, at) = (index as usize / WAKES_PAGE, index as usize % WAKES_PAGE);
     let p = PAGES.get(page)?.load(Ordering::Acquire);
     // SAFETY: a non-null page came from `pages::page` (published with
-    // release ordering, read here with acquire): `SLOT_PAGE` slots, never
-    // freed; `at < SLOT_PAGE`.
+    // release ordering, read here with acquire): `WAKES_PAGE` entries, never
+    // freed; `at < WAKES_PAGE`.
     unsafe { p.as_ref().map(|_| &*p.add(at)) }
 }
 
@@ -233,7 +233,7 @@ fn add(field: &AtomicU64, n: u64) {
 
 /// What the graph says of a task besides its counters.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Meta {
+pub(crate) struct TaskDetails {
     pub(crate) name: Option<String>,
     pub(crate) spawn_site: Option<String>,
     pub(crate) root: Option<String>,
@@ -241,7 +241,7 @@ pub(crate) struct Meta {
     pub(crate) ended: Option<Counters>,
 }
 
-/// A copy of a slot's counters.
+/// A copy of a entry's counters.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) polls: u64,
@@ -256,7 +256,7 @@ pub(crate) struct Counters {
     pub(crate) lost: bool,
 }
 
-impl Slot {
+impl TaskWakes {
     /// The counters now; an idle task's current idle stretch counts up to
     /// `now`.
     pub(crate) fn counters(&self, now: u64) -> Counters {
@@ -310,7 +310,7 @@ impl Slot {
 /// Tasks seen while recording, live and ended.
 #[derive(Default)]
 pub(crate) struct Tasks {
-    pub(crate) meta: FxHashMap<u64, Meta>,
+    pub(crate) meta: FxHashMap<u64, TaskDetails>,
     /// Ended task ids, oldest first, for the [`ENDED_LIMIT`] cap.
     pub(crate) ended: VecDeque<u64>,
     pub(crate) dropped: u64,
@@ -322,11 +322,11 @@ pub(crate) fn tasks() -> &'static Mutex<Tasks> {
 }
 
 /// The first poll of task `id` (record `r` at `index`, root `root`) while
-/// recording: resets its slot and notes what the task is.
+/// recording: resets its entry and notes what the task is.
 #[cold]
 #[inline(never)]
-fn adopt(slot: &Slot, index: u32, r: &TaskRecord, id: u64, root: &AsyncStackFrame) {
-    slot.reset(id);
+fn adopt(entry: &TaskWakes, index: u32, r: &TaskRecord, id: u64, root: &AsyncStackFrame) {
+    entry.reset(id);
     let name = r.name(index).map(|n| n.as_str().to_owned());
     let spawn_site = r
         .location()
@@ -334,7 +334,7 @@ fn adopt(slot: &Slot, index: u32, r: &TaskRecord, id: u64, root: &AsyncStackFram
     let root = Some(root.call_site().function());
     lock(tasks()).meta.insert(
         id,
-        Meta {
+        TaskDetails {
             name,
             spawn_site,
             root,
@@ -350,35 +350,35 @@ fn adopt(slot: &Slot, index: u32, r: &TaskRecord, id: u64, root: &AsyncStackFram
 #[inline(never)]
 pub(crate) fn poll_started(index: u32, r: &TaskRecord, root: &AsyncStackFrame) {
     let id = r.id.load(Ordering::Relaxed);
-    let Some(slot) = slot(index) else { return };
-    if slot.task.load(Ordering::Relaxed) != id {
-        adopt(slot, index, r, id, root);
+    let Some(entry) = wakes_of(index) else { return };
+    if entry.task.load(Ordering::Relaxed) != id {
+        adopt(entry, index, r, id, root);
     }
     let now = now();
-    bump(&slot.polls, 1);
-    slot.poll_start.store(now, Ordering::Relaxed);
-    slot.lost.store(0, Ordering::Relaxed);
+    bump(&entry.polls, 1);
+    entry.poll_start.store(now, Ordering::Relaxed);
+    entry.lost.store(0, Ordering::Relaxed);
     // Wakers stamp `woken_at` from any thread: take it with a swap, or
     // just a load when it is unset (a wake stamped after that load belongs
     // to this poll, and the next poll takes it).
-    let woken = match slot.woken_at.load(Ordering::Relaxed) {
+    let woken = match entry.woken_at.load(Ordering::Relaxed) {
         0 => 0,
-        _ => slot.woken_at.swap(0, Ordering::Relaxed),
+        _ => entry.woken_at.swap(0, Ordering::Relaxed),
     };
     // Only this thread writes `pending_since` (wakers read it).
-    let pending = slot.pending_since.load(Ordering::Relaxed);
+    let pending = entry.pending_since.load(Ordering::Relaxed);
     if pending != 0 {
-        slot.pending_since.store(0, Ordering::Relaxed);
+        entry.pending_since.store(0, Ordering::Relaxed);
     }
     if pending != 0 {
         // Idle from `Pending` to the wake (or to this poll, if the executor
         // polled without one). A wake stamped before the `Pending` was (a
         // wake that raced the end of the poll) means no idle time.
         let until = if woken != 0 { woken } else { now };
-        bump(&slot.idle_ns, ns(pending, until));
+        bump(&entry.idle_ns, ns(pending, until));
     }
     if woken != 0 {
-        bump(&slot.scheduled_ns, ns(woken, now));
+        bump(&entry.scheduled_ns, ns(woken, now));
     }
 }
 
@@ -388,55 +388,55 @@ pub(crate) fn poll_started(index: u32, r: &TaskRecord, root: &AsyncStackFrame) {
 #[cold]
 #[inline(never)]
 pub(crate) fn poll_ended(index: u32, r: &TaskRecord, pending: bool, self_wakes: u32, woken: bool) {
-    let Some(slot) = existing_slot(index) else {
+    let Some(entry) = existing_wakes(index) else {
         return;
     };
-    if slot.task.load(Ordering::Relaxed) != r.id.load(Ordering::Relaxed) {
+    if entry.task.load(Ordering::Relaxed) != r.id.load(Ordering::Relaxed) {
         return;
     }
     let now = now();
-    let start = slot.poll_start.load(Ordering::Relaxed);
-    slot.poll_start.store(0, Ordering::Relaxed);
+    let start = entry.poll_start.load(Ordering::Relaxed);
+    entry.poll_start.store(0, Ordering::Relaxed);
     if start != 0 {
         let busy = ns(start, now);
-        bump(&slot.busy_ns, busy);
+        bump(&entry.busy_ns, busy);
         if busy > SLOW_POLL_NS.load(Ordering::Relaxed) {
-            bump(&slot.slow_polls, 1);
+            bump(&entry.slow_polls, 1);
         }
     }
     if self_wakes != 0 {
-        bump(&slot.self_wakes, u64::from(self_wakes));
-        let _ = slot
+        bump(&entry.self_wakes, u64::from(self_wakes));
+        let _ = entry
             .woken_at
             .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
     }
     if !pending || woken || self_wakes != 0 {
         return;
     }
-    slot.pending_since.store(now, Ordering::Relaxed);
+    entry.pending_since.store(now, Ordering::Relaxed);
     // Pending, not woken, and no clone of its waker left (the task's own
     // reference is the only one): nothing can wake it.
-    if r.refs.load(Ordering::Acquire) == 1 && slot.woken_at.load(Ordering::Relaxed) == 0 {
-        slot.lost.store(1, Ordering::Relaxed);
+    if r.refs.load(Ordering::Acquire) == 1 && entry.woken_at.load(Ordering::Relaxed) == 0 {
+        entry.lost.store(1, Ordering::Relaxed);
     }
 }
 
-/// The task of record `index` (whose slot counts task `id`) ends.
+/// The task of record `index` (whose entry counts task `id`) ends.
 #[cold]
 pub(crate) fn task_ended(index: u32, id: u64) {
-    let Some(slot) = existing_slot(index) else {
+    let Some(entry) = existing_wakes(index) else {
         return;
     };
-    if id == 0 || slot.task.load(Ordering::Relaxed) != id {
+    if id == 0 || entry.task.load(Ordering::Relaxed) != id {
         return;
     }
-    let counters = slot.counters(now());
+    let counters = entry.counters(now());
     // An ended task is not waiting for anything.
     let counters = Counters {
         lost: false,
         ..counters
     };
-    slot.task.store(0, Ordering::Relaxed);
+    entry.task.store(0, Ordering::Relaxed);
     let mut t = lock(tasks());
     if let Some(meta) = t.meta.get_mut(&id) {
         meta.ended = Some(counters);
@@ -455,18 +455,18 @@ pub(crate) fn task_ended(index: u32, id: u64) {
 #[inline(never)]
 pub(crate) fn woken(index: u32, r: &TaskRecord) {
     let to = r.id.load(Ordering::Relaxed);
-    let Some(slot) = existing_slot(index) else {
+    let Some(entry) = existing_wakes(index) else {
         return;
     };
-    if to == 0 || slot.task.load(Ordering::Relaxed) != to {
+    if to == 0 || entry.task.load(Ordering::Relaxed) != to {
         // Not polled since recording started: nothing to attribute yet.
         return;
     }
-    add(&slot.wakes, 1);
+    add(&entry.wakes, 1);
     // Only the first wake since the last poll started is stamped (reads
     // the clock).
-    if slot.woken_at.load(Ordering::Relaxed) == 0 {
-        let _ = slot
+    if entry.woken_at.load(Ordering::Relaxed) == 0 {
+        let _ = entry
             .woken_at
             .compare_exchange(0, now(), Ordering::Relaxed, Ordering::Relaxed);
     }
@@ -483,8 +483,8 @@ pub(crate) fn woken(index: u32, r: &TaskRecord) {
 #[cold]
 #[inline(never)]
 pub(crate) fn cloned(index: u32) {
-    if let Some(slot) = existing_slot(index) {
-        add(&slot.clones, 1);
+    if let Some(entry) = existing_wakes(index) {
+        add(&entry.clones, 1);
     }
 }
 
@@ -493,17 +493,17 @@ pub(crate) fn cloned(index: u32) {
 #[cold]
 #[inline(never)]
 pub(crate) fn dropped(index: u32, refs_left: u32) {
-    let Some(slot) = existing_slot(index) else {
+    let Some(entry) = existing_wakes(index) else {
         return;
     };
-    add(&slot.drops, 1);
+    add(&entry.drops, 1);
     if refs_left == 1
-        && slot.pending_since.load(Ordering::Relaxed) != 0
-        && slot.woken_at.load(Ordering::Relaxed) == 0
-        && slot.poll_start.load(Ordering::Relaxed) == 0
+        && entry.pending_since.load(Ordering::Relaxed) != 0
+        && entry.woken_at.load(Ordering::Relaxed) == 0
+        && entry.poll_start.load(Ordering::Relaxed) == 0
         && registry::record(index).is_some_and(|r| r.id.load(Ordering::Relaxed) != 0)
     {
-        slot.lost.store(1, Ordering::Relaxed);
+        entry.lost.store(1, Ordering::Relaxed);
     }
 }
 
@@ -542,7 +542,7 @@ fn count_edge(from: u64, to: u64) {
     }
 }
 
-/// Forgets everything recorded so far (the slots of live tasks restart
+/// Forgets everything recorded so far (the entries of live tasks restart
 /// from zero at their next poll).
 pub(crate) fn clear() {
     for table in lock(edge_tables()).iter() {
@@ -553,8 +553,8 @@ pub(crate) fn clear() {
     t.ended.clear();
     t.dropped = 0;
     for index in 0..registry::record_count() as u32 {
-        if let Some(slot) = existing_slot(index) {
-            slot.task.store(0, Ordering::Relaxed);
+        if let Some(entry) = existing_wakes(index) {
+            entry.task.store(0, Ordering::Relaxed);
         }
     }
 }

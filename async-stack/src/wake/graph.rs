@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::sync::{Ordering, lock};
-use crate::task::probe::{self, Counters, Meta, SOURCE_RUNTIME, SOURCE_THREAD};
+use crate::task::probe::{self, Counters, SOURCE_RUNTIME, SOURCE_THREAD, TaskDetails};
 use crate::task::registry;
 
 /// Who woke a task.
@@ -94,7 +94,7 @@ impl TaskNode {
         Duration::from_nanos(self.total_scheduled_duration_ns)
     }
 
-    fn new(id: u64, meta: &Meta, c: Counters, live: bool) -> TaskNode {
+    fn new(id: u64, meta: &TaskDetails, c: Counters, live: bool) -> TaskNode {
         let label = meta
             .name
             .clone()
@@ -195,15 +195,15 @@ pub struct WakeGraph {
 /// Builds the graph from the tables the wake probes fill.
 pub(super) fn collect() -> WakeGraph {
     let now = probe::now();
-    // Live tasks: a slot counting the task its record holds now.
+    // Live tasks: an entry counting the task its record holds now.
     let mut live: Vec<(u64, Counters)> = Vec::new();
     for index in 0..registry::record_count() as u32 {
-        let (Some(r), Some(slot)) = (registry::record(index), probe::existing_slot(index)) else {
+        let (Some(r), Some(entry)) = (registry::record(index), probe::existing_wakes(index)) else {
             continue;
         };
-        let id = slot.task.load(Ordering::Acquire);
+        let id = entry.task.load(Ordering::Acquire);
         if id != 0 && r.id.load(Ordering::Acquire) == id {
-            live.push((id, slot.counters(now)));
+            live.push((id, entry.counters(now)));
         }
     }
     let (mut tasks, dropped_tasks) = {
@@ -419,9 +419,9 @@ mod tests {
     fn node(id: u64, label: &str, busy: u64) -> TaskNode {
         TaskNode::new(
             id,
-            &Meta {
+            &TaskDetails {
                 name: Some(label.to_owned()),
-                ..Meta::default()
+                ..TaskDetails::default()
             },
             Counters {
                 polls: 2,
@@ -539,7 +539,7 @@ pub(super) mod tests_support {
     use super::*;
 
     /// A live task node with these counters.
-    pub(in crate::wake) fn node(id: u64, meta: &Meta, c: Counters) -> TaskNode {
+    pub(in crate::wake) fn node(id: u64, meta: &TaskDetails, c: Counters) -> TaskNode {
         TaskNode::new(id, meta, c, true)
     }
 }

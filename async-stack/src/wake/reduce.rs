@@ -560,14 +560,14 @@ mod tests {
     fn structure(r: &Reduction) -> Vec<String> {
         r.structure()
     }
-    use crate::task::probe::{Counters, Meta};
+    use crate::task::probe::{Counters, TaskDetails};
     use crate::wake::WakeEdge;
     use crate::wake::workload::Workload;
 
     fn node(id: u64, label: &str, wakes: u64) -> TaskNode {
-        let meta = Meta {
+        let meta = TaskDetails {
             name: Some(label.to_owned()),
-            ..Meta::default()
+            ..TaskDetails::default()
         };
         let c = Counters {
             wakes,
