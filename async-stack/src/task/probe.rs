@@ -31,7 +31,7 @@
 //!
 //! - **Per task**, a [`TaskWakes`] beside its registry record, in pages that are
 //!   allocated on first use while recording and never freed (like the
-//!   records). A entry belongs to the task whose id it holds: the first poll
+//!   records). An entry belongs to the task whose id it holds: the first poll
 //!   of a task while recording (re)initialises it, so a task spawned before
 //!   recording started is counted from its next poll.
 //! - **Per task, once**: its name, spawn site and root function
@@ -146,7 +146,7 @@ fn clock() -> &'static quanta::Clock {
     CLOCK.get_or_init(quanta::Clock::new)
 }
 
-/// A stamp of the recording's clock; never 0 (0 means "unset" in a entry).
+/// A stamp of the recording's clock; never 0 (0 means "unset" in an entry).
 #[inline]
 pub(crate) fn now() -> u64 {
     clock().raw().max(1)
@@ -241,7 +241,7 @@ pub(crate) struct TaskDetails {
     pub(crate) ended: Option<Counters>,
 }
 
-/// A copy of a entry's counters.
+/// A copy of an entry's counters.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Counters {
     pub(crate) polls: u64,
