@@ -151,6 +151,9 @@ pub use wake::workload;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
+#[cfg(all(feature = "http", not(async_stack_loom)))]
+pub mod http;
+
 #[doc(inline)]
 pub use read::dump;
 #[cfg(unix)]

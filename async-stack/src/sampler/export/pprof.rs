@@ -52,12 +52,7 @@ impl Profile {
     ///
     /// The errors of `out`.
     pub fn write_pprof(&self, out: &mut impl Write) -> io::Result<()> {
-        use prost::Message as _;
-        let bytes = self.pprof().encode_to_vec();
-        let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
-        gz.write_all(&bytes)?;
-        gz.finish()?;
-        Ok(())
+        write_gzipped(&self.pprof(), out)
     }
 
     /// The profile as a pprof message.
@@ -225,8 +220,18 @@ impl Profile {
     }
 }
 
+/// Writes `profile` encoded and gzipped, as pprof files are.
+pub(super) fn write_gzipped(profile: &proto::Profile, out: &mut impl Write) -> io::Result<()> {
+    use prost::Message as _;
+    let bytes = profile.encode_to_vec();
+    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    gz.write_all(&bytes)?;
+    gz.finish()?;
+    Ok(())
+}
+
 /// A count as a protobuf `int64`, saturating.
-fn int64(n: u64) -> i64 {
+pub(super) fn int64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
@@ -245,7 +250,7 @@ fn stats_comment(stats: &Stats) -> String {
 /// Which kind of pprof function a name is, so that a group, the
 /// `[cleared]` frame and code of the same name stay distinct functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum FunctionKind {
+pub(super) enum FunctionKind {
     Code,
     Group,
     Cleared,
@@ -254,17 +259,17 @@ enum FunctionKind {
 /// The tables of a pprof message being built: strings, functions,
 /// locations and mappings, each deduplicated where pprof wants it.
 #[derive(Default)]
-struct PprofBuilder {
-    strings: Vec<String>,
+pub(super) struct PprofBuilder {
+    pub(super) strings: Vec<String>,
     string_ids: HashMap<String, i64>,
-    functions: Vec<proto::Function>,
+    pub(super) functions: Vec<proto::Function>,
     function_ids: HashMap<(FunctionKind, i64, i64), u64>,
-    locations: Vec<proto::Location>,
-    mappings: Vec<proto::Mapping>,
+    pub(super) locations: Vec<proto::Location>,
+    pub(super) mappings: Vec<proto::Mapping>,
 }
 
 impl PprofBuilder {
-    fn string(&mut self, s: &str) -> i64 {
+    pub(super) fn string(&mut self, s: &str) -> i64 {
         if let Some(&id) = self.string_ids.get(s) {
             return id;
         }
@@ -274,7 +279,7 @@ impl PprofBuilder {
         id
     }
 
-    fn value_type(&mut self, ty: &str, unit: &str) -> proto::ValueType {
+    pub(super) fn value_type(&mut self, ty: &str, unit: &str) -> proto::ValueType {
         proto::ValueType {
             r#type: self.string(ty),
             unit: self.string(unit),
@@ -282,7 +287,7 @@ impl PprofBuilder {
     }
 
     /// A line of `function` (interned with its file) at `line:column`.
-    fn line(
+    pub(super) fn line(
         &mut self,
         kind: FunctionKind,
         function: &str,
@@ -316,7 +321,7 @@ impl PprofBuilder {
     }
 
     /// A new location (ids are 1-based); `mapping_id` 0 for none.
-    fn location(&mut self, mapping_id: u64, address: u64, line: Vec<proto::Line>) -> u64 {
+    pub(super) fn location(&mut self, mapping_id: u64, address: u64, line: Vec<proto::Line>) -> u64 {
         let id = self.locations.len() as u64 + 1;
         self.locations.push(proto::Location {
             id,
