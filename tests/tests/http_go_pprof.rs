@@ -76,13 +76,14 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
         "{top}"
     );
     assert!(top.contains("Type: goroutine"), "{top}");
-    // Labels: one task per id, named and idle.
+    // Labels: four tasks named `parked`, all idle.
     let tags = go_pprof(
         dir.path(),
         &["-tags", &format!("http://{addr}/debug/pprof/goroutine")],
     );
-    assert!(tags.contains("task_name: Total 4"), "{tags}");
-    assert!(tags.contains("4 (100%): parked") || tags.contains(": parked"), "{tags}");
+    for label in ["task_name: Total 4.0", "4.0 (  100%): parked", "state: Total 4.0", "4.0 (  100%): idle"] {
+        assert!(tags.contains(label), "{label} in\n{tags}");
+    }
 
     let top = go_pprof(
         dir.path(),
