@@ -81,7 +81,10 @@ async fn main() -> std::io::Result<()> {
         .merge(async_stack::http::router());
     let listener = tokio::net::TcpListener::bind(service_addr).await?;
     let service = listener.local_addr()?;
-    drop(async_stack::tokio::spawn_named("cache-refresher", refresh_cache()));
+    drop(async_stack::tokio::spawn_named(
+        "cache-refresher",
+        refresh_cache(),
+    ));
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     println!("service:        http://{service}/orders/7");
@@ -107,7 +110,10 @@ async fn main() -> std::io::Result<()> {
         })
         .await??;
         println!("\n$ curl 'http://{debug_addr}/debug/pprof/goroutine?debug=2'");
-        println!("{}", dump.split_once("\r\n\r\n").map_or(&*dump, |(_, body)| body));
+        println!(
+            "{}",
+            dump.split_once("\r\n\r\n").map_or(&*dump, |(_, body)| body)
+        );
         for request in requests {
             let reply = request.await??;
             println!("{}", reply.lines().last().unwrap_or(""));

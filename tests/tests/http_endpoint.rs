@@ -96,12 +96,16 @@ fn index_lists_every_route_and_the_pprof_commands() {
             "/debug/async/wakes?seconds=10&amp;format=dot",
         ] {
             assert_eq!(
-                html.lines().filter(|l| l.contains(&format!("<a href=\"{route}"))).count(),
+                html.lines()
+                    .filter(|l| l.contains(&format!("<a href=\"{route}")))
+                    .count(),
                 1,
                 "{route} in\n{html}"
             );
         }
-        assert!(html.contains(&format!("go tool pprof -top http://{addr}/debug/pprof/goroutine\n")));
+        assert!(html.contains(&format!(
+            "go tool pprof -top http://{addr}/debug/pprof/goroutine\n"
+        )));
         assert!(html.contains(&format!(
             "go tool pprof -http=:8080 http://{addr}/debug/pprof/profile?seconds=30\n"
         )));
@@ -177,7 +181,10 @@ fn tasks_json_is_the_dump_json() {
             .collect();
         assert_eq!(
             frames,
-            [("http_endpoint::waiter", WAITER_LINE), ("http_endpoint::waiter_leaf", LEAF_LINE)]
+            [
+                ("http_endpoint::waiter", WAITER_LINE),
+                ("http_endpoint::waiter_leaf", LEAF_LINE)
+            ]
         );
     }
 }
@@ -199,9 +206,17 @@ fn folded_and_profile_sample_for_the_seconds_asked() {
     );
 
     let reply = get(addr, "/debug/pprof/profile?seconds=1");
-    assert_eq!(reply.status, 200, "{}", String::from_utf8_lossy(&reply.body));
+    assert_eq!(
+        reply.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&reply.body)
+    );
     assert_eq!(reply.content_type(), "application/octet-stream");
-    assert_eq!(reply.headers["content-disposition"], "attachment; filename=\"profile\"");
+    assert_eq!(
+        reply.headers["content-disposition"],
+        "attachment; filename=\"profile\""
+    );
     assert_eq!(reply.body[..2], [0x1f, 0x8b], "gzip magic");
 }
 
@@ -242,7 +257,10 @@ fn a_second_profile_while_one_runs_is_409() {
     while !sampler_thread_runs() {
         std::thread::sleep(Duration::from_millis(5));
     }
-    for path in ["/debug/pprof/profile?seconds=1", "/debug/async/folded?seconds=1"] {
+    for path in [
+        "/debug/pprof/profile?seconds=1",
+        "/debug/async/folded?seconds=1",
+    ] {
         let second = get(addr, path);
         assert_eq!(second.status, 409);
         assert_eq!(
@@ -266,28 +284,91 @@ fn sampler_thread_runs() -> bool {
 fn bad_requests_get_their_status_and_a_one_line_reason() {
     let addr = endpoint();
     let cases: &[(Method, &str, u16, &str)] = &[
-        (Method::GET, "/nope", 404, "404 Not Found: no such route; the routes are listed at /debug/pprof/\n"),
-        (Method::POST, "/nope", 404, "404 Not Found: no such route; the routes are listed at /debug/pprof/\n"),
-        (Method::POST, "/debug/pprof/goroutine", 405, "405 Method Not Allowed: only GET is served\n"),
-        (Method::DELETE, "/debug/async/tasks.json", 405, "405 Method Not Allowed: only GET is served\n"),
-        (Method::GET, "/debug/pprof/profile?seconds=abc", 400, "400 Bad Request: seconds=abc is not a whole number of seconds (from 1 to 60)\n"),
-        (Method::GET, "/debug/pprof/profile?seconds=61", 400, "400 Bad Request: seconds=61 is out of range: from 1 to 60\n"),
-        (Method::GET, "/debug/async/folded?seconds=0", 400, "400 Bad Request: seconds=0 is out of range: from 1 to 60\n"),
-        (Method::GET, "/debug/async/wakes?seconds=-1", 400, "400 Bad Request: seconds=-1 is not a whole number of seconds (from 1 to 60)\n"),
-        (Method::GET, "/debug/async/wakes?format=svg", 400, "400 Bad Request: format=svg is not one of dot, json\n"),
-        (Method::GET, "/debug/pprof/goroutine?debug=3", 400, "400 Bad Request: debug=3 is not 0, 1 or 2\n"),
+        (
+            Method::GET,
+            "/nope",
+            404,
+            "404 Not Found: no such route; the routes are listed at /debug/pprof/\n",
+        ),
+        (
+            Method::POST,
+            "/nope",
+            404,
+            "404 Not Found: no such route; the routes are listed at /debug/pprof/\n",
+        ),
+        (
+            Method::POST,
+            "/debug/pprof/goroutine",
+            405,
+            "405 Method Not Allowed: only GET is served\n",
+        ),
+        (
+            Method::DELETE,
+            "/debug/async/tasks.json",
+            405,
+            "405 Method Not Allowed: only GET is served\n",
+        ),
+        (
+            Method::GET,
+            "/debug/pprof/profile?seconds=abc",
+            400,
+            "400 Bad Request: seconds=abc is not a whole number of seconds (from 1 to 60)\n",
+        ),
+        (
+            Method::GET,
+            "/debug/pprof/profile?seconds=61",
+            400,
+            "400 Bad Request: seconds=61 is out of range: from 1 to 60\n",
+        ),
+        (
+            Method::GET,
+            "/debug/async/folded?seconds=0",
+            400,
+            "400 Bad Request: seconds=0 is out of range: from 1 to 60\n",
+        ),
+        (
+            Method::GET,
+            "/debug/async/wakes?seconds=-1",
+            400,
+            "400 Bad Request: seconds=-1 is not a whole number of seconds (from 1 to 60)\n",
+        ),
+        (
+            Method::GET,
+            "/debug/async/wakes?format=svg",
+            400,
+            "400 Bad Request: format=svg is not one of dot, json\n",
+        ),
+        (
+            Method::GET,
+            "/debug/pprof/goroutine?debug=3",
+            400,
+            "400 Bad Request: debug=3 is not 0, 1 or 2\n",
+        ),
     ];
     for (method, path, status, text) in cases {
         let reply = request(addr, method.clone(), path, &[], "");
-        assert_eq!((reply.status, reply.text()), (*status, *text), "{method} {path}");
+        assert_eq!(
+            (reply.status, reply.text()),
+            (*status, *text),
+            "{method} {path}"
+        );
         assert_eq!(reply.content_type(), "text/plain; charset=utf-8");
         if *status == 405 {
             assert_eq!(reply.headers["allow"], "GET");
         }
     }
-    let reply = request(addr, Method::GET, "/debug/pprof/goroutine?debug=2", &[], "a body");
+    let reply = request(
+        addr,
+        Method::GET,
+        "/debug/pprof/goroutine?debug=2",
+        &[],
+        "a body",
+    );
     assert_eq!(reply.status, 413);
-    assert_eq!(reply.text(), "413 Payload Too Large: request bodies are refused\n");
+    assert_eq!(
+        reply.text(),
+        "413 Payload Too Large: request bodies are refused\n"
+    );
 }
 
 #[test]
@@ -315,7 +396,10 @@ fn oversized_and_slow_requests_are_bounded() {
     // and meanwhile others are served.
     let slow = std::thread::spawn(move || raw(addr, b"GET /debug/pprof/ HTTP/1.1\r\nHost: x\r\n"));
     assert_eq!(get(addr, "/debug/pprof/").status, 200);
-    let answer = slow.join().unwrap().expect("the server closes the connection");
+    let answer = slow
+        .join()
+        .unwrap()
+        .expect("the server closes the connection");
     assert!(
         answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"),
         "{}",
@@ -331,19 +415,46 @@ fn a_bearer_token_is_required_on_every_request() {
         .unwrap();
     let addr = server.local_addr();
     for path in ["/debug/pprof/", "/debug/pprof/goroutine?debug=2", "/nope"] {
-        for auth in [None, Some("Bearer wrong!"), Some("Basic s3cret"), Some("Bearer s3cre")] {
-            let headers: Vec<(&str, &str)> = auth.map(|a| ("authorization", a)).into_iter().collect();
+        for auth in [
+            None,
+            Some("Bearer wrong!"),
+            Some("Basic s3cret"),
+            Some("Bearer s3cre"),
+        ] {
+            let headers: Vec<(&str, &str)> =
+                auth.map(|a| ("authorization", a)).into_iter().collect();
             let reply = request(addr, Method::GET, path, &headers, "");
             assert_eq!(reply.status, 401, "{path} {auth:?}");
-            assert_eq!(reply.text(), "401 Unauthorized: a bearer token is required\n");
+            assert_eq!(
+                reply.text(),
+                "401 Unauthorized: a bearer token is required\n"
+            );
             assert_eq!(reply.headers["www-authenticate"], "Bearer");
         }
     }
-    let ok = request(addr, Method::GET, "/debug/pprof/goroutine?debug=2", &[("authorization", "Bearer s3cret")], "");
+    let ok = request(
+        addr,
+        Method::GET,
+        "/debug/pprof/goroutine?debug=2",
+        &[("authorization", "Bearer s3cret")],
+        "",
+    );
     assert_eq!(ok.status, 200);
-    let ok = request(addr, Method::GET, "/debug/pprof/", &[("authorization", "bearer s3cret")], "");
+    let ok = request(
+        addr,
+        Method::GET,
+        "/debug/pprof/",
+        &[("authorization", "bearer s3cret")],
+        "",
+    );
     assert_eq!(ok.status, 200);
-    let not_found = request(addr, Method::GET, "/nope", &[("authorization", "Bearer s3cret")], "");
+    let not_found = request(
+        addr,
+        Method::GET,
+        "/nope",
+        &[("authorization", "Bearer s3cret")],
+        "",
+    );
     assert_eq!(not_found.status, 404);
 }
 
@@ -351,7 +462,11 @@ fn a_bearer_token_is_required_on_every_request() {
 fn only_loopback_unless_allowed() {
     for addr in ["0.0.0.0:0", "[::]:0"] {
         let err = async_stack::http::serve(addr).unwrap_err();
-        assert_eq!(err.kind(), std::io::ErrorKind::PermissionDenied, "{addr}: {err}");
+        assert_eq!(
+            err.kind(),
+            std::io::ErrorKind::PermissionDenied,
+            "{addr}: {err}"
+        );
     }
     let err = async_stack::http::serve("0.0.0.0:0").unwrap_err();
     assert_eq!(

@@ -81,13 +81,21 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
         dir.path(),
         &["-tags", &format!("http://{addr}/debug/pprof/goroutine")],
     );
-    for label in ["task_name: Total 4.0", "4.0 (  100%): parked", "state: Total 4.0", "4.0 (  100%): idle"] {
+    for label in [
+        "task_name: Total 4.0",
+        "4.0 (  100%): parked",
+        "state: Total 4.0",
+        "4.0 (  100%): idle",
+    ] {
         assert!(tags.contains(label), "{label} in\n{tags}");
     }
 
     let top = go_pprof(
         dir.path(),
-        &["-top", &format!("http://{addr}/debug/pprof/profile?seconds=2")],
+        &[
+            "-top",
+            &format!("http://{addr}/debug/pprof/profile?seconds=2"),
+        ],
     );
     let rows = top_rows(&top);
     assert!(

@@ -48,7 +48,10 @@ fn the_router_serves_the_routes_beside_the_service() {
     let reply = get(addr, "/debug/async/folded?seconds=x");
     assert_eq!(
         (reply.status, reply.text()),
-        (400, "400 Bad Request: seconds=x is not a whole number of seconds (from 1 to 60)\n")
+        (
+            400,
+            "400 Bad Request: seconds=x is not a whole number of seconds (from 1 to 60)\n"
+        )
     );
     assert_eq!(get(addr, "/debug/nope").status, 404);
 }
@@ -64,9 +67,17 @@ fn the_builder_router_requires_its_token() {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = async_stack::http::Builder::new().bearer_token("t0k").router();
+    let app = async_stack::http::Builder::new()
+        .bearer_token("t0k")
+        .router();
     rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
     assert_eq!(get(addr, "/debug/pprof/").status, 401);
-    let ok = request(addr, Method::GET, "/debug/pprof/", &[("authorization", "Bearer t0k")], "");
+    let ok = request(
+        addr,
+        Method::GET,
+        "/debug/pprof/",
+        &[("authorization", "Bearer t0k")],
+        "",
+    );
     assert_eq!(ok.status, 200);
 }

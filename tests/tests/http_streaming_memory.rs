@@ -75,7 +75,9 @@ async fn root(rx: tokio::sync::oneshot::Receiver<()>) {
 /// bytes above the live bytes before the request).
 fn stream_json(addr: SocketAddr) -> (usize, usize) {
     let mut stream = TcpStream::connect(addr).unwrap();
-    stream.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
     let base = LIVE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     stream
@@ -96,7 +98,9 @@ fn stream_json(addr: SocketAddr) -> (usize, usize) {
 fn tasks_json_memory_does_not_grow_with_tasks() {
     let server = async_stack::http::serve("127.0.0.1:0").unwrap();
     let addr = server.local_addr();
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     let mut senders = Vec::new();
     let mut spawn = |n: usize| {
         for _ in 0..n {
@@ -115,8 +119,13 @@ fn tasks_json_memory_does_not_grow_with_tasks() {
     spawn(19_500);
     let (big_bytes, big_peak) = stream_json(addr);
 
-    eprintln!("tasks.json: {small_bytes} bytes, peak +{small_peak} B; {big_bytes} bytes, peak +{big_peak} B");
-    assert!(big_bytes > small_bytes + 4_000_000, "{small_bytes} -> {big_bytes} bytes");
+    eprintln!(
+        "tasks.json: {small_bytes} bytes, peak +{small_peak} B; {big_bytes} bytes, peak +{big_peak} B"
+    );
+    assert!(
+        big_bytes > small_bytes + 4_000_000,
+        "{small_bytes} -> {big_bytes} bytes"
+    );
     // The channel holds 4 chunks of 32 KB and the writer one; the rest is
     // one task and the renderer's caches.
     assert!(

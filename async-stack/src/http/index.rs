@@ -45,9 +45,7 @@ pub(super) fn page(host: Option<&str>) -> String {
     );
     for (path, what) in ROUTES {
         let path = escape(path);
-        html.push_str(&format!(
-            "<li><a href=\"{path}\">{path}</a>: {what}</li>\n"
-        ));
+        html.push_str(&format!("<li><a href=\"{path}\">{path}</a>: {what}</li>\n"));
     }
     html.push_str(&format!(
         "</ul>\n<pre>\ngo tool pprof -top http://{host}/debug/pprof/goroutine\n\

@@ -56,7 +56,11 @@ impl<'a> Query<'a> {
         match self.get("format") {
             None => Ok(choices[0]),
             Some(f) => choices.iter().find(|c| **c == f).copied().ok_or_else(|| {
-                format!("format={} is not one of {}", printable(f), choices.join(", "))
+                format!(
+                    "format={} is not one of {}",
+                    printable(f),
+                    choices.join(", ")
+                )
             }),
         }
     }

@@ -217,7 +217,11 @@ fn attachment(name: &'static str, bytes: Vec<u8>) -> Response<Body> {
 
 /// An error: `status`, and `reason` as one line of text.
 fn error(status: StatusCode, reason: &str) -> Response<Body> {
-    let line = format!("{} {}: {reason}\n", status.as_u16(), status.canonical_reason().unwrap_or(""));
+    let line = format!(
+        "{} {}: {reason}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
     response(status, TEXT, full(Bytes::from(line)))
 }
 

@@ -45,7 +45,10 @@ impl Slot {
     /// Takes the slot, or says (in one line) what holds it.
     pub(super) fn take(&'static self) -> Result<SlotGuard, String> {
         if self.busy.swap(true, Ordering::Acquire) {
-            return Err(format!("{} is already running; try again when it ends", self.what));
+            return Err(format!(
+                "{} is already running; try again when it ends",
+                self.what
+            ));
         }
         Ok(SlotGuard(self))
     }

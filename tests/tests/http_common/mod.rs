@@ -61,10 +61,9 @@ pub fn request(
         .unwrap();
     rt.block_on(async {
         let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .expect("handshake");
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .expect("handshake");
         tokio::spawn(connection);
         let mut req = Request::builder()
             .method(method)
@@ -73,7 +72,9 @@ pub fn request(
         for (name, value) in headers {
             req = req.header(*name, *value);
         }
-        let req = req.body(Full::new(Bytes::from_static(body.as_bytes()))).unwrap();
+        let req = req
+            .body(Full::new(Bytes::from_static(body.as_bytes())))
+            .unwrap();
         let res = sender.send_request(req).await.expect("an answer");
         let status = res.status().as_u16();
         let headers = res.headers().clone();

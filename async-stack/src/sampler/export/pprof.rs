@@ -321,7 +321,12 @@ impl PprofBuilder {
     }
 
     /// A new location (ids are 1-based); `mapping_id` 0 for none.
-    pub(super) fn location(&mut self, mapping_id: u64, address: u64, line: Vec<proto::Line>) -> u64 {
+    pub(super) fn location(
+        &mut self,
+        mapping_id: u64,
+        address: u64,
+        line: Vec<proto::Line>,
+    ) -> u64 {
         let id = self.locations.len() as u64 + 1;
         self.locations.push(proto::Location {
             id,
