@@ -18,7 +18,7 @@
 //! `async-stack-http`, with its own single-threaded tokio runtime and
 //! hyper's HTTP/1 server. It never touches the application's runtime: it
 //! answers while every worker of that runtime is blocked inside a poll,
-//! since reading stacks never waits for a task (see [`crate::dump`]).
+//! since reading stacks never waits for a task (see [`dump`](mod@crate::dump)).
 //! Idle, the thread sleeps in the kernel waiting for connections: no
 //! timer ticks, no CPU. Dropping the [`DebugServer`] stops it and joins
 //! the thread.
