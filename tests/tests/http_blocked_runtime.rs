@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_stack::traced_async;
 
-use http_common::get;
+use http_common::{entries, get};
 
 static RELEASE: AtomicBool = AtomicBool::new(false);
 
@@ -48,10 +48,7 @@ fn the_dump_answers_while_every_worker_is_blocked() {
     let reply = get(addr, "/debug/pprof/goroutine?debug=2");
     assert_eq!(reply.status, 200);
     let text = reply.text();
-    let running: Vec<&str> = text
-        .split("\n\n")
-        .filter(|e| e.contains(" \"blocker\" [running "))
-        .collect();
+    let running = entries(text, " \"blocker\" [running ");
     assert_eq!(running.len(), 2, "{text}");
     for entry in running {
         let body = entry.split_once(":\n").unwrap().1;

@@ -16,7 +16,7 @@ use async_stack::TaskDump;
 use async_stack::traced_async;
 use hyper::Method;
 
-use http_common::{get, raw, request};
+use http_common::{entries, get, park_for_good, raw, request};
 
 /// The `.await` line of `waiter_leaf`.
 const LEAF_LINE: u32 = line!() + 3;
@@ -38,31 +38,7 @@ const FILE: &str = "tests/tests/http_endpoint.rs";
 fn endpoint() -> SocketAddr {
     static ADDR: OnceLock<SocketAddr> = OnceLock::new();
     *ADDR.get_or_init(|| {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let mut senders = Vec::new();
-        for _ in 0..3 {
-            let (tx, rx) = tokio::sync::oneshot::channel();
-            senders.push(tx);
-            let _guard = rt.enter();
-            drop(async_stack::tokio::spawn_named("http-waiter", waiter(rx)));
-        }
-        // Wait until all three are parked at their leaf.
-        while async_stack::dump()
-            .with_name_containing("http-waiter")
-            .tasks
-            .iter()
-            .filter(|t| t.frames.len() == 2)
-            .count()
-            < 3
-        {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        // Both live as long as the test process.
-        std::mem::forget((rt, senders));
+        park_for_good("http-waiter", 3, 2, waiter);
         let server = async_stack::http::serve("127.0.0.1:0").expect("serve");
         let addr = server.local_addr();
         std::mem::forget(server);
@@ -119,15 +95,15 @@ fn goroutine_debug_2_is_the_text_dump() {
     assert_eq!(reply.content_type(), "text/plain; charset=utf-8");
     assert_eq!(reply.headers["x-content-type-options"], "nosniff");
     let text = reply.text();
-    let entries: Vec<&str> = text
-        .split("\n\n")
-        .filter(|e| e.contains(" \"http-waiter\" [idle "))
-        .collect();
-    assert_eq!(entries.len(), 3, "{text}");
-    for entry in entries {
+    let waiters = entries(text, " \"http-waiter\" [idle ");
+    assert_eq!(waiters.len(), 3, "{text}");
+    for entry in waiters {
         let body = entry.split_once(":\n").unwrap().1;
         assert!(body.starts_with(&waiter_frames()), "{entry}");
-        assert!(body.contains(&format!("  spawned at {FILE}:")), "{entry}");
+        assert!(
+            body.contains("  spawned at tests/tests/http_common/mod.rs:"),
+            "{entry}"
+        );
     }
 }
 

@@ -5,13 +5,13 @@
 //! Needs Go (`scripts/test.sh` installs `golang-go`). Under CI (`CI` set) a
 //! missing `go` fails the test; elsewhere the test says so and passes.
 
+mod go_tool;
 mod http_common;
-
-use std::time::Duration;
 
 use async_stack::traced_async;
 
-use http_common::{go_pprof, have_go};
+use go_tool::have_go;
+use http_common::park_for_good;
 
 #[traced_async]
 async fn parked_leaf(rx: tokio::sync::oneshot::Receiver<()>) {
@@ -41,32 +41,11 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut senders = Vec::new();
-    for _ in 0..4 {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        senders.push(tx);
-        let _guard = rt.enter();
-        drop(async_stack::tokio::spawn_named("parked", parked(rx)));
-    }
-    while async_stack::dump()
-        .with_name_containing("parked")
-        .tasks
-        .iter()
-        .filter(|t| t.frames.len() == 2)
-        .count()
-        < 4
-    {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    park_for_good("parked", 4, 2, parked);
     let server = async_stack::http::serve("127.0.0.1:0").unwrap();
     let addr = server.local_addr();
 
-    let top = go_pprof(
+    let top = go_tool::pprof(
         dir.path(),
         &["-top", &format!("http://{addr}/debug/pprof/goroutine")],
     );
@@ -77,7 +56,7 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
     );
     assert!(top.contains("Type: goroutine"), "{top}");
     // Labels: four tasks named `parked`, all idle.
-    let tags = go_pprof(
+    let tags = go_tool::pprof(
         dir.path(),
         &["-tags", &format!("http://{addr}/debug/pprof/goroutine")],
     );
@@ -90,7 +69,7 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
         assert!(tags.contains(label), "{label} in\n{tags}");
     }
 
-    let top = go_pprof(
+    let top = go_tool::pprof(
         dir.path(),
         &[
             "-top",
@@ -103,5 +82,4 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
         "{top}"
     );
     assert!(top.contains("Type: samples"), "{top}");
-    drop(senders);
 }

@@ -6,7 +6,7 @@ mod http_common;
 use async_stack::traced_async;
 use hyper::Method;
 
-use http_common::{get, request};
+use http_common::{get, request, serve_axum};
 
 #[traced_async]
 async fn hello() -> &'static str {
@@ -15,19 +15,10 @@ async fn hello() -> &'static str {
 
 #[test]
 fn the_router_serves_the_routes_beside_the_service() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
     let app = axum::Router::new()
         .route("/", axum::routing::get(hello))
         .merge(async_stack::http::router());
-    rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (_rt, addr) = serve_axum(app);
 
     let reply = get(addr, "/");
     assert_eq!((reply.status, reply.text()), (200, "hello"));
@@ -58,19 +49,10 @@ fn the_router_serves_the_routes_beside_the_service() {
 
 #[test]
 fn the_builder_router_requires_its_token() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
     let app = async_stack::http::Builder::new()
         .bearer_token("t0k")
         .router();
-    rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (_rt, addr) = serve_axum(app);
     assert_eq!(get(addr, "/debug/pprof/").status, 401);
     let ok = request(
         addr,

@@ -1,7 +1,7 @@
 //! Helpers of the `http_*` tests: a real HTTP/1 client (hyper's) that
 //! sends one request on a fresh connection and reads the whole answer,
-//! a raw TCP client for requests no well-behaved client sends, and the
-//! `go tool pprof` runner.
+//! a raw TCP client for requests no well-behaved client sends, and tasks
+//! parked for the whole run for the routes to show.
 //!
 //! Every test file that uses this module declares `mod http_common;`;
 //! each uses a different subset of it, hence the `dead_code` allowance.
@@ -10,8 +10,6 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full};
@@ -109,47 +107,58 @@ pub fn raw(addr: SocketAddr, bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     }
 }
 
-/// Whether `go` runs: `false` (after saying so) when it is missing outside
-/// CI; a panic when it is missing under CI.
-pub fn have_go() -> bool {
-    let found = Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "`go` is not installed: run scripts/test.sh, which installs golang-go"
-        );
-        eprintln!("http tests: `go` is not installed, not running `go tool pprof`");
+/// Spawns `n` tasks named `name`, made by `spawn`, on a runtime of their
+/// own, and waits until each is parked `depth` frames deep. They stay
+/// parked for the rest of the test process.
+pub fn park_for_good<F>(
+    name: &'static str,
+    n: usize,
+    depth: usize,
+    spawn: impl Fn(tokio::sync::oneshot::Receiver<()>) -> F,
+) where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut senders = Vec::new();
+    for _ in 0..n {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        senders.push(tx);
+        let _guard = rt.enter();
+        drop(async_stack::tokio::spawn_named(name, spawn(rx)));
     }
-    found
+    while async_stack::dump()
+        .with_name_containing(name)
+        .tasks
+        .iter()
+        .filter(|t| t.frames.len() == depth)
+        .count()
+        < n
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::mem::forget((rt, senders));
 }
 
-/// The standard output of `go tool pprof ARGS`, which must succeed, with
-/// its caches in `dir` and no network but to the endpoint.
-#[track_caller]
-pub fn go_pprof(dir: &Path, args: &[&str]) -> String {
-    let cache = dir.join("go");
-    let out = Command::new("go")
-        .args(["tool", "pprof"])
-        .args(args)
-        .env("GOTOOLCHAIN", "local")
-        .env("GOPROXY", "off")
-        .env("GOFLAGS", "")
-        .env("GOCACHE", cache.join("cache"))
-        .env("GOPATH", cache.join("path"))
-        .env("HOME", &cache)
-        .env("PPROF_TMPDIR", &cache)
-        .env_remove("PPROF_BINARY_PATH")
-        .output()
-        .expect("run go tool pprof");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "go tool pprof {args:?} failed: {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-        out.status
-    );
-    stdout
+/// The entries of a text dump whose header contains `needle`.
+pub fn entries<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
+    text.split("\n\n").filter(|e| e.contains(needle)).collect()
+}
+
+/// An axum service of `app` on a runtime of its own, and its address.
+pub fn serve_axum(app: axum::Router) -> (tokio::runtime::Runtime, SocketAddr) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let addr = listener.local_addr().unwrap();
+    rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (rt, addr)
 }
