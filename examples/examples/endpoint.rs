@@ -8,9 +8,9 @@
 //!
 //! `cargo run --example endpoint` serves the service on 127.0.0.1:3000 and
 //! the endpoint on 127.0.0.1:6060, prints the `curl` and `go tool pprof`
-//! commands to try, and runs until Ctrl-C. With `--once`, it picks free
-//! ports, sends a few requests, prints the text dump the endpoint serves
-//! while they are in flight, and exits.
+//! commands to try, and runs until Ctrl-C. With `--once` (or under CI,
+//! `CI` set), it picks free ports, sends a few requests, prints the text
+//! dump the endpoint serves while they are in flight, and exits.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -64,7 +64,7 @@ fn fetch(addr: SocketAddr, path: &str) -> std::io::Result<String> {
 
 #[tokio::main]
 async fn main() -> std::io::Result<()> {
-    let once = std::env::args().any(|a| a == "--once");
+    let once = std::env::args().any(|a| a == "--once") || std::env::var_os("CI").is_some();
     let (service_addr, debug_addr) = if once {
         ("127.0.0.1:0", "127.0.0.1:0")
     } else {
