@@ -7,7 +7,7 @@
 //! 10,000 tasks, each a chain of 9 instrumented async fns parked forever.
 //! The endpoint (`async_stack::http::serve("127.0.0.1:0")`) runs on its own
 //! thread; each iteration opens a connection, sends an HTTP/1.0 request and
-//! reads the whole answer (about 3.4 MB of text) into a buffer reused
+//! reads the whole answer (about 11 MB of text) into a buffer reused
 //! across iterations. The first answer is checked outside the timing:
 //! `200 OK`, `text/plain`, and 10,000 task headers.
 //!
@@ -17,7 +17,8 @@
 //! - `write_text(sink)`: the baseline, `async_stack::dump::write_text`
 //!   into `io::sink()` on the bench thread: the dump alone;
 //! - `GET goroutine?debug=2`: the same text served over HTTP. Its target
-//!   is 50 ms; the ratio to the baseline is the cost of serving (the
+//!   is 50 ms (measured: 4.0 ms, 2.1 times the baseline's 1.9 ms, on a
+//!   shared 2-core machine); the ratio to the baseline is the cost of serving (the
 //!   channel between the writer and the connection, hyper, the socket).
 
 use std::io::{Read, Write};
@@ -46,7 +47,7 @@ fn http(c: &mut Criterion) {
     let mut answer = Vec::with_capacity(8 << 20);
     get(addr, &mut answer);
     let text = String::from_utf8_lossy(&answer);
-    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{}", &text[..200]);
+    assert!(text.starts_with("HTTP/1.0 200 OK\r\n"), "{}", &text[..200]);
     assert!(text.contains("content-type: text/plain; charset=utf-8\r\n"));
     assert_eq!(text.matches(" polls]:\n").count(), benches::DUMP_TASKS,);
     eprintln!("goroutine?debug=2: {} bytes", answer.len());

@@ -115,22 +115,16 @@ impl CountPprof {
         let period_type = Some(sample_type.clone());
         let default_sample_type = sample_type.r#type;
         let comment = vec![b.string("async-stack: one sample per live task")];
-        let profile = proto::Profile {
+        let profile = b.into_profile(proto::Profile {
             sample_type: vec![sample_type],
             sample: samples,
-            mapping: b.mappings,
-            location: b.locations,
-            function: b.functions,
-            string_table: b.strings,
-            drop_frames: 0,
-            keep_frames: 0,
             time_nanos: int64(now_unix_ns),
-            duration_nanos: 0,
             period_type,
             period: 1,
             comment,
             default_sample_type,
-        };
+            ..Default::default()
+        });
         write_gzipped(&profile, out)
     }
 }

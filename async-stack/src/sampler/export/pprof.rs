@@ -201,22 +201,17 @@ impl Profile {
         } else {
             1_000_000_000 / i64::from(self.frequency_hz)
         };
-        proto::Profile {
+        b.into_profile(proto::Profile {
             sample_type,
             sample: samples,
-            mapping: b.mappings,
-            location: b.locations,
-            function: b.functions,
-            string_table: b.strings,
-            drop_frames: 0,
-            keep_frames: 0,
             time_nanos: int64(self.start_unix_ns),
             duration_nanos: int64(self.duration_ns),
             period_type,
             period,
             comment,
             default_sample_type,
-        }
+            ..Default::default()
+        })
     }
 }
 
@@ -260,12 +255,12 @@ pub(super) enum FunctionKind {
 /// locations and mappings, each deduplicated where pprof wants it.
 #[derive(Default)]
 pub(super) struct PprofBuilder {
-    pub(super) strings: Vec<String>,
+    strings: Vec<String>,
     string_ids: HashMap<String, i64>,
-    pub(super) functions: Vec<proto::Function>,
+    functions: Vec<proto::Function>,
     function_ids: HashMap<(FunctionKind, i64, i64), u64>,
-    pub(super) locations: Vec<proto::Location>,
-    pub(super) mappings: Vec<proto::Mapping>,
+    locations: Vec<proto::Location>,
+    mappings: Vec<proto::Mapping>,
 }
 
 impl PprofBuilder {
@@ -317,6 +312,18 @@ impl PprofBuilder {
             function_id,
             line: i64::from(line),
             column: i64::from(column),
+        }
+    }
+
+    /// `profile` with these tables (strings, functions, locations,
+    /// mappings) in place of its own: the last step of a message.
+    pub(super) fn into_profile(self, profile: proto::Profile) -> proto::Profile {
+        proto::Profile {
+            mapping: self.mappings,
+            location: self.locations,
+            function: self.functions,
+            string_table: self.strings,
+            ..profile
         }
     }
 
