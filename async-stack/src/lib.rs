@@ -122,7 +122,9 @@
 //!    the live chain against the published stack, and [`dump`](mod@dump)),
 //!    [`sampler`], [`wake`] (the wake graph, its reduction, and the
 //!    [`workload`] it replays), and [`debug`] (the descriptor that debugger
-//!    scripts read, built from the addresses of statics).
+//!    scripts read, built from the addresses of statics); on top of them,
+//!    `http` (feature `http`), the debug endpoint that serves what they
+//!    read.
 //! 5. **Reports**: [`panic`](mod@panic), [`signal`] and [`stall`], which print what
 //!    the readers find; then this crate root, which declares the modules
 //!    and re-exports the public API.
@@ -150,6 +152,9 @@ pub use wake::workload;
 
 #[cfg(feature = "tokio")]
 pub mod tokio;
+
+#[cfg(all(feature = "http", not(async_stack_loom)))]
+pub mod http;
 
 #[doc(inline)]
 pub use read::dump;

@@ -11,11 +11,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
+
+mod go_tool;
 
 use async_stack::sampler::{Profile, Sampler};
 use async_stack::traced_async;
+use go_tool::have_go;
 
 /// A profile written to a folder: its pprof file and its folded text.
 struct Exported {
@@ -39,51 +41,14 @@ fn export(profile: &Profile, name: &str) -> Exported {
     Exported { dir, pprof, folded }
 }
 
-/// Whether `go` runs: `false` (after saying so) when it is missing outside
-/// CI; a panic when it is missing under CI.
-fn have_go() -> bool {
-    let found = Command::new("go")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "`go` is not installed: run scripts/test.sh, which installs golang-go"
-        );
-        eprintln!("sampler_export: `go` is not installed, not running `go tool pprof`");
-    }
-    found
-}
-
 impl Exported {
     /// The standard output of `go tool pprof ARGS profile.pb.gz`, which
     /// must succeed.
     #[track_caller]
     fn pprof(&self, args: &[&str]) -> String {
-        let cache = self.dir.join("go");
-        let out = Command::new("go")
-            .args(["tool", "pprof"])
-            .args(args)
-            .arg(&self.pprof)
-            .env("GOTOOLCHAIN", "local")
-            .env("GOPROXY", "off")
-            .env("GOFLAGS", "")
-            .env("GOCACHE", cache.join("cache"))
-            .env("GOPATH", cache.join("path"))
-            .env("HOME", &cache)
-            .env("PPROF_TMPDIR", &cache)
-            .env_remove("PPROF_BINARY_PATH")
-            .output()
-            .expect("run go tool pprof");
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success(),
-            "go tool pprof {args:?} failed: {}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
-            out.status
-        );
-        stdout
+        let path = self.pprof.to_str().expect("a UTF-8 path");
+        let args: Vec<&str> = args.iter().copied().chain([path]).collect();
+        go_tool::pprof(&self.dir, &args)
     }
 
     /// The folded stacks as function names (a frame's label up to ` at `),

@@ -149,6 +149,10 @@ mod wall;
 pub use crate::read::verify::{MAX_MISMATCHES, Mismatch, verify_mismatches, verify_reports};
 pub use snapshot::SnapshotError;
 
+/// The pprof writer of stacks counted once each, for the debug endpoint.
+#[cfg(feature = "http")]
+pub(crate) use export::count_pprof::{CountFrame, CountPprof, LabelValue};
+
 pub use profile::{
     DEFAULT_BUDGET, FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, StackSample,
     Stats, Weights,

@@ -51,8 +51,12 @@
 //!   frames symbolised once per export);
 //! - [`folded`]: folded stacks and the SVG flamegraph drawn from them;
 //! - [`pprof`]: the pprof protocol buffer;
+//! - `count_pprof.rs` (feature `http`): a pprof profile of stacks counted once each (the
+//!   debug endpoint's goroutine profile), with the same tables;
 //! - [`json`]: the JSON document.
 
+#[cfg(feature = "http")]
+pub(crate) mod count_pprof;
 mod folded;
 mod json;
 mod pprof;

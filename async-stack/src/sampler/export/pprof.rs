@@ -52,12 +52,7 @@ impl Profile {
     ///
     /// The errors of `out`.
     pub fn write_pprof(&self, out: &mut impl Write) -> io::Result<()> {
-        use prost::Message as _;
-        let bytes = self.pprof().encode_to_vec();
-        let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
-        gz.write_all(&bytes)?;
-        gz.finish()?;
-        Ok(())
+        write_gzipped(&self.pprof(), out)
     }
 
     /// The profile as a pprof message.
@@ -206,27 +201,32 @@ impl Profile {
         } else {
             1_000_000_000 / i64::from(self.frequency_hz)
         };
-        proto::Profile {
+        b.into_profile(proto::Profile {
             sample_type,
             sample: samples,
-            mapping: b.mappings,
-            location: b.locations,
-            function: b.functions,
-            string_table: b.strings,
-            drop_frames: 0,
-            keep_frames: 0,
             time_nanos: int64(self.start_unix_ns),
             duration_nanos: int64(self.duration_ns),
             period_type,
             period,
             comment,
             default_sample_type,
-        }
+            ..Default::default()
+        })
     }
 }
 
+/// Writes `profile` encoded and gzipped, as pprof files are.
+pub(super) fn write_gzipped(profile: &proto::Profile, out: &mut impl Write) -> io::Result<()> {
+    use prost::Message as _;
+    let bytes = profile.encode_to_vec();
+    let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::default());
+    gz.write_all(&bytes)?;
+    gz.finish()?;
+    Ok(())
+}
+
 /// A count as a protobuf `int64`, saturating.
-fn int64(n: u64) -> i64 {
+pub(super) fn int64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
@@ -245,7 +245,7 @@ fn stats_comment(stats: &Stats) -> String {
 /// Which kind of pprof function a name is, so that a group, the
 /// `[cleared]` frame and code of the same name stay distinct functions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum FunctionKind {
+pub(super) enum FunctionKind {
     Code,
     Group,
     Cleared,
@@ -254,7 +254,7 @@ enum FunctionKind {
 /// The tables of a pprof message being built: strings, functions,
 /// locations and mappings, each deduplicated where pprof wants it.
 #[derive(Default)]
-struct PprofBuilder {
+pub(super) struct PprofBuilder {
     strings: Vec<String>,
     string_ids: HashMap<String, i64>,
     functions: Vec<proto::Function>,
@@ -264,7 +264,7 @@ struct PprofBuilder {
 }
 
 impl PprofBuilder {
-    fn string(&mut self, s: &str) -> i64 {
+    pub(super) fn string(&mut self, s: &str) -> i64 {
         if let Some(&id) = self.string_ids.get(s) {
             return id;
         }
@@ -274,7 +274,7 @@ impl PprofBuilder {
         id
     }
 
-    fn value_type(&mut self, ty: &str, unit: &str) -> proto::ValueType {
+    pub(super) fn value_type(&mut self, ty: &str, unit: &str) -> proto::ValueType {
         proto::ValueType {
             r#type: self.string(ty),
             unit: self.string(unit),
@@ -282,7 +282,7 @@ impl PprofBuilder {
     }
 
     /// A line of `function` (interned with its file) at `line:column`.
-    fn line(
+    pub(super) fn line(
         &mut self,
         kind: FunctionKind,
         function: &str,
@@ -315,8 +315,25 @@ impl PprofBuilder {
         }
     }
 
+    /// `profile` with these tables (strings, functions, locations,
+    /// mappings) in place of its own: the last step of a message.
+    pub(super) fn into_profile(self, profile: proto::Profile) -> proto::Profile {
+        proto::Profile {
+            mapping: self.mappings,
+            location: self.locations,
+            function: self.functions,
+            string_table: self.strings,
+            ..profile
+        }
+    }
+
     /// A new location (ids are 1-based); `mapping_id` 0 for none.
-    fn location(&mut self, mapping_id: u64, address: u64, line: Vec<proto::Line>) -> u64 {
+    pub(super) fn location(
+        &mut self,
+        mapping_id: u64,
+        address: u64,
+        line: Vec<proto::Line>,
+    ) -> u64 {
         let id = self.locations.len() as u64 + 1;
         self.locations.push(proto::Location {
             id,

@@ -1,0 +1,105 @@
+//! The timed routes: a sampler profile (`profile`, `folded`) and a wake
+//! recording (`wakes`), each N seconds long, one at a time of each kind.
+//!
+//! # One at a time
+//!
+//! A session holds its kind's [`Slot`] from its start to its end; a
+//! request that finds the slot taken is answered `409 Conflict`. The slots
+//! are process-wide, so two endpoints (a [`serve`](super::serve) and a
+//! [`router()`](super#in-an-axum-service-feature-axum)) share them: the
+//! wake recording is process-wide too, and two on-CPU samplers would
+//! share the per-thread timers.
+//!
+//! # Ends
+//!
+//! A session ends when its N seconds are over, or when the request is
+//! dropped (the client went away, or the server stopped): the slot is
+//! released, the sampler stopped and the wake recording restored as it was
+//! before, by the guards' `Drop`, whichever way the session ends.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::sampler::{Profile, Sampler};
+use crate::wake;
+
+/// One kind of session's "in progress" flag.
+pub(super) struct Slot {
+    busy: AtomicBool,
+    what: &'static str,
+}
+
+/// The sampler profiles (`profile` and `folded`).
+pub(super) static SAMPLER: Slot = Slot::new("a profile");
+/// The wake recordings.
+pub(super) static WAKES: Slot = Slot::new("a wake recording");
+
+impl Slot {
+    const fn new(what: &'static str) -> Self {
+        Slot {
+            busy: AtomicBool::new(false),
+            what,
+        }
+    }
+
+    /// Takes the slot, or says (in one line) what holds it.
+    pub(super) fn take(&'static self) -> Result<SlotGuard, String> {
+        if self.busy.swap(true, Ordering::Acquire) {
+            return Err(format!(
+                "{} is already running; try again when it ends",
+                self.what
+            ));
+        }
+        Ok(SlotGuard(self))
+    }
+}
+
+/// A taken [`Slot`], released on drop.
+pub(super) struct SlotGuard(&'static Slot);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
+/// Samples every task for `seconds` (on-CPU too, on Linux), holding
+/// `slot`, and returns the profile. A drop before the end stops the
+/// sampler (its `Drop`) and releases the slot.
+pub(super) async fn sample(_slot: SlotGuard, seconds: u64) -> Result<Profile, String> {
+    let sampler = Sampler::builder()
+        .on_cpu(cfg!(target_os = "linux"))
+        .start()
+        .map_err(|e| format!("the sampler did not start: {e}"))?;
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    // Stopping joins the sampler thread and drains its last samples.
+    tokio::task::spawn_blocking(move || sampler.stop())
+        .await
+        .map_err(|e| format!("the sampler failed: {e}"))
+}
+
+/// Records the wake graph for `seconds`, holding `slot`, then restores
+/// recording as it was and returns the graph: everything recorded so far,
+/// which includes what an earlier recording kept (nothing is reset, so
+/// that the program's own use of [`wake`] sees what it recorded).
+pub(super) async fn record_wakes(
+    _slot: SlotGuard,
+    seconds: u64,
+) -> Result<wake::WakeGraph, String> {
+    let _restore = RestoreRecording(wake::is_recording());
+    wake::record(true);
+    tokio::time::sleep(Duration::from_secs(seconds)).await;
+    // Copying every task's counters is not for the event loop.
+    tokio::task::spawn_blocking(wake::graph)
+        .await
+        .map_err(|e| format!("reading the wake graph failed: {e}"))
+}
+
+/// Sets wake recording back to what it was, on drop.
+struct RestoreRecording(bool);
+
+impl Drop for RestoreRecording {
+    fn drop(&mut self) {
+        wake::record(self.0);
+    }
+}
