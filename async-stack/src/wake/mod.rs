@@ -73,6 +73,7 @@ use std::time::Duration;
 
 use crate::task::probe;
 
+mod emit;
 mod graph;
 mod reduce;
 pub mod workload;
