@@ -22,8 +22,9 @@ pub(crate) struct SiteLocation {
 /// The location a site id names, if it names a site. An await-site id
 /// that names no await site is looked up as a call-site id.
 pub(crate) fn location_of(site: u32) -> Option<SiteLocation> {
-    if site & SiteId::AWAIT != 0
-        && let Some(a) = await_site_by_id(site & !SiteId::AWAIT)
+    let site = SiteId::from_raw(site);
+    if site.is_await()
+        && let Some(a) = await_site_by_id(site.id())
     {
         return Some(SiteLocation {
             function: a.call_site().function_static(),
@@ -32,7 +33,7 @@ pub(crate) fn location_of(site: u32) -> Option<SiteLocation> {
             column: a.column(),
         });
     }
-    call_site_by_id(site & !SiteId::AWAIT).map(|c| SiteLocation {
+    call_site_by_id(site.id()).map(|c| SiteLocation {
         function: c.function_static(),
         file: c.file(),
         line: c.line(),
@@ -43,10 +44,10 @@ pub(crate) fn location_of(site: u32) -> Option<SiteLocation> {
 /// The call site (the function) a site id belongs to: itself, or the
 /// function an await site is in.
 pub(crate) fn call_site_of(site: u32) -> Option<&'static CallSite> {
-    let id = site & !SiteId::AWAIT;
-    if site & SiteId::AWAIT != 0 {
-        await_site_by_id(id).map(|a| a.call_site())
+    let site = SiteId::from_raw(site);
+    if site.is_await() {
+        await_site_by_id(site.id()).map(|a| a.call_site())
     } else {
-        call_site_by_id(id)
+        call_site_by_id(site.id())
     }
 }

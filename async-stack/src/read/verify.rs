@@ -118,7 +118,7 @@ pub(crate) fn site_id(site: *mut u8) -> u32 {
         let a = unsafe { &*site.map_addr(|x| x & !AT_AWAIT).cast::<AwaitSite>() };
         match a.id.load(Ordering::Acquire) {
             0 => 0,
-            id => id | SiteId::AWAIT,
+            id => SiteId::at_await(id).raw(),
         }
     } else {
         // SAFETY: with bit 0 clear, `site` points to a `'static CallSite`.
@@ -239,7 +239,7 @@ fn check_active(a: &Active) {
 
 /// The call-site id of a site id.
 fn function_of(site: u32) -> u32 {
-    if site & SiteId::AWAIT != 0 {
+    if SiteId::from_raw(site).is_await() {
         return call_site_of(site).map_or(0, CallSite::id);
     }
     site
@@ -265,7 +265,7 @@ fn same_story(live: &[u32], published: &[u32]) -> bool {
                 // Never interned: the frame holds no slot (and then the
                 // copy has hidden frames), or it never published.
                 true
-            } else if i + 1 == n || l & SiteId::AWAIT == 0 {
+            } else if i + 1 == n || !SiteId::from_raw(l).is_await() {
                 // The innermost frame, or a frame between two `.await`s
                 // (polling a child outside one: `block_on`, a manual
                 // `poll`): its slot keeps the last `.await` it reached.
@@ -307,13 +307,13 @@ mod tests {
 
     #[test]
     fn the_same_chain_agrees_and_another_is_a_mismatch() {
-        let root_at = ROOT_AWAIT.id() | SiteId::AWAIT;
+        let root_at = SiteId::at_await(ROOT_AWAIT.id()).raw();
         let (copy, running) = published(&[root_at, CHILD.id()]);
         // Live chains are innermost first.
         assert_eq!(compare(&[CHILD.id(), root_at], &copy, running), None);
         // The innermost frame may have left the `.await` its slot keeps.
         static CHILD_AWAIT: AwaitSite = AwaitSite::new(&CHILD, "src/m.rs", 6, 5);
-        let child_at = CHILD_AWAIT.id() | SiteId::AWAIT;
+        let child_at = SiteId::at_await(CHILD_AWAIT.id()).raw();
         let (copy2, running2) = published(&[root_at, child_at]);
         assert_eq!(compare(&[CHILD.id(), root_at], &copy2, running2), None);
         // Another function, a missing frame, an ancestor at another place.
@@ -324,7 +324,7 @@ mod tests {
         assert_eq!(compare(&[CHILD.id(), ROOT.id()], &copy, running), None);
         // At another `.await` of the same function: not the same story.
         static ROOT_AWAIT_2: AwaitSite = AwaitSite::new(&ROOT, "src/m.rs", 3, 9);
-        let root_at_2 = ROOT_AWAIT_2.id() | SiteId::AWAIT;
+        let root_at_2 = SiteId::at_await(ROOT_AWAIT_2.id()).raw();
         assert!(compare(&[CHILD.id(), root_at_2], &copy, running).is_some());
         let m = describe(7, &[OTHER.id(), root_at], &[root_at, CHILD.id()]);
         assert_eq!(m.task_id, 7);

@@ -463,7 +463,7 @@ impl<E: 'static, W: TableWord, const PAGE: usize, const PAGES: usize> SiteTable<
     /// `make` runs under the table's lock, once per site.
     #[cold]
     fn register(&self, id: &AtomicU32, make: impl FnOnce() -> E) -> u32 {
-        let _guard = self.write.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = crate::sync::lock_std(&self.write);
         // Re-check under the lock: another thread may have won the race.
         let current = id.load(Ordering::Acquire);
         if current != 0 {

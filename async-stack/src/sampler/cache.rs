@@ -91,8 +91,9 @@ impl SiteFrames {
             self.awaits.clear();
             self.epoch = profile.epoch();
         }
-        let id = (site & !SiteId::AWAIT) as usize;
-        let table = if site & SiteId::AWAIT != 0 {
+        let s = SiteId::from_raw(site);
+        let id = s.id() as usize;
+        let table = if s.is_await() {
             &mut self.awaits
         } else {
             &mut self.calls
@@ -114,7 +115,7 @@ impl SiteFrames {
             return profile.frame(&site_frame(site));
         };
         let f = profile.frame(&raw);
-        let table = if site & SiteId::AWAIT != 0 {
+        let table = if SiteId::from_raw(site).is_await() {
             &mut self.awaits
         } else {
             &mut self.calls

@@ -59,7 +59,7 @@ impl<const N: usize> Table<N> {
         {
             return Some(i as u32 + 1);
         }
-        let _append = self.append.lock().unwrap_or_else(|e| e.into_inner());
+        let _append = crate::sync::lock_std(&self.append);
         let (i, p) = find()?;
         if p.is_null() {
             self.entries[i].store(wanted, Ordering::Release);
