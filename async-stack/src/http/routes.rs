@@ -4,7 +4,7 @@
 //! gives the answer: the bearer token (`401`), the path (`404`), the
 //! method (`405`), the absence of a body (`413`), then the route's query
 //! parameters (`400`, with a one-line reason), then whether a timed
-//! route's slot is free (`409`). Errors have a `text/plain` body of one
+//! route's lock is free (`409`). Errors have a `text/plain` body of one
 //! line; every answer carries `X-Content-Type-Options: nosniff`, so that
 //! a browser never runs a dump as a page.
 //!
@@ -131,8 +131,8 @@ async fn answer(
         ),
         Route::Profile | Route::Folded => {
             let seconds = query.seconds(config.max_seconds).map_err(bad)?;
-            let slot = SAMPLER.take().map_err(conflict)?;
-            let profile = sample(slot, seconds).await.map_err(internal)?;
+            let lock = SAMPLER.take().map_err(conflict)?;
+            let profile = sample(lock, seconds).await.map_err(internal)?;
             if route == Route::Profile {
                 let bytes = blocking(move || {
                     let mut out = Vec::new();
@@ -150,8 +150,8 @@ async fn answer(
         Route::Wakes => {
             let format = query.format(&["dot", "json"]).map_err(bad)?;
             let seconds = query.seconds(config.max_seconds).map_err(bad)?;
-            let slot = WAKES.take().map_err(conflict)?;
-            let graph = record_wakes(slot, seconds).await.map_err(internal)?;
+            let lock = WAKES.take().map_err(conflict)?;
+            let graph = record_wakes(lock, seconds).await.map_err(internal)?;
             if format == "dot" {
                 ok("text/vnd.graphviz; charset=utf-8", full(graph.to_dot()))
             } else {

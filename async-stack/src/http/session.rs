@@ -3,8 +3,8 @@
 //!
 //! # One at a time
 //!
-//! A session holds its kind's [`Slot`] from its start to its end; a
-//! request that finds the slot taken is answered `409 Conflict`. The slots
+//! A session holds its kind's [`SessionLock`] from its start to its end; a
+//! request that finds the lock taken is answered `409 Conflict`. The locks
 //! are process-wide, so two endpoints (a [`serve`](super::serve) and a
 //! [`router()`](super#in-an-axum-service-feature-axum)) share them: the
 //! wake recording is process-wide too, and two on-CPU samplers would
@@ -13,7 +13,7 @@
 //! # Ends
 //!
 //! A session ends when its N seconds are over, or when the request is
-//! dropped (the client went away, or the server stopped): the slot is
+//! dropped (the client went away, or the server stopped): the lock is
 //! released, the sampler stopped and the wake recording restored as it was
 //! before, by the guards' `Drop`, whichever way the session ends.
 
@@ -24,49 +24,49 @@ use crate::sampler::{Profile, Sampler};
 use crate::wake;
 
 /// One kind of session's "in progress" flag.
-pub(super) struct Slot {
+pub(super) struct SessionLock {
     busy: AtomicBool,
     what: &'static str,
 }
 
 /// The sampler profiles (`profile` and `folded`).
-pub(super) static SAMPLER: Slot = Slot::new("a profile");
+pub(super) static SAMPLER: SessionLock = SessionLock::new("a profile");
 /// The wake recordings.
-pub(super) static WAKES: Slot = Slot::new("a wake recording");
+pub(super) static WAKES: SessionLock = SessionLock::new("a wake recording");
 
-impl Slot {
+impl SessionLock {
     const fn new(what: &'static str) -> Self {
-        Slot {
+        SessionLock {
             busy: AtomicBool::new(false),
             what,
         }
     }
 
-    /// Takes the slot, or says (in one line) what holds it.
-    pub(super) fn take(&'static self) -> Result<SlotGuard, String> {
+    /// Takes the lock, or says (in one line) what holds it.
+    pub(super) fn take(&'static self) -> Result<SessionGuard, String> {
         if self.busy.swap(true, Ordering::Acquire) {
             return Err(format!(
                 "{} is already running; try again when it ends",
                 self.what
             ));
         }
-        Ok(SlotGuard(self))
+        Ok(SessionGuard(self))
     }
 }
 
-/// A taken [`Slot`], released on drop.
-pub(super) struct SlotGuard(&'static Slot);
+/// A taken [`SessionLock`], released on drop.
+pub(super) struct SessionGuard(&'static SessionLock);
 
-impl Drop for SlotGuard {
+impl Drop for SessionGuard {
     fn drop(&mut self) {
         self.0.busy.store(false, Ordering::Release);
     }
 }
 
 /// Samples every task for `seconds` (on-CPU too, on Linux), holding
-/// `slot`, and returns the profile. A drop before the end stops the
-/// sampler (its `Drop`) and releases the slot.
-pub(super) async fn sample(_slot: SlotGuard, seconds: u64) -> Result<Profile, String> {
+/// `lock`, and returns the profile. A drop before the end stops the
+/// sampler (its `Drop`) and releases the lock.
+pub(super) async fn sample(_lock: SessionGuard, seconds: u64) -> Result<Profile, String> {
     let sampler = Sampler::builder()
         .on_cpu(cfg!(target_os = "linux"))
         .start()
@@ -78,12 +78,12 @@ pub(super) async fn sample(_slot: SlotGuard, seconds: u64) -> Result<Profile, St
         .map_err(|e| format!("the sampler failed: {e}"))
 }
 
-/// Records the wake graph for `seconds`, holding `slot`, then restores
+/// Records the wake graph for `seconds`, holding `lock`, then restores
 /// recording as it was and returns the graph: everything recorded so far,
 /// which includes what an earlier recording kept (nothing is reset, so
 /// that the program's own use of [`wake`] sees what it recorded).
 pub(super) async fn record_wakes(
-    _slot: SlotGuard,
+    _lock: SessionGuard,
     seconds: u64,
 ) -> Result<wake::WakeGraph, String> {
     let _restore = RestoreRecording(wake::is_recording());
