@@ -26,6 +26,8 @@
 //! - `stack/reader.rs` and `stack/writer.rs`: copies of the published
 //!   stack, and the polling thread's (and foreign threads') writes;
 //! - `record/read.rs`: how a reader copies one instant of a record;
+//! - `tokio_task.rs`: the tokio task a root's first poll runs in
+//!   (feature `tokio`), under which a dump files it;
 //! - `spawn.rs`: spawn metadata, left by a spawn helper for the root;
 //! - `waker.rs`: the task's waker, kept in its record;
 //! - `end.rs`: the end of a task;
@@ -45,6 +47,7 @@ pub(crate) mod relink;
 pub(crate) mod root;
 pub mod spawn;
 pub(crate) mod stack;
+pub(crate) mod tokio_task;
 pub(crate) mod traced;
 pub(crate) mod waker;
 

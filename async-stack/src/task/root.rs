@@ -38,7 +38,7 @@ use crate::task::place::{self, UNTRACKED};
 use crate::task::record::{TaskRecord, spawn as spawn_word, state};
 use crate::task::stack::foreign;
 use crate::task::waker::{self, Fallback, LentWaker};
-use crate::task::{end, registry, relink, spawn};
+use crate::task::{end, registry, relink, spawn, tokio_task};
 
 /// A tracked task's poll in progress: its record, the wake count the poll
 /// started from, and whether wake recording was on when it started (then
@@ -261,6 +261,7 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
         }
         None => (0, 0),
     };
+    let spawn_word = spawn_word | file_under_tokio_task(index);
     r.parent.store(parent, Ordering::Relaxed);
     r.spawn.store(spawn_word, Ordering::Relaxed);
     // Last: readers report the record once its id is set.
@@ -268,4 +269,25 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     let p = place::root(place::key(index, inc));
     frame.place.store(p, Ordering::Relaxed);
     p
+}
+
+/// Files the root of record `index` under the tokio task polling it, if
+/// any (see [`crate::task::tokio_task`]): returns the `spawn` word's
+/// `tokio` bit, `0` outside a tokio task. Written before the record's id,
+/// like the rest of what the task was spawned with.
+#[inline]
+fn file_under_tokio_task(index: u32) -> u32 {
+    let Some(id) = tokio_task::current() else {
+        return 0;
+    };
+    match registry::ext_or_make(index) {
+        Some(ext) => {
+            ext.tokio_id.store(id, Ordering::Relaxed);
+            ext.tokio_order
+                .store(tokio_task::next_order(), Ordering::Relaxed);
+            spawn_word::TOKIO
+        }
+        // Not a record index (cannot happen): a task of its own.
+        None => 0,
+    }
 }

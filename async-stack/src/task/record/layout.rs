@@ -86,18 +86,24 @@ pub(crate) mod wakes {
     }
 }
 
-/// The packed `spawn` word: `[named: 1][fallback: 1][unused: 6][site: 24]`.
+/// The packed `spawn` word: `[named: 1][fallback: 1][tokio: 1][unused: 5][site: 24]`.
 /// `site` is the interned call-site id (see [`crate::record::site`]) of
 /// the spawn call that started the task, `0` if it was not started
 /// through a spawn helper; `named` is set while the task's [`TaskExt`]
 /// holds a name, `fallback` once it may hold a fallback waker (so that
-/// the end of a task without either skips its extension).
+/// the end of a task without either skips its extension); `tokio` when
+/// the root's first poll ran inside a tokio task, whose id (and the
+/// root's place among that task's roots) the extension then holds (see
+/// [`crate::task::tokio_task`]).
+///
+/// [`TaskExt`]: crate::task::record::TaskExt
 pub(crate) mod spawn {
     use crate::record::site::SITE_ID_BITS;
 
     pub(crate) const SITE_MASK: u32 = (1 << SITE_ID_BITS) - 1;
     pub(crate) const NAMED: u32 = 1 << 31;
     pub(crate) const FALLBACK: u32 = 1 << 30;
+    pub(crate) const TOKIO: u32 = 1 << 29;
 
     #[inline]
     pub(crate) fn pack(site: u32, named: bool) -> u32 {
@@ -114,8 +120,14 @@ pub(crate) mod spawn {
         word & NAMED != 0
     }
 
-    /// Whether the task's extension may hold something: a name or a
-    /// fallback waker.
+    /// Whether the root was first polled inside a tokio task.
+    #[inline]
+    pub(crate) fn in_tokio(word: u32) -> bool {
+        word & TOKIO != 0
+    }
+
+    /// Whether the task's extension may hold something that the end of
+    /// the task releases: a name or a fallback waker.
     #[inline]
     pub(crate) fn has_ext(word: u32) -> bool {
         word & (NAMED | FALLBACK) != 0

@@ -11,6 +11,7 @@ use crate::task::record::names::TaskName;
 use crate::task::registry;
 use crate::task::stack::reader::{StackCopy, Torn};
 use crate::task::stack::words::{foreign, word};
+use crate::task::tokio_task::TokioTask;
 
 /// A validated copy of one live task's record.
 #[derive(Debug, Clone)]
@@ -25,6 +26,9 @@ pub(crate) struct RawTask {
     pub(crate) polls: u64,
     pub(crate) wakes: u64,
     pub(crate) name: Option<Arc<TaskName>>,
+    /// The tokio task the root is filed under (see
+    /// [`crate::task::tokio_task`]).
+    pub(crate) tokio: Option<TokioTask>,
     /// Whether the published stack was copied (into the caller's buffer);
     /// `false` if every copy attempt was torn.
     pub(crate) stack_copied: bool,
@@ -96,7 +100,7 @@ impl TaskRecord {
     }
 
     /// [`read_tries`](Self::read_tries), reading what the task was spawned
-    /// with (parent, spawn location, name) only if `want_ext(id,
+    /// with (parent, spawn location, name, tokio task) only if `want_ext(id,
     /// root_site)` says so; otherwise they are `0` and `None`. These do
     /// not change while a task lives (they are written before its id is
     /// published and cleared after the id is), so a reader that already
@@ -143,14 +147,15 @@ impl TaskRecord {
             Some(h) => h,
             None => (self.header_once()?, false),
         };
-        let (parent, location, name) = if want_ext(id, h.root_site) {
+        let (parent, location, name, tokio) = if want_ext(id, h.root_site) {
             (
                 self.parent.load(Ordering::Relaxed),
                 self.location(),
                 self.name(index),
+                self.tokio_task(index),
             )
         } else {
-            (0, None, None)
+            (0, None, None, None)
         };
         // If the record changed hands while we read, every field above may
         // belong to another task.
@@ -169,6 +174,7 @@ impl TaskRecord {
             polls: h.polls,
             wakes: wakes::count(h.wakes).wrapping_add(h.self_wakes),
             name,
+            tokio,
             stack_copied,
             torn,
         })
@@ -252,5 +258,18 @@ impl TaskRecord {
             return None;
         }
         registry::ext(index)?.name.load()
+    }
+
+    /// The tokio task the root in this record (index `index`) is filed
+    /// under, if any. Not validated: the caller checks the id afterwards.
+    pub(crate) fn tokio_task(&self, index: u32) -> Option<TokioTask> {
+        if !spawn::in_tokio(self.spawn.load(Ordering::Acquire)) {
+            return None;
+        }
+        let ext = registry::ext(index)?;
+        Some(TokioTask {
+            id: ext.tokio_id.load(Ordering::Relaxed),
+            order: ext.tokio_order.load(Ordering::Relaxed),
+        })
     }
 }
