@@ -301,6 +301,7 @@ fn same_profile_as_by_text(budget: usize, slots: Option<usize>) {
                 polls: 0,
                 wakes: 0,
                 name: name.clone(),
+                tokio: None,
                 stack_copied: true,
                 torn: 0,
             };
