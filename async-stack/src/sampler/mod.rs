@@ -144,6 +144,7 @@ mod profile;
 mod ring;
 pub mod snapshot;
 mod thread;
+mod tokio_tasks;
 mod wall;
 
 pub use crate::read::verify::{MAX_MISMATCHES, Mismatch, verify_mismatches, verify_reports};

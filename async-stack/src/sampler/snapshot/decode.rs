@@ -285,6 +285,7 @@ pub(super) fn decode_core(r: &mut Reader<'_>) -> Result<Profile, SnapshotError> 
         entries.push(Entry {
             group,
             task_id,
+            tokio_id: 0,
             task_name,
             state,
             stack,
