@@ -216,9 +216,8 @@ fn the_roots_take_the_first_name_or_spawn_site_among_them() {
         .unwrap();
     let (ta, ra) = oneshot::channel();
     let (tb, rb) = oneshot::channel();
-    let spawn_line = line!() + 3;
     let h = rt.spawn(async move {
-        let named = async_stack::task::spawned(right(rb)).named("named-right");
+        let named = async_stack::task::spawned(right(rb)).named("named-right"); // SPAWNED
         tokio::join!(left(ra), named);
     });
     wait_for(&rt, &[("left", false), ("right", false)]);
@@ -236,6 +235,7 @@ fn the_roots_take_the_first_name_or_spawn_site_among_them() {
 
     let by_site = sample_for(Grouping::SpawnSite, 10);
     let ticks = by_site.stats().ticks;
+    let spawn_line = common::marker_line("tests/sampler_tokio.rs", "SPAWNED");
     let site = format!("{}:{spawn_line}", file!());
     assert_eq!(
         folded(&by_site),

@@ -5,7 +5,7 @@
 //! text (function and file names, the group, the task name) hashes and
 //! compares every string of it. The sampler reads ids already: the site
 //! ids of the published stack (see [`crate::record::site`]) and the task
-//! id. Three caches map those to the profile's ids:
+//! id. Two caches map those to the profile's ids:
 //!
 //! - [`SiteFrames`]: site id to frame id. A site is resolved to text and
 //!   interned once per profile epoch.
@@ -16,9 +16,9 @@
 //!   (the state and the site path of every stack it gave) with the entry
 //!   each stack was added to. A task sampled again with the same shape
 //!   adds its weights to those entries directly.
-//! - [`TokioTaskCache`]: the same last sample for a tokio task of several
-//!   roots, which are sampled as one task, by tokio id, with the task ids
-//!   of the roots its labels come from.
+//!   A tokio task of several roots, sampled as one task, keeps its last
+//!   sample in its first root's slot, with the task ids of the roots its
+//!   labels come from.
 //!
 //! # Invariants
 //!
@@ -46,33 +46,30 @@
 //!
 //! # Memory
 //!
-//! The per-record cache takes 176 bytes per slot (a 64-byte hot line, the
-//! rest, and the tokio task), plus the shapes that do not fit the hot
-//! line, and has at most [`TaskCache::slots_for_budget`] slots: the
-//! profile's memory budget divided by 176, rounded down to a power of two,
-//! and at least 1,024. So it holds about as much as the budget whatever
-//! the number of tasks (a million tasks would otherwise hold 176 MB). It grows with the highest
+//! The per-record cache takes 184 bytes per slot (a 64-byte hot line, the
+//! rest, the tokio task, and a pointer to a tokio task's last sample),
+//! plus the shapes that do not fit the hot line and the last samples of
+//! tokio tasks of several roots (168 bytes each, in their first root's
+//! slot, so at most one per slot), and has at most
+//! [`TaskCache::slots_for_budget`] slots: the profile's memory budget
+//! divided by 184, rounded down to a power of two, and at least 1,024. So
+//! it holds about as much as the budget whatever the number of tasks (a
+//! million tasks would otherwise hold 184 MB). It grows with the highest
 //! record index sampled, up to that bound; past it, record `i` takes slot
 //! `i mod slots`. Slots are tagged with the task id (ids are never
 //! reused), so a task whose slot another task took since is read as a new
 //! task: slower, never wrong. With more live tasks than
 //! [`SamplerBuilder::max_tasks_per_tick`] a tick samples a different subset
-//! each time anyway, so a task seldom finds its last sample cached. The
-//! tokio task cache keeps the last samples of at most a quarter as many
-//! tokio tasks of several roots as there are slots (about 150 bytes each
-//! and their shapes), and forgets those not sampled for 64 ticks.
+//! each time anyway, so a task seldom finds its last sample cached.
 //!
 //! [`SamplerBuilder::max_tasks_per_tick`]: super::SamplerBuilder::max_tasks_per_tick
 //!
 //! [`TaskRecord::read_tries_with`]: crate::task::record::TaskRecord::read_tries_with
 
-use std::collections::HashMap;
-use std::collections::hash_map::Entry as MapEntry;
 use std::sync::Arc;
 
 use super::MAX_DEPTH;
 use super::labels::{Sources, group_of, resolve_site, site_frame};
-use super::profile::interning::Fx;
 use super::profile::{EntryKey, Profile, SampleState, Weights};
 use crate::record::site::CallSite;
 use crate::record::site::SiteId;
@@ -171,13 +168,18 @@ pub(crate) struct TaskCache {
     /// The tokio task of each slot's task, for the tick's scan; grown
     /// only when a task filed under one is sampled.
     filed: Vec<Filed>,
+    /// The last sample of the tokio task of several roots whose first
+    /// root last held the slot; grown only when one is sampled.
+    several: Vec<Option<Box<TokioSample>>>,
     /// The most slots (a power of two).
     max_slots: usize,
 }
 
 /// Bytes of one slot of the per-record cache, shapes that spill aside.
-pub(crate) const SLOT_BYTES: usize =
-    std::mem::size_of::<Hot>() + std::mem::size_of::<Cold>() + std::mem::size_of::<Filed>();
+pub(crate) const SLOT_BYTES: usize = std::mem::size_of::<Hot>()
+    + std::mem::size_of::<Cold>()
+    + std::mem::size_of::<Filed>()
+    + std::mem::size_of::<Option<Box<TokioSample>>>();
 
 /// The tokio task a slot's task is filed under (see
 /// [`crate::sampler::tokio_tasks`]), tagged with that task's id (`0`:
@@ -259,6 +261,7 @@ impl TaskCache {
             hot: Vec::new(),
             cold: Vec::new(),
             filed: Vec::new(),
+            several: Vec::new(),
             max_slots: 1 << max_slots.max(1).ilog2(),
         }
     }
@@ -289,6 +292,18 @@ impl TaskCache {
     pub(crate) fn prefetch(&self, index: u32) {
         if let Some(h) = self.hot.get(self.slot(index)) {
             crate::sync::prefetch(std::ptr::from_ref(h).cast());
+        }
+    }
+
+    /// Asks the processor for the last sample of the tokio task whose
+    /// first root is in record `index`, if it has one.
+    #[inline]
+    pub(crate) fn prefetch_tokio(&self, index: u32) {
+        if let Some(Some(t)) = self.several.get(self.slot(index)) {
+            // The two lines a hit reads.
+            let p = std::ptr::from_ref::<TokioSample>(t).cast::<u8>();
+            crate::sync::prefetch(p);
+            crate::sync::prefetch(p.wrapping_add(64));
         }
     }
 
@@ -329,23 +344,30 @@ impl TaskCache {
             self.grow(i);
         }
         if self.hot[i].task_id != raw.id {
-            self.hot[i] = Hot {
-                task_id: raw.id,
-                ..Hot::default()
-            };
-            let cold = &mut self.cold[i];
-            cold.name.clone_from(&raw.name);
-            cold.location = raw.location;
-            cold.labels = None;
-            if let Some(tokio) = raw.tokio {
-                if self.filed.len() <= i {
-                    self.filed.resize(self.hot.len(), Filed::default());
-                }
-                self.filed[i] = Filed {
-                    task_id: raw.id,
-                    tokio,
-                };
+            self.renew(i, raw);
+        }
+    }
+
+    /// Slot `i` now holds the task of `raw`.
+    #[cold]
+    #[inline(never)]
+    fn renew(&mut self, i: usize, raw: &RawTask) {
+        self.hot[i] = Hot {
+            task_id: raw.id,
+            ..Hot::default()
+        };
+        let cold = &mut self.cold[i];
+        cold.name.clone_from(&raw.name);
+        cold.location = raw.location;
+        cold.labels = None;
+        if let Some(tokio) = raw.tokio {
+            if self.filed.len() <= i {
+                self.filed.resize(self.hot.len(), Filed::default());
             }
+            self.filed[i] = Filed {
+                task_id: raw.id,
+                tokio,
+            };
         }
     }
 
@@ -427,100 +449,45 @@ impl TaskCache {
             hot.len = SPILLED;
         }
     }
-}
-
-/// The last samples of the tokio tasks of several roots (see
-/// [`crate::sampler::tokio_tasks`]), by tokio id: what [`TaskCache`]
-/// keeps per record, for a tokio task whose roots are sampled as one. At
-/// most [`max`](Self::new) of them are kept; the others are added afresh
-/// every tick (slower, never wrong), and a tokio task not sampled for
-/// [`SWEEP_TICKS`] ticks is forgotten.
-#[derive(Debug)]
-pub(crate) struct TokioTaskCache {
-    by_tokio: HashMap<u64, TokioSample, Fx>,
-    /// What a tokio task that finds the cache full uses, for one sample.
-    spare: TokioSample,
-    max: usize,
-    /// The ticks so far.
-    tick: u64,
-}
-
-/// How many ticks a tokio task's last sample is kept unused.
-const SWEEP_TICKS: u64 = 64;
-
-/// The last sample of one tokio task of several roots.
-#[derive(Debug, Default)]
-struct TokioSample {
-    /// The tick it was taken in.
-    tick: u64,
-    /// The [key](Sources::key) of its labels' sources.
-    sources: [u64; 3],
-    labels: Option<Labels>,
-    /// The epoch of `entries`.
-    epoch: u64,
-    /// Its shape (empty: none), and the entry of each of its stacks.
-    shape: Vec<u32>,
-    entries: Vec<u32>,
-}
-
-impl TokioTaskCache {
-    /// A cache of the last samples of at most `max` tokio tasks.
-    pub(crate) fn new(max: usize) -> Self {
-        TokioTaskCache {
-            by_tokio: HashMap::default(),
-            spare: TokioSample::default(),
-            max,
-            tick: 0,
-        }
-    }
-
-    /// Starts a tick: now and then, forgets the tokio tasks not sampled
-    /// for [`SWEEP_TICKS`] ticks.
-    pub(crate) fn begin_tick(&mut self) {
-        self.tick += 1;
-        if self.tick.is_multiple_of(SWEEP_TICKS) {
-            let tick = self.tick;
-            self.by_tokio.retain(|_, t| t.tick + SWEEP_TICKS > tick);
-        }
-    }
 
     /// Adds the stacks of `shape`, the `j`-th with `weights(j)`, to
-    /// `profile` for the roots of tokio task `tokio_id`, whose labels come
-    /// from `sources`: to the entries of its last sample if it had this
-    /// shape and these sources, else interned afresh (and remembered).
-    pub(crate) fn add(
+    /// `profile` for the roots of tokio task `tokio_id`, the first of which
+    /// is in record `first` (observed), their labels from `sources`: to the
+    /// entries of its last sample if it had this shape and these sources,
+    /// else interned afresh (and remembered in the first root's slot).
+    pub(crate) fn add_tokio(
         &mut self,
-        tokio_id: u64,
+        (first, tokio_id): (u32, u64),
         sources: &Sources,
         profile: &mut Profile,
         sites: &mut SiteFrames,
         shape: &Shape,
         weights: impl Fn(usize) -> Weights,
     ) {
-        let room = self.by_tokio.len() < self.max;
-        let t = match self.by_tokio.entry(tokio_id) {
-            MapEntry::Occupied(o) => o.into_mut(),
-            MapEntry::Vacant(v) if room => v.insert(TokioSample::default()),
-            MapEntry::Vacant(_) => {
-                self.spare.shape.clear();
-                self.spare.labels = None;
-                &mut self.spare
-            }
-        };
-        t.tick = self.tick;
+        let i = self.slot(first);
+        if self.several.len() <= i {
+            self.several.resize_with(self.hot.len(), || None);
+        }
+        let t = self.several[i].get_or_insert_with(Box::default);
         let key = sources.key();
-        if t.sources != key {
+        // Word by word: the key was just written, and a wide load of it
+        // would wait for the stores.
+        if (0..3).any(|w| t.sources[w] != key[w]) {
             t.sources = key;
             t.labels = None;
-            t.shape.clear();
+            t.len = 0;
         }
         let epoch = profile.epoch();
-        if t.epoch == epoch && !t.shape.is_empty() && Shape::same(&t.shape, &shape.words) {
-            for (j, &entry) in t.entries.iter().enumerate() {
-                profile.add_to_entry(entry, weights(j));
+        if t.epoch == epoch && t.len > 0 {
+            let (entries, words) = t.memo().split_at(t.stacks as usize);
+            if Shape::same(words, &shape.words) {
+                for (j, &entry) in entries.iter().enumerate() {
+                    profile.add_to_entry(entry, weights(j));
+                }
+                return;
             }
-            return;
         }
+        let mut entries = std::mem::take(&mut t.spilled);
         let complete = add_paths(
             profile,
             sites,
@@ -531,13 +498,54 @@ impl TokioTaskCache {
                 label_ids(&mut t.labels, p, name, location, sources.root_site())
             },
             weights,
-            &mut t.entries,
+            &mut entries,
         );
-        t.shape.clear();
+        t.len = 0;
         if complete {
             t.epoch = profile.epoch();
-            t.shape.extend_from_slice(&shape.words);
+            t.stacks = entries.len() as u32;
+            entries.extend_from_slice(&shape.words);
+            t.len = entries.len() as u32;
+            if let Some(inline) = t.inline.get_mut(..entries.len()) {
+                inline.copy_from_slice(&entries);
+            }
         }
+        t.spilled = entries;
+    }
+}
+
+/// The last sample of a tokio task of several roots (see
+/// [`crate::sampler::tokio_tasks`]), kept in its first root's slot: what
+/// [`Hot`] and [`Cold`] keep of a task's. A hit reads its first two lines
+/// only, when its entries and shape fit in `inline` (two roots each
+/// waiting 7 frames deep do).
+#[derive(Debug, Default)]
+#[repr(C)]
+struct TokioSample {
+    /// The [key](Sources::key) of its labels' sources (its first root's
+    /// task id first).
+    sources: [u64; 3],
+    /// The epoch of its entries.
+    epoch: u64,
+    /// Its *memo*: the entries of its stacks (`stacks` of them), then its
+    /// shape, `len` words in all (`0`: none); in `inline` if they fit,
+    /// else in `spilled`.
+    stacks: u32,
+    len: u32,
+    inline: [u32; MEMO_WORDS],
+    labels: Option<Labels>,
+    spilled: Vec<u32>,
+}
+
+/// Words of a [`TokioSample`]'s memo kept inline.
+const MEMO_WORDS: usize = 20;
+
+impl TokioSample {
+    /// Its memo (see [`TokioSample::stacks`]).
+    fn memo(&self) -> &[u32] {
+        self.inline
+            .get(..self.len as usize)
+            .unwrap_or(&self.spilled)
     }
 }
 
@@ -705,7 +713,8 @@ mod tests {
         use super::{SLOT_BYTES, TaskCache};
         use crate::sampler::profile::{DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET};
 
-        assert_eq!(SLOT_BYTES, 176);
+        assert_eq!(SLOT_BYTES, 184);
+        assert_eq!(std::mem::size_of::<super::TokioSample>(), 168);
         assert_eq!(TaskCache::slots_for_budget(MIN_BUDGET), 1024);
         assert_eq!(TaskCache::slots_for_budget(DEFAULT_BUDGET), 16_384);
         assert_eq!(TaskCache::slots_for_budget(MAX_BUDGET), 65_536);

@@ -25,8 +25,10 @@
 //! under a tokio task to [`TokioTasks::file`], with the tokio task the
 //! sampler's per-record cache remembers for it (or, for a task the cache
 //! has not seen, the one its extension holds): the records of one tokio
-//! task are chained through a map from tokio id to the chain, one map
-//! insert per record. [`TokioTasks::finish`] then gives the tick its
+//! task are chained to the first one found, which a table indexed by
+//! tokio id finds (one load and one store per record; tokio ids are handed
+//! out in sequence, so those alive at once seldom share a place, and a
+//! hash map takes the few that do). [`TokioTasks::finish`] then gives the tick its
 //! [`Unit`]s: a tokio task of one root (the common
 //! `tokio::spawn(traced())`) as that root, sampled as any task (its id,
 //! name and group are its own), and a tokio task of several as its roots
@@ -89,22 +91,23 @@ struct Found {
     root: Root,
     tokio: TokioTask,
     running: bool,
-    /// The next found record of its tokio task ([`NONE`]: the last).
+    /// The next found record of its tokio task after the first ([`NONE`]:
+    /// none), in no order.
     next: u32,
     /// On the first found record of a tokio task: how many it has; `0` on
     /// the others.
     count: u32,
+    /// On the first found record of a tokio task of several roots, after
+    /// the scan: which one it is ([`TokioTasks::several`]).
+    several: u32,
 }
 
-/// Where a tokio task's roots are.
-#[derive(Clone, Copy, Debug)]
-enum Place {
-    /// While the scan runs, and after it for a tokio task of one root:
-    /// the first and last found records of its chain.
-    Chain { first: u32, last: u32 },
-    /// After the scan, a tokio task of several roots:
-    /// [`TokioTasks::several`]`(k)`.
-    Several(u32),
+/// A place of [`TokioTasks::heads`]: the tick that wrote it, and the
+/// first found record of a tokio task.
+#[derive(Clone, Copy, Debug, Default)]
+struct Head {
+    tick: u32,
+    at: u32,
 }
 
 /// The tick's tokio tasks (see the module docs). Its buffers are kept from
@@ -113,8 +116,16 @@ enum Place {
 pub(crate) struct TokioTasks {
     /// The filed records the scan found, in scan order.
     found: Vec<Found>,
-    /// By tokio id, where its roots are.
-    places: HashMap<u64, Place, Fx>,
+    /// The first found record of each tokio task, at its id modulo the
+    /// table's length (a power of two, at least twice the records filed
+    /// in the last tick): tokio ids are handed out in sequence, so the
+    /// tokio tasks that live at once seldom share a place. A place this
+    /// tick's scan wrote holds for this tick only; a tokio task whose
+    /// place another took goes to `spilled`.
+    heads: Vec<Head>,
+    spilled: HashMap<u64, u32, Fx>,
+    /// The ticks so far (`0`: none, what an unwritten place holds).
+    tick: u32,
     /// The tokio tasks of several roots.
     several: Vec<Several>,
     /// Their roots, tokio task after tokio task, each in order.
@@ -126,10 +137,27 @@ pub(crate) struct TokioTasks {
 impl TokioTasks {
     /// Starts a tick's scan, forgetting the last tick's tokio tasks.
     pub(crate) fn begin(&mut self) {
+        let len = (2 * self.found.len()).max(64).next_power_of_two();
+        self.tick = self.tick.wrapping_add(1);
+        if self.heads.len() < len || self.tick == 0 {
+            self.heads.clear();
+            self.heads.resize(len, Head::default());
+            self.tick = 1;
+        }
         self.found.clear();
-        self.places.clear();
+        self.spilled.clear();
         self.several.clear();
         self.roots.clear();
+    }
+
+    /// The first found record of tokio task `tokio_id` this tick, if any.
+    fn head(&self, tokio_id: u64) -> Option<u32> {
+        let mask = self.heads.len().checked_sub(1)?;
+        let h = self.heads[tokio_id as usize & mask];
+        if h.tick == self.tick && self.found[h.at as usize].tokio.id == tokio_id {
+            return Some(h.at);
+        }
+        self.spilled.get(&tokio_id).copied()
     }
 
     /// Takes in `root`, filed under `tokio`, found running or not.
@@ -142,24 +170,42 @@ impl TokioTasks {
             running,
             next: NONE,
             count: 1,
+            several: 0,
         };
-        match self.places.entry(tokio.id) {
-            MapEntry::Vacant(v) => {
-                v.insert(Place::Chain {
-                    first: at,
-                    last: at,
-                });
-            }
-            MapEntry::Occupied(mut o) => {
-                if let Place::Chain { first, last } = o.get_mut() {
-                    self.found[*last as usize].next = at;
-                    self.found[*first as usize].count += 1;
-                    *last = at;
-                    found.count = 0;
-                }
-            }
+        let place = tokio.id as usize & (self.heads.len() - 1);
+        let h = self.heads[place];
+        let head = if h.tick != self.tick {
+            self.heads[place] = Head {
+                tick: self.tick,
+                at,
+            };
+            None
+        } else if self.found[h.at as usize].tokio.id == tokio.id {
+            Some(h.at)
+        } else {
+            self.spill(tokio.id, at)
+        };
+        if let Some(head) = head {
+            let first = &mut self.found[head as usize];
+            found.next = first.next;
+            first.next = at;
+            first.count += 1;
+            found.count = 0;
         }
         self.found.push(found);
+    }
+
+    /// The first found record of tokio task `tokio_id`, whose place in
+    /// `heads` another took, if it has one; else `at` becomes it.
+    #[cold]
+    fn spill(&mut self, tokio_id: u64, at: u32) -> Option<u32> {
+        match self.spilled.entry(tokio_id) {
+            MapEntry::Occupied(o) => Some(*o.get()),
+            MapEntry::Vacant(v) => {
+                v.insert(at);
+                None
+            }
+        }
     }
 
     /// Ends the scan: gives each tokio task to `offer` as a [`Unit`], with
@@ -191,7 +237,7 @@ impl TokioTasks {
                 len: self.chain.len() as u32,
             });
             self.roots.extend(self.chain.iter().map(|&(_, root)| root));
-            self.places.insert(f.tokio.id, Place::Several(k));
+            self.found[at].several = k;
             offer(Unit::Tokio(k), running);
         }
     }
@@ -213,12 +259,13 @@ impl TokioTasks {
     // The on-CPU intake's (Linux only).
     #[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]
     pub(crate) fn roots_of(&self, tokio_id: u64) -> &[Root] {
-        match self.places.get(&tokio_id) {
-            None => &[],
-            Some(&Place::Chain { first, .. }) => {
-                std::slice::from_ref(&self.found[first as usize].root)
-            }
-            Some(&Place::Several(k)) => self.roots(self.several(k)),
+        let Some(head) = self.head(tokio_id) else {
+            return &[];
+        };
+        let first = &self.found[head as usize];
+        match first.count {
+            1 => std::slice::from_ref(&first.root),
+            _ => self.roots(self.several(first.several)),
         }
     }
 }
@@ -228,24 +275,37 @@ mod tests {
     use super::*;
 
     /// Records filed under tokio tasks, scanned out of order: each tokio
-    /// task of one root is that root, each of several its roots by
-    /// first poll, whatever order the scan found them in.
+    /// task of one root is that root, each of several its roots by first
+    /// poll, whatever order the scan found them in, and whether or not its
+    /// id shares a place of the table with another's (7, 71 and 135 do in
+    /// a table of 64 places).
     #[test]
     fn roots_are_grouped_by_tokio_task_in_the_order_of_their_first_poll() {
-        let records: &'static [TaskRecord] = Box::leak((0..6).map(|_| TaskRecord::new()).collect());
+        let records: &'static [TaskRecord] = Box::leak((0..9).map(|_| TaskRecord::new()).collect());
         let root = |index: u32| Root {
             index,
             id: u64::from(index) + 100,
             record: &records[index as usize],
         };
         let mut t = TokioTasks::default();
-        for round in 0..2 {
+        for round in 0..3 {
             t.begin();
+            assert_eq!(t.heads.len(), 64);
             // (tokio id, order) by record: tokio task 7 has three roots,
-            // 8 one, 9 two.
-            let filed = [(7, 30), (8, 5), (7, 10), (9, 2), (7, 20), (9, 1)];
+            // 8 and 71 one, 9 and 135 two.
+            let filed = [
+                (7, 30),
+                (8, 5),
+                (7, 10),
+                (71, 4),
+                (9, 2),
+                (135, 7),
+                (7, 20),
+                (9, 1),
+                (135, 3),
+            ];
             for (index, &(id, order)) in filed.iter().enumerate() {
-                t.file(TokioTask { id, order }, root(index as u32), index == 4);
+                t.file(TokioTask { id, order }, root(index as u32), index == 6);
             }
             let mut units = Vec::new();
             t.finish(|unit, running| {
@@ -259,19 +319,27 @@ mod tests {
                 [
                     (None, Some(0), true),
                     (Some(1), None, false),
-                    (None, Some(1), false)
+                    (Some(3), None, false),
+                    (None, Some(1), false),
+                    (None, Some(2), false),
                 ],
                 "round {round}"
             );
             let indices = |roots: &[Root]| roots.iter().map(|r| r.index).collect::<Vec<_>>();
-            assert_eq!(t.several(0).tokio_id, 7);
-            assert_eq!(indices(t.roots(t.several(0))), [2, 4, 0]);
-            assert_eq!(t.several(1).tokio_id, 9);
-            assert_eq!(indices(t.roots(t.several(1))), [5, 3]);
-            assert_eq!(indices(t.roots_of(7)), [2, 4, 0]);
+            let several: Vec<_> = (0..3)
+                .map(|k| (t.several(k).tokio_id, indices(t.roots(t.several(k)))))
+                .collect();
+            assert_eq!(
+                several,
+                [(7, vec![2, 6, 0]), (9, vec![7, 4]), (135, vec![8, 5])]
+            );
+            assert_eq!(indices(t.roots_of(7)), [2, 6, 0]);
             assert_eq!(indices(t.roots_of(8)), [1]);
+            assert_eq!(indices(t.roots_of(71)), [3]);
+            assert_eq!(indices(t.roots_of(135)), [8, 5]);
             assert_eq!(t.roots_of(8)[0].id, 101);
             assert!(t.roots_of(10).is_empty());
+            assert!(t.roots_of(199).is_empty(), "7's place, another id");
         }
     }
 }

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::cache::{Shape, SiteFrames, TaskCache, TokioTaskCache};
+use super::cache::{Shape, SiteFrames, TaskCache};
 use super::labels::Sources;
 use super::profile::{Profile, SampleState, Weights};
 use super::tokio_tasks::{Root, TokioTasks, Unit};
@@ -28,14 +28,11 @@ const TICK_COPY_ATTEMPTS: u32 = 64;
 pub(crate) struct Sampling {
     pub(crate) profile: Profile,
     pub(crate) interval: Duration,
-    max_tasks: usize,
-    rng: u64,
     /// The sampler thread's CPU time at the end of the last tick.
     last_cpu: u64,
     pub(crate) copy: StackCopy,
-    /// Scratch: the tick's running tasks and reservoir.
-    running: Vec<Unit>,
-    reservoir: Vec<Unit>,
+    /// The tick's running tasks and reservoir.
+    pick: Pick,
     /// The tick's tokio tasks (see [`super::tokio_tasks`]).
     pub(crate) tokio_tasks: TokioTasks,
     /// Scratch: a sample's shape, and the on-CPU paths of a tokio task's
@@ -45,7 +42,6 @@ pub(crate) struct Sampling {
     /// Profile ids remembered between samples (see [`super::cache`]).
     pub(crate) site_frames: SiteFrames,
     pub(crate) tasks: TaskCache,
-    tokio_samples: TokioTaskCache,
     /// The on-CPU session, when sampling on-CPU.
     #[cfg(all(target_os = "linux", not(async_stack_loom)))]
     pub(crate) on_cpu: Option<OnCpu>,
@@ -59,18 +55,20 @@ impl Sampling {
         Sampling {
             profile,
             interval,
-            max_tasks,
-            rng: seed | 1,
             last_cpu: 0,
             copy: StackCopy::default(),
-            running: Vec::new(),
-            reservoir: Vec::new(),
+            pick: Pick {
+                running: Vec::new(),
+                reservoir: Vec::new(),
+                max: max_tasks,
+                others: 0,
+                rng: seed | 1,
+            },
             tokio_tasks: TokioTasks::default(),
             shape: Shape::default(),
             running_shape: Shape::default(),
             site_frames: SiteFrames::default(),
             tasks: TaskCache::new(slots),
-            tokio_samples: TokioTaskCache::new(slots / 4),
             #[cfg(all(target_os = "linux", not(async_stack_loom)))]
             on_cpu: None,
         }
@@ -118,44 +116,22 @@ impl Sampling {
     pub(crate) fn tick(&mut self) {
         self.profile.stats.ticks += 1;
         let now_ms = crate::clock::system_ms();
-        self.running.clear();
-        self.reservoir.clear();
+        self.pick.begin();
         self.tokio_tasks.begin();
-        self.tokio_samples.begin_tick();
-        let k = self.max_tasks;
-        let mut others = 0u64;
-        let mut rng = self.rng;
-        let (running, reservoir) = (&mut self.running, &mut self.reservoir);
-        let mut offer = |unit: Unit, is_running: bool| {
-            if is_running {
-                running.push(unit);
-                return;
-            }
-            others += 1;
-            if reservoir.len() < k {
-                reservoir.push(unit);
-            } else {
-                // Algorithm R: keep the n-th with probability k/n.
-                let j = next_random(&mut rng) % others;
-                if (j as usize) < k {
-                    reservoir[j as usize] = unit;
-                }
-            }
-        };
-        let (tasks, tokio_tasks) = (&self.tasks, &mut self.tokio_tasks);
+        let (pick, tasks, tokio_tasks) = (&mut self.pick, &self.tasks, &mut self.tokio_tasks);
         registry::for_each_record(|index, record| {
             let Some((id, state, _)) = record.peek(now_ms) else {
                 return;
             };
-            let is_running = state == TaskState::Running;
+            let running = state == TaskState::Running;
             match tasks.tokio_of(index, id, record) {
-                Some(tokio) => tokio_tasks.file(tokio, Root { index, id, record }, is_running),
-                None => offer(Unit::Task(index, record), is_running),
+                Some(tokio) => tokio_tasks.file(tokio, Root { index, id, record }, running),
+                None => pick.offer(Unit::Task(index, record), running),
             }
         });
-        tokio_tasks.finish(&mut offer);
-        self.rng = rng;
-        let kept = self.reservoir.len() as u64;
+        tokio_tasks.finish(|unit, running| pick.offer(unit, running));
+        let others = self.pick.others;
+        let kept = self.pick.reservoir.len() as u64;
         self.profile.stats.reservoir_skipped += others - kept;
         // Each kept task stands for `others / kept` tasks: whole samples,
         // with the remainder spread one each over the first ones, so the
@@ -164,34 +140,39 @@ impl Sampling {
             Some(per) => (per, others % kept),
             None => (1, 0),
         };
-        let running = std::mem::take(&mut self.running);
+        let running = std::mem::take(&mut self.pick.running);
         for &unit in &running {
             self.sample_unit(unit, now_ms, 1);
         }
-        self.running = running;
-        let reservoir = std::mem::take(&mut self.reservoir);
+        self.pick.running = running;
+        let reservoir = std::mem::take(&mut self.pick.reservoir);
         for (i, &unit) in reservoir.iter().enumerate() {
             if let Some(&ahead) = reservoir.get(i + PREFETCH_AHEAD) {
                 self.prefetch(ahead);
             }
             self.sample_unit(unit, now_ms, per + u64::from((i as u64) < extra));
         }
-        self.reservoir = reservoir;
+        self.pick.reservoir = reservoir;
     }
 
-    /// Asks the processor for what sampling `unit` reads first.
+    /// Asks the processor for what sampling `unit` reads first: its
+    /// record(s) and their cache lines.
     #[inline]
     fn prefetch(&self, unit: Unit) {
-        let (index, record) = match unit {
-            Unit::Task(index, record) => (index, record),
-            Unit::Tokio(k) => {
-                let several = self.tokio_tasks.several(k);
-                let root = self.tokio_tasks.roots(several)[0];
-                (root.index, root.record)
+        match unit {
+            Unit::Task(index, record) => {
+                record.prefetch();
+                self.tasks.prefetch(index);
             }
-        };
-        record.prefetch();
-        self.tasks.prefetch(index);
+            Unit::Tokio(k) => {
+                let roots = self.tokio_tasks.roots(self.tokio_tasks.several(k));
+                for root in roots.iter().take(PREFETCH_ROOTS) {
+                    root.record.prefetch();
+                    self.tasks.prefetch(root.index);
+                }
+                self.tasks.prefetch_tokio(roots[0].index);
+            }
+        }
     }
 
     /// Samples `unit`, standing for `times` tasks.
@@ -216,7 +197,8 @@ impl Sampling {
         self.running_shape.start(SampleState::OnCpu);
         let mut sources = Sources::default();
         let (mut read, mut retried, mut truncated) = (false, 0, false);
-        let mut dropped = None;
+        let (mut torn, mut inconsistent) = (false, false);
+        let mut first = 0;
         for j in 0..several.len() {
             let root = self.tokio_tasks.roots(several)[j];
             let tasks = &self.tasks;
@@ -233,12 +215,16 @@ impl Sampling {
             };
             read = true;
             retried += u64::from(raw.torn);
-            if !raw.stack_copied || self.copy.frames.is_empty() {
-                dropped = Some(raw.stack_copied);
+            torn = !raw.stack_copied;
+            inconsistent = self.copy.frames.is_empty();
+            if torn || inconsistent {
                 break;
             }
             truncated |= self.copy.hidden > 0;
             self.tasks.observe(root.index, &raw);
+            if sources.first.is_none() {
+                first = root.index;
+            }
             let (name, location) = self.tasks.sources(root.index);
             sources.add(raw.id, raw.root_site, name, location);
             if raw.state == TaskState::Running {
@@ -254,12 +240,12 @@ impl Sampling {
         let stats = &mut self.profile.stats;
         stats.attempted += 1;
         stats.retried += retried;
-        match dropped {
-            Some(false) => stats.dropped_torn += 1,
-            Some(true) => stats.dropped_inconsistent += 1,
-            None => {}
+        if torn {
+            stats.dropped_torn += 1;
+            return;
         }
-        if dropped.is_some() {
+        if inconsistent {
+            stats.dropped_inconsistent += 1;
             return;
         }
         stats.ok += 1;
@@ -270,8 +256,8 @@ impl Sampling {
             &self.shape
         };
         let weights = weights(self.interval, shape.len(), times);
-        self.tokio_samples.add(
-            several.tokio_id,
+        self.tasks.add_tokio(
+            (first, several.tokio_id),
             &sources,
             &mut self.profile,
             &mut self.site_frames,
@@ -347,6 +333,44 @@ impl Sampling {
     }
 }
 
+/// The units a tick samples: every running one, and a uniform random
+/// subset of at most `max` of the others (reservoir sampling).
+struct Pick {
+    running: Vec<Unit>,
+    reservoir: Vec<Unit>,
+    max: usize,
+    /// The units not running offered this tick.
+    others: u64,
+    rng: u64,
+}
+
+impl Pick {
+    fn begin(&mut self) {
+        self.running.clear();
+        self.reservoir.clear();
+        self.others = 0;
+    }
+
+    /// Takes in `unit`, found running or not.
+    #[inline]
+    fn offer(&mut self, unit: Unit, running: bool) {
+        if running {
+            self.running.push(unit);
+            return;
+        }
+        self.others += 1;
+        if self.reservoir.len() < self.max {
+            self.reservoir.push(unit);
+        } else {
+            // Algorithm R: keep the n-th with probability k/n.
+            let j = next_random(&mut self.rng) % self.others;
+            if (j as usize) < self.max {
+                self.reservoir[j as usize] = unit;
+            }
+        }
+    }
+}
+
 /// How many tasks ahead of the one it reads a tick prefetches the record
 /// of (the reservoir's records were scanned a while ago, and are mostly
 /// out of cache again with many tasks).
@@ -371,6 +395,9 @@ fn weights(interval: Duration, n: usize, times: u64) -> impl Fn(usize) -> Weight
         cpu_ns: 0,
     }
 }
+
+/// How many roots of a tokio task a tick prefetches the records of.
+const PREFETCH_ROOTS: usize = 4;
 
 /// This thread's CPU time, in nanoseconds (`0` where unknown).
 pub(crate) fn thread_cpu_ns() -> u64 {
