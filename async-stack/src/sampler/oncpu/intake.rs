@@ -199,3 +199,62 @@ fn native_frames_to_keep(pcs: &[usize]) -> usize {
     }
     pcs.len().min(1)
 }
+
+#[cfg(all(test, feature = "tokio"))]
+mod tests {
+    use super::*;
+    use crate::sampler::profile::Profile;
+    use crate::sampler::wall::Sampling;
+    use crate::task::spawned;
+    use crate::task::traced::TracedExt;
+
+    /// A root a signal caught is labelled as the roots of its tokio task:
+    /// those the last tick found, in order, with it among them; with no
+    /// tick yet, as itself.
+    #[test]
+    fn a_caught_root_takes_the_labels_of_its_tokio_task() {
+        let rt = ::tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let a = std::future::pending::<()>().traced_named("intake-root-a");
+        let b =
+            spawned(std::future::pending::<()>().traced_named("intake-root-b")).named("intake-b");
+        let h = rt.spawn(async move {
+            ::tokio::join!(a, b);
+        });
+        let tokio_id: u64 = h.id().to_string().parse().unwrap();
+        rt.block_on(::tokio::task::yield_now());
+        let now = crate::clock::system_ms();
+        let mut roots = Vec::new();
+        let mut copy = StackCopy::default();
+        registry::for_each_record(|index, r| {
+            if let Some(raw) = r.read(index, &mut copy, now)
+                && raw.tokio.is_some_and(|t| t.id == tokio_id)
+            {
+                roots.push(raw);
+            }
+        });
+        roots.sort_by_key(|r| r.tokio.map(|t| t.order));
+        let [a, b] = &roots[..] else {
+            panic!("two roots under tokio task {tokio_id}: {roots:?}");
+        };
+        let mut labels = |raw: &RawTask, tokio: &TokioTasks| {
+            let s = tokio_sources(raw.clone(), raw.tokio.unwrap(), tokio, &mut copy, now);
+            let name = s.name().map(|n| n.as_str().to_owned());
+            (s.task_id(), name, s.root_site())
+        };
+        let b_alone = labels(b, &TokioTasks::default());
+        assert_eq!(b_alone, (b.id, Some("intake-b".to_owned()), b.root_site));
+        let mut s = Sampling::new(
+            Profile::default(),
+            std::time::Duration::from_millis(10),
+            usize::MAX,
+            1,
+        );
+        s.tick();
+        let want = (a.id, Some("intake-b".to_owned()), a.root_site);
+        assert_eq!(labels(a, &s.tokio_tasks), want);
+        assert_eq!(labels(b, &s.tokio_tasks), want);
+        drop(rt);
+    }
+}

@@ -449,7 +449,9 @@ impl<'a> StackSample<'a> {
         self.profile.str(self.entry.group)
     }
 
-    /// The sampled task's id (`0` for a `[cleared]` stack).
+    /// The sampled task's id (`0` for a `[cleared]` stack): for the roots
+    /// of one tokio task, the first root's (see "Tasks" in
+    /// [`crate::sampler`]).
     pub fn task_id(&self) -> u64 {
         self.entry.task_id
     }
