@@ -14,7 +14,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use super::collect::for_each_task;
+use super::collect::for_each_entry;
 use super::json_write::JsonStream;
 use super::text::TextStream;
 use super::{DUMP_FORMAT_VERSION, TaskInfo};
@@ -226,10 +226,10 @@ impl<'a> LiveTasks<'a> {
     /// Reads each selected task and hands it to `visit`, in registry order.
     /// The task is read into the same scratch [`TaskInfo`] each time, so
     /// `visit` borrows it only for the call; clone what it keeps.
-    pub fn for_each(self, visit: impl FnMut(&TaskInfo)) -> DumpSummary {
+    pub fn for_each(self, mut visit: impl FnMut(&TaskInfo)) -> DumpSummary {
         match self.filter {
-            Some(keep) => for_each_task(keep, visit),
-            None => for_each_task(|_| true, visit),
+            Some(keep) => for_each_entry(keep, |t| visit(t)),
+            None => for_each_entry(|_| true, |t| visit(t)),
         }
     }
 

@@ -170,3 +170,46 @@ fn a_frame_outliving_its_task_never_touches_a_later_task_of_its_record() {
     .join()
     .unwrap();
 }
+
+/// The roots of one tokio task are its entry's branches in the order of
+/// their first poll, which their ids do not give when a task moved
+/// between threads (threads take ids in blocks): the order number filed
+/// with each decides. Swapping the two numbers swaps the branches, and
+/// the entry's id follows its first branch.
+#[cfg(feature = "tokio")]
+#[test]
+fn the_roots_of_a_tokio_task_are_in_first_poll_order_not_id_order() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let h = tokio::spawn(async {
+            let a = std::future::pending::<()>().traced_named("order-a");
+            let b = std::future::pending::<()>().traced_named("order-b");
+            futures::join!(a, b)
+        });
+        let tokio_id: u64 = h.id().to_string().parse().unwrap();
+        tokio::task::yield_now().await;
+        let t = dump().tokio_task(tokio_id).cloned().expect("the entry");
+        let [a, b] = t.branches[..] else {
+            panic!("two roots: {t}")
+        };
+        assert!(a < b, "registered on one thread: ids in poll order");
+        assert_eq!((t.id, t.name.as_deref()), (a, Some("order-a")));
+        let ext = |id| registry::ext(index_of(id)).expect("filed roots have one");
+        let (ea, eb) = (ext(a), ext(b));
+        let (oa, ob) = (
+            ea.tokio_order.load(Ordering::Relaxed),
+            eb.tokio_order.load(Ordering::Relaxed),
+        );
+        assert!(oa < ob);
+        ea.tokio_order.store(ob, Ordering::Relaxed);
+        eb.tokio_order.store(oa, Ordering::Relaxed);
+        let t = dump().tokio_task(tokio_id).cloned().expect("the entry");
+        assert_eq!(t.branches, [b, a]);
+        assert_eq!((t.id, t.name.as_deref()), (b, Some("order-b")));
+        let functions: Vec<&str> = t.frames.iter().map(|f| &*f.function).collect();
+        assert_eq!(functions, ["order-b", "order-a"]);
+        h.abort();
+    });
+}
