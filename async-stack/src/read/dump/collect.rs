@@ -273,6 +273,11 @@ struct Filed {
     index: u32,
 }
 
+/// The most roots filed under tokio tasks that a streamed dump keeps aside
+/// at once (24 bytes each: 768 KB). More take more passes over the
+/// registry, each for a share of the tokio ids.
+pub(super) const FILED_BATCH: usize = 1 << 15;
+
 /// Visits every live entry that `keep` selects by its status, which it
 /// sees before anything else of an entry is read: an entry it skips costs
 /// a few loads per root, not a copy of its stacks. Each entry is read into
@@ -285,22 +290,37 @@ struct Filed {
 /// order and its record: 24 bytes) and, after the pass, the roots of each
 /// tokio task are read one after another and merged into one entry (see
 /// [`TaskInfo::branches`]), tokio task by tokio task in the order of their
-/// ids. A root whose record changed hands after the pass is left out, as
-/// if the pass had not seen it.
+/// ids. At most `batch` roots are put aside at once, in a buffer of that
+/// size taken when the first is met: with more, further passes over the
+/// registry each take the roots of a share of the tokio ids (all the roots
+/// of one tokio task fall in the same share). A root whose record changed
+/// hands since a pass saw it is left out, as is a root registered after
+/// the pass of its share: as if the dump had been taken before.
 pub(super) fn for_each_entry(
     mut keep: impl FnMut(&TaskStatus) -> bool,
     mut visit: impl FnMut(&mut TaskInfo),
+    batch: usize,
 ) -> DumpSummary {
     let mut reader = Reader::new();
     let mut task = scratch_task();
     let mut tasks = 0;
-    let mut filed = Vec::new();
+    let mut filed: Vec<Filed> = Vec::new();
+    let mut filed_seen = 0usize;
     registry::for_each_record(|index, record| {
         let Some(status) = reader.status(record) else {
             return;
         };
         if let Some(tokio) = record.tokio_task(index) {
-            filed.push(Filed { tokio, index });
+            filed_seen += 1;
+            if filed.len() < batch {
+                if filed.capacity() == 0 && batch != usize::MAX {
+                    // The whole buffer at once, so that what a streamed
+                    // dump allocates does not depend on how many roots
+                    // there are (its pages are touched only as it fills).
+                    filed.reserve_exact(batch);
+                }
+                filed.push(Filed { tokio, index });
+            }
             return;
         }
         if keep(&status) && reader.read(index, record, &mut task) {
@@ -308,9 +328,75 @@ pub(super) fn for_each_entry(
             visit(&mut task);
         }
     });
-    filed.sort_unstable();
-    let mut branch = scratch_task();
-    for roots in filed.chunk_by(|a, b| a.tokio.id == b.tokio.id) {
+    let mut tokio = TokioEntries {
+        reader: &mut reader,
+        task: &mut task,
+        branch: scratch_task(),
+    };
+    if filed_seen <= batch {
+        tasks += tokio.visit_all(&mut filed, &mut keep, &mut visit);
+    } else {
+        // Twice the shares the count asks for, so that an uneven share
+        // (or roots registered since) seldom passes the batch.
+        let shares = filed_seen.div_ceil(batch) as u64 * 2;
+        for share in 0..shares {
+            filed.clear();
+            registry::for_each_record(|index, record| {
+                if let Some(t) = record.tokio_task(index)
+                    && share_of(t.id, shares) == share
+                {
+                    filed.push(Filed { tokio: t, index });
+                }
+            });
+            tasks += tokio.visit_all(&mut filed, &mut keep, &mut visit);
+        }
+    }
+    DumpSummary {
+        tasks,
+        torn_copies: reader.torn_copies(),
+        untracked_roots: registry::untracked(),
+    }
+}
+
+/// Which of `shares` shares tokio id `id` falls in (ids are sequential:
+/// mixed first, so that shares are even).
+fn share_of(id: u64, shares: u64) -> u64 {
+    (id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) % shares
+}
+
+/// Reads the roots put aside by a pass of [`for_each_entry`], one tokio
+/// task at a time, into one entry each.
+struct TokioEntries<'a> {
+    reader: &'a mut Reader,
+    task: &'a mut TaskInfo,
+    /// Scratch for the second root on of a tokio task.
+    branch: TaskInfo,
+}
+
+impl TokioEntries<'_> {
+    /// Visits the entry of each tokio task in `filed` that `keep` selects;
+    /// returns how many it visited.
+    fn visit_all(
+        &mut self,
+        filed: &mut [Filed],
+        keep: &mut impl FnMut(&TaskStatus) -> bool,
+        visit: &mut impl FnMut(&mut TaskInfo),
+    ) -> usize {
+        filed.sort_unstable();
+        let mut visited = 0;
+        for roots in filed.chunk_by(|a, b| a.tokio.id == b.tokio.id) {
+            if self.read(roots, keep) {
+                visited += 1;
+                visit(self.task);
+            }
+        }
+        visited
+    }
+
+    /// Reads the roots of one tokio task (`roots`, in first-poll order)
+    /// into one entry, if `keep` selects its merged status; `false` if it
+    /// did not, or if every root ended meanwhile.
+    fn read(&mut self, roots: &[Filed], keep: &mut impl FnMut(&TaskStatus) -> bool) -> bool {
         let tokio_id = roots[0].tokio.id;
         let still_filed = |f: &Filed| {
             let record = registry::record(f.index)?;
@@ -318,7 +404,7 @@ pub(super) fn for_each_entry(
         };
         let status = roots
             .iter()
-            .filter_map(|f| reader.status(still_filed(f)?))
+            .filter_map(|f| self.reader.status(still_filed(f)?))
             .reduce(|a, b| {
                 let (state, state_ms) = merged_state((a.state, a.state_ms), (b.state, b.state_ms));
                 TaskStatus {
@@ -328,31 +414,27 @@ pub(super) fn for_each_entry(
                 }
             });
         if !status.is_some_and(|s| keep(&s)) {
-            continue;
+            return false;
         }
         let mut read_any = false;
         for f in roots {
             let Some(record) = still_filed(f) else {
                 continue;
             };
-            let into = if read_any { &mut branch } else { &mut task };
-            if !reader.read(f.index, record, into) || into.tokio_id != Some(tokio_id) {
+            let into = if read_any {
+                &mut self.branch
+            } else {
+                &mut *self.task
+            };
+            if !self.reader.read(f.index, record, into) || into.tokio_id != Some(tokio_id) {
                 continue;
             }
             if read_any {
-                merge_branch(&mut task, &branch);
+                merge_branch(self.task, &self.branch);
             }
             read_any = true;
         }
-        if read_any {
-            tasks += 1;
-            visit(&mut task);
-        }
-    }
-    DumpSummary {
-        tasks,
-        torn_copies: reader.torn_copies(),
-        untracked_roots: registry::untracked(),
+        read_any
     }
 }
 
@@ -408,9 +490,12 @@ pub(super) fn dump_where(keep: impl FnMut(&TaskStatus) -> bool) -> TaskDump {
     let mut tasks = Vec::with_capacity(registry::record_count());
     // Each entry is taken whole, and the next one read into a fresh task:
     // its frames are collected straight into a vector of the right size.
-    let summary = for_each_entry(keep, |task| {
-        tasks.push(std::mem::replace(task, scratch_task()))
-    });
+    // Every root at once: the dump holds every task anyway.
+    let summary = for_each_entry(
+        keep,
+        |task| tasks.push(std::mem::replace(task, scratch_task())),
+        usize::MAX,
+    );
     // Ids are unique, so an unstable sort gives the same order, without a
     // scratch buffer; slots read in index order are often in id order
     // already.
@@ -474,7 +559,11 @@ mod tests {
         let ids = [a.task_id(), b.task_id(), c.task_id()].map(Option::unwrap);
 
         let mut seen = Vec::new();
-        let summary = for_each_entry(|s| ids.contains(&s.id), |t| seen.push(t.clone()));
+        let summary = for_each_entry(
+            |s| ids.contains(&s.id),
+            |t| seen.push(t.clone()),
+            FILED_BATCH,
+        );
         assert_eq!(summary.tasks, 3);
         seen.sort_by_key(|t| t.id);
         let names: Vec<Option<&str>> = seen.iter().map(|t| t.name.as_deref()).collect();

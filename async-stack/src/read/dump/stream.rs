@@ -14,7 +14,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use super::collect::for_each_entry;
+use super::collect::{FILED_BATCH, for_each_entry};
 use super::json_write::JsonStream;
 use super::text::TextStream;
 use super::{DUMP_FORMAT_VERSION, TaskInfo};
@@ -61,7 +61,8 @@ pub struct DumpSummary {
 /// The text is what `dump().to_string()` writes for the same tasks, in a
 /// different order, written in chunks of about 32 KB; `out` needs no
 /// buffer of its own. Memory used does not grow with the number of tasks
-/// (but for 24 bytes per root filed under a tokio task, see [`LiveTasks`]).
+/// (a buffer of at most 768 KB holds the roots filed under tokio tasks,
+/// see [`LiveTasks`]).
 /// Never blocks, pauses or polls any task. An error of `out` is returned
 /// after the pass (nothing more is written once `out` failed).
 ///
@@ -98,8 +99,9 @@ pub fn write_text(out: impl io::Write) -> io::Result<DumpSummary> {
 /// The JSON is what `dump().to_json()` writes for the same tasks, in a
 /// different order, byte for byte (so [`TaskDump::from_json`] reads it),
 /// written in chunks of about 32 KB; `out` needs no buffer of its own.
-/// Memory used does not grow with the number of tasks (but for 24 bytes
-/// per root filed under a tokio task, see [`LiveTasks`]): a dump of a
+/// Memory used does not grow with the number of tasks (a buffer of at
+/// most 768 KB holds the roots filed under tokio tasks, see
+/// [`LiveTasks`]): a dump of a
 /// million tasks holds one task and 32 KB of JSON at a time, where
 /// `dump().to_json()` holds every task and all of their JSON. Never
 /// blocks, pauses or polls any task. An error of `out` is returned after
@@ -172,8 +174,8 @@ pub fn live_tasks() -> LiveTasks<'static> {
 /// through a buffer of 32 KB ([`LiveTasks::write_text`],
 /// [`LiveTasks::write_json`]). What a pass allocates is one task, the
 /// buffer, a snapshot of the site tables and the renderer's caches,
-/// whatever the number of tasks (plus 24 bytes per root filed under a
-/// tokio task, see "Order"): about 80 KB for 10,000 tasks of 9
+/// whatever the number of tasks (plus, with roots filed under tokio
+/// tasks, a buffer of at most 768 KB, see "Order"): about 80 KB for 10,000 tasks of 9
 /// frames, where `dump().to_string()` allocates about 45 MB.
 ///
 /// # Order
@@ -182,9 +184,12 @@ pub fn live_tasks() -> LiveTasks<'static> {
 /// by id**: records are reused, so a young task can come before an old one.
 /// (Sorting needs every task first, which is what [`dump()`](super::dump())
 /// does.) Roots filed under a tokio task (feature `tokio`) are put aside
-/// during that pass, 24 bytes each, and each tokio task is then read as
-/// one entry (see [`TaskInfo::branches`]), by tokio id, after the tasks of
-/// their own. Apart from the order, [`write_text`] writes exactly what
+/// during that pass, and each tokio task is then read as one entry (see
+/// [`TaskInfo::branches`]), by tokio id, after the tasks of their own. The
+/// roots put aside take 24 bytes each, in a buffer of at most 768 KB
+/// (32,768 roots) taken when the first is met; more take further passes
+/// over the registry, each for a share of the tokio tasks (their order is
+/// then by tokio id within each share). Apart from the order, [`write_text`] writes exactly what
 /// `dump().to_string()` writes for the same tasks, and [`write_json`]
 /// what `dump().to_json()` writes.
 ///
@@ -236,8 +241,8 @@ impl<'a> LiveTasks<'a> {
     /// `visit` borrows it only for the call; clone what it keeps.
     pub fn for_each(self, mut visit: impl FnMut(&TaskInfo)) -> DumpSummary {
         match self.filter {
-            Some(keep) => for_each_entry(keep, |t| visit(t)),
-            None => for_each_entry(|_| true, |t| visit(t)),
+            Some(keep) => for_each_entry(keep, |t| visit(t), FILED_BATCH),
+            None => for_each_entry(|_| true, |t| visit(t), FILED_BATCH),
         }
     }
 

@@ -213,3 +213,58 @@ fn the_roots_of_a_tokio_task_are_in_first_poll_order_not_id_order() {
         h.abort();
     });
 }
+
+/// A streamed dump keeps at most its batch of tokio roots aside: with
+/// more, it takes further passes, one per share of the tokio ids, and
+/// still visits each tokio task once, whole, as a whole dump does.
+#[cfg(feature = "tokio")]
+#[test]
+fn tokio_tasks_past_the_batch_are_read_in_shares_each_once_and_whole() {
+    use super::collect::for_each_entry;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let handles: Vec<_> = (0..7)
+            .map(|_| {
+                tokio::spawn(async {
+                    let a = std::future::pending::<()>().traced_named("share-a");
+                    let b = std::future::pending::<()>().traced_named("share-b");
+                    futures::join!(a, b)
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        let ours: Vec<u64> = handles
+            .iter()
+            .map(|h| h.id().to_string().parse().unwrap())
+            .collect();
+        let whole = |batch| {
+            let mut seen = Vec::new();
+            for_each_entry(
+                |_| true,
+                |t| {
+                    if t.tokio_id.is_some_and(|id| ours.contains(&id)) {
+                        seen.push((t.tokio_id.unwrap(), t.branches.len(), t.frames.len()));
+                    }
+                },
+                batch,
+            );
+            seen.sort_unstable();
+            seen
+        };
+        let all = whole(usize::MAX);
+        assert_eq!(all.len(), 7);
+        assert!(
+            all.iter()
+                .all(|&(_, branches, frames)| (branches, frames) == (2, 2))
+        );
+        // 14 roots (and any other test's), 3 at a time.
+        assert_eq!(whole(3), all);
+        assert_eq!(whole(1), all);
+        for h in handles {
+            h.abort();
+        }
+    });
+}
