@@ -78,7 +78,8 @@
 //! - `cache.rs`: the text of repeated frames and stacks, rendered once
 //!   (for both forms);
 //! - `bounds.rs`: the bounds a dump read from a file obeys, so that
-//!   rendering it stays linear in the file's size.
+//!   rendering it stays linear in the file's size;
+//! - `unwakeable.rs`: the tasks nobody can wake ([`unwakeable`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -99,10 +100,12 @@ mod task_tests;
 mod text;
 #[cfg(test)]
 mod text_tests;
+mod unwakeable;
 
 pub use json::FromJsonError;
 pub use stream::{DumpSummary, LiveTasks, TaskStatus, live_tasks, write_json, write_text};
 pub use text::format_duration;
+pub use unwakeable::unwakeable;
 
 /// A source location (file, line, column).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
