@@ -3,7 +3,7 @@
 This module holds everything the debugger commands know about async-stack's
 memory layout; it reads nothing but memory, through the descriptor that the
 program exports as the symbol ``ASYNC_STACK_DEBUG`` (see
-``async-stack/src/debug.rs``), and makes no function call into the
+``async-stack/src/debug/mod.rs``), and makes no function call into the
 inferior, so it works on core files too.
 
 A debugger module (``async_stack_gdb.py``, ``async_stack_lldb.py``) adapts
@@ -33,13 +33,13 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 3
+VERSION = 4
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
 MAX_CHAIN_DEPTH = 1024
 
-#: The `Layout` fields of the descriptor, in declaration order (version 3).
+#: The `Layout` fields of the descriptor, in declaration order (version 4).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -69,6 +69,7 @@ LAYOUT_FIELDS = (
     "foreign_hidden_retired_bits", "foreign_open_shift", "foreign_open_bits",
     "ext_size", "spawn_site_bits", "spawn_named_bit", "ext_name",
     "name_ptr", "name_len",
+    "spawn_tokio_bit", "ext_tokio_id", "ext_tokio_order",
     "clock_shift", "clock_monotonic",
 )
 
