@@ -625,23 +625,21 @@ def entries(filed):
 
 def merge_branches(tokio_id, branches):
     """One entry of the records filed under tokio task ``tokio_id``,
-    ``branches`` in order (the dump's rules): its id is the first
-    branch's; it runs if a branch runs (that branch's time), else is
-    scheduled if one is (the longest time), else idle (the shortest time:
-    idle since the latest change); polls are the most of any branch; name,
-    parent and spawn site are those of the first branch that has one;
-    frames are each branch's in turn, hidden frames add up, and it is
-    torn if a branch is."""
+    ``branches`` in order (the dump's rules, `TaskInfo::branches`): its id
+    is the first branch's; it runs if a branch runs, else is scheduled if
+    one is, with the longest time among those, else idle, with the
+    shortest time (idle since the latest change); polls are the most of
+    any branch; name, parent and spawn site are those of the first branch
+    that has one; frames are each branch's in turn, hidden frames add up,
+    and it is torn if a branch is."""
     def first_of(field):
         return next((getattr(b, field) for b in branches
                      if getattr(b, field) is not None), None)
 
     running = [b for b in branches if b.state == "running"]
     scheduled = [b for b in branches if b.state == "scheduled"]
-    if running:
-        timed = running[0]
-    elif scheduled:
-        timed = max(scheduled, key=lambda b: b.state_ms)
+    if running or scheduled:
+        timed = max(running or scheduled, key=lambda b: b.state_ms)
     else:
         timed = min(branches, key=lambda b: b.state_ms)
     return Task(branches[0].id, first_of("name"), timed.state, timed.state_ms,
