@@ -98,12 +98,16 @@ fn root(c: &mut Criterion<BenchClock>) {
     group.finish();
 }
 
+/// A one-level task run to completion, given its `pending`; returns its
+/// polls.
+type Task = fn(u32) -> u32;
+
 /// `iters` runs of `task(pending)`, timed inside one task of `rt`.
 fn in_tokio_task(
     rt: &tokio::runtime::Runtime,
     iters: u64,
     pending: u32,
-    task: fn(u32) -> u32,
+    task: Task,
 ) -> std::time::Duration {
     rt.block_on(async move {
         tokio::spawn(async move {
@@ -127,7 +131,7 @@ fn root_tokio(c: &mut Criterion<BenchClock>) {
     let mut group = c.benchmark_group(names::ROOT_TOKIO);
     for polls in POLLS {
         let pending = polls - 1;
-        let variants: [(&str, fn(u32) -> u32); 3] = [
+        let variants: [(&str, Task); 3] = [
             (names::UNTRACED, |p| poll_to_completion(untraced_one(p)).1),
             (names::ASYNC_STACK, |p| {
                 poll_to_completion(async_stack_one(p)).1
