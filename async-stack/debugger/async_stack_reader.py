@@ -3,7 +3,7 @@
 This module holds everything the debugger commands know about async-stack's
 memory layout; it reads nothing but memory, through the descriptor that the
 program exports as the symbol ``ASYNC_STACK_DEBUG`` (see
-``async-stack/src/debug.rs``), and makes no function call into the
+``async-stack/src/debug/mod.rs``), and makes no function call into the
 inferior, so it works on core files too.
 
 A debugger module (``async_stack_gdb.py``, ``async_stack_lldb.py``) adapts
@@ -14,8 +14,13 @@ lookup, threads, native frames) and registers the commands, which call
 - ``async-bt``: the current thread's native frames with its async frames
   spliced in, as ``async_stack::backtrace()`` prints them;
 - ``async-bt all``: the same for every thread;
-- ``async-bt task <id>``: one task's tree, as the text dump prints it;
+- ``async-bt task <id>``: one task's tree, as the text dump prints it
+  (``<id>`` may name any root of a tokio task's entry);
 - ``async-tasks``: one line per live task.
+
+A task is what the dump calls one: the traced roots first polled inside
+one tokio task are one task, with one branch per root (see
+:func:`entries`); any other root is a task of its own.
 
 Every problem (a corrupt chain, unreadable memory, a missing or unknown
 descriptor) is an :class:`AsyncStackError`, printed as one line starting
@@ -33,13 +38,13 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 3
+VERSION = 4
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
 MAX_CHAIN_DEPTH = 1024
 
-#: The `Layout` fields of the descriptor, in declaration order (version 3).
+#: The `Layout` fields of the descriptor, in declaration order (version 4).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -69,6 +74,7 @@ LAYOUT_FIELDS = (
     "foreign_hidden_retired_bits", "foreign_open_shift", "foreign_open_bits",
     "ext_size", "spawn_site_bits", "spawn_named_bit", "ext_name",
     "name_ptr", "name_len",
+    "spawn_tokio_bit", "ext_tokio_id", "ext_tokio_order",
     "clock_shift", "clock_monotonic",
 )
 
@@ -109,11 +115,18 @@ ChainFrame = collections.namedtuple("ChainFrame", "address call await_site")
 TreeFrame = collections.namedtuple(
     "TreeFrame", "depth function defined_at awaiting_at running")
 
-#: One live task, as the dump shows it.
+#: One live task, as the dump shows it: one entry, the record of a task
+#: of its own or the records filed under one tokio task (its branches, by
+#: id, in the order of their first poll; ``[id]`` for a task of its own).
+#: ``tokio_id`` is that tokio task's id, or None.
 Task = collections.namedtuple(
     "Task",
     "id name state state_ms since_ms polls parent spawned_at frames hidden "
-    "torn")
+    "torn tokio_id branches")
+
+#: Where a record's root is filed: the tokio task id and the root's order
+#: among the roots filed under tokio tasks (first poll first).
+Filing = collections.namedtuple("Filing", "tokio_id order")
 
 
 class AsyncStackError(Exception):
@@ -430,13 +443,14 @@ class Reader:
         return found
 
     def tasks(self):
-        """Every live task, sorted by id as dumps are, with times measured
-        against one "now"."""
+        """Every live task, one entry per tokio task (see :func:`entries`),
+        sorted by id as dumps are, with times measured against one
+        "now"."""
         raw = [r for r in (self._raw_task(index, rec)
                            for index, rec in self.records()) if r]
         raw.sort(key=lambda r: r["id"])
         now = self.now_ms(raw)
-        return [self._task(r, now) for r in raw]
+        return entries([(self._task(r, now), self._filing(r)) for r in raw])
 
     def _raw_task(self, index, record):
         """The words of a live record (record ``index``), or None for a
@@ -508,7 +522,8 @@ class Reader:
             root, _ = self.sites.of_slot(words[0] & _mask(l.slot_site_bits))
             name = root.task_name if root is not None else None
         return Task(raw["id"], name, state, max(now - since, 0), since,
-                    raw["polls"], parent, spawned_at, frames, hidden, torn)
+                    raw["polls"], parent, spawned_at, frames, hidden, torn,
+                    None, [raw["id"]])
 
     def _tree_frame(self, copied):
         depth, site, running, innermost = copied
@@ -553,24 +568,86 @@ class Reader:
             raise AsyncStackError("%s: missing stack chunk %d" % (what, handle))
         return chunk
 
+    def _extension(self, raw, bit):
+        """The address of the extension of a record's index when bit
+        ``bit`` of its spawn word says it holds something, or None."""
+        l = self.layout
+        if not (raw["spawn"] >> bit) & 1 or not self.addresses.ext_pages:
+            return None
+        return self._page_entry(self.addresses.ext_pages, l.arena_page_entries,
+                                l.ext_size, raw["index"], "extension")
+
+    def _filing(self, raw):
+        """The :class:`Filing` of a record whose root was first polled
+        inside a tokio task, from its extension, or None."""
+        l, m = self.layout, self.memory
+        ext = self._extension(raw, l.spawn_tokio_bit)
+        if not ext:
+            return None
+        what = "task extension %d" % raw["index"]
+        return Filing(m.u64(ext + l.ext_tokio_id, what),
+                      m.u64(ext + l.ext_tokio_order, what))
+
     def _name(self, raw):
         """A task's own name, from the extension of its record's index
         (only when its spawn word says it has one), or None."""
         l, m = self.layout, self.memory
-        named = (raw["spawn"] >> l.spawn_named_bit) & 1
-        if not named or not self.addresses.ext_pages:
-            return None
-        index = raw["index"]
-        ext = self._page_entry(self.addresses.ext_pages, l.arena_page_entries,
-                               l.ext_size, index, "extension")
+        ext = self._extension(raw, l.spawn_named_bit)
         if not ext:
             return None
-        what = "task extension %d" % index
+        what = "task extension %d" % raw["index"]
         name_pointer = m.u64(ext + l.ext_name, what)
         if not name_pointer:
             return None
         return m.text(m.u64(name_pointer + l.name_ptr, what),
                       m.u64(name_pointer + l.name_len, what), "a task name")
+
+
+# ------------------------------------------------------------ entries
+
+
+def entries(filed):
+    """The entries of a dump, sorted by id, from ``(task, filing)`` pairs
+    of single records: the records filed under one tokio id are one entry
+    (:func:`merge_branches`, in the order of their first poll); a record
+    filed under none is an entry of its own, unchanged."""
+    alone, by_tokio = [], collections.OrderedDict()
+    for task, filing in filed:
+        if filing is None:
+            alone.append(task)
+        else:
+            by_tokio.setdefault(filing.tokio_id, []).append((filing.order, task))
+    merged = [merge_branches(tokio_id, [task for _, task in sorted(
+        roots, key=lambda pair: (pair[0], pair[1].id))])
+        for tokio_id, roots in by_tokio.items()]
+    return sorted(alone + merged, key=lambda task: task.id)
+
+
+def merge_branches(tokio_id, branches):
+    """One entry of the records filed under tokio task ``tokio_id``,
+    ``branches`` in order (the dump's rules, `TaskInfo::branches`): its id
+    is the first branch's; it runs if a branch runs, else is scheduled if
+    one is, with the longest time among those, else idle, with the
+    shortest time (idle since the latest change); polls are the most of
+    any branch; name, parent and spawn site are those of the first branch
+    that has one; frames are each branch's in turn, hidden frames add up,
+    and it is torn if a branch is."""
+    def first_of(field):
+        return next((getattr(b, field) for b in branches
+                     if getattr(b, field) is not None), None)
+
+    running = [b for b in branches if b.state == "running"]
+    scheduled = [b for b in branches if b.state == "scheduled"]
+    if running or scheduled:
+        timed = max(running or scheduled, key=lambda b: b.state_ms)
+    else:
+        timed = min(branches, key=lambda b: b.state_ms)
+    return Task(branches[0].id, first_of("name"), timed.state, timed.state_ms,
+                timed.since_ms, max(b.polls for b in branches),
+                first_of("parent"), first_of("spawned_at"),
+                [f for b in branches for f in b.frames],
+                sum(b.hidden for b in branches), any(b.torn for b in branches),
+                tokio_id, [b.id for b in branches])
 
 
 def build_tree(layout, words, meta, current_slot, foreign):
@@ -707,14 +784,27 @@ def _frame_lines(frame):
     return [pad + frame.function + " [async]", pad + "    " + status]
 
 
-def format_task(task):
-    """One task, exactly as the in-process text dump writes it."""
+def format_header(task):
+    """`task 12 "name" (tokio task 34) [idle 2.3s, 4 polls]:`, the tokio
+    part only for a task filed under one, with its roots when it has
+    several: `task 12 (tokio task 34; roots 12, 15) [...]:`."""
     header = "task %d" % task.id
     if task.name is not None:
         header += " " + _quoted(task.name)
-    lines = ["%s [%s %s, %d polls]:" % (header, task.state,
-                                       format_duration(task.state_ms),
-                                       task.polls)]
+    if task.tokio_id is not None:
+        roots = ""
+        if len(task.branches) > 1:
+            roots = "; roots " + ", ".join(str(b) for b in task.branches)
+        header += " (tokio task %d%s)" % (task.tokio_id, roots)
+    return "%s [%s %s, %d polls]:" % (header, task.state,
+                                      format_duration(task.state_ms),
+                                      task.polls)
+
+
+def format_task(task):
+    """One task, exactly as the in-process text dump writes it: each
+    branch's frames in turn, innermost first (every root at depth 0)."""
+    lines = [format_header(task)]
     for frame in innermost_first(task.frames):
         lines.extend(_frame_lines(frame))
     if task.torn:
@@ -911,7 +1001,7 @@ def async_bt(target, argument):
         except ValueError:
             raise AsyncStackError("not a task id: %r" % words[1])
         for task in reader.tasks():
-            if task.id == wanted:
+            if wanted in task.branches:
                 return format_task(task)
         raise AsyncStackError("no live task with id %d" % wanted)
     raise AsyncStackError("usage: async-bt [all | task <id>]")

@@ -165,7 +165,7 @@ pub use report::signal;
 pub use report::{panic, stall};
 
 pub use async_stack_macros::traced_async;
-pub use dump::{FromJsonError, TaskDump, TaskInfo, dump};
+pub use dump::{FromJsonError, TaskDump, TaskInfo, dump, unwakeable};
 pub use read::walker::{Backtrace, BacktraceFrame, FrameKind, backtrace};
 pub use record::frame::AsyncStackFrame;
 pub use record::site::{AwaitSite, CallSite};

@@ -28,6 +28,18 @@
 //! `BENCH_CLOCK=wall` for wall time), so other processes on the machine
 //! inflate them less.
 //!
+//! # Inside a tokio task
+//!
+//! The group `root_tokio` runs the same tasks (`untraced`, `async-stack`,
+//! `async-backtrace`) inside one task of a `current_thread` tokio runtime
+//! (`iter_custom`: the timed loop is the body of a spawned task), where
+//! `async-stack` files each root under its tokio task on its first poll
+//! (`tokio::task::try_id()`, the extension's two words and an order
+//! number). What filing adds per root is `root_tokio`'s extra over
+//! untraced minus `root`'s; per poll, the same difference between 2 and
+//! 1 polls (every poll after the first is the same code in or out of
+//! tokio).
+//!
 //! Criterion's time is per task (create, 1 or 2 polls, drop). The price of a
 //! root is `time(variant) - time(untraced)`, in ns per task; the ratio
 //! `time(variant) / time(untraced)` is large because the baseline does almost
@@ -86,9 +98,61 @@ fn root(c: &mut Criterion<BenchClock>) {
     group.finish();
 }
 
+/// A one-level task run to completion, given its `pending`; returns its
+/// polls.
+type Task = fn(u32) -> u32;
+
+/// `iters` runs of `task(pending)`, timed inside one task of `rt`.
+fn in_tokio_task(
+    rt: &tokio::runtime::Runtime,
+    iters: u64,
+    pending: u32,
+    task: Task,
+) -> std::time::Duration {
+    rt.block_on(async move {
+        tokio::spawn(async move {
+            let start = benches::clock::now();
+            for _ in 0..iters {
+                black_box(task(black_box(pending)));
+            }
+            benches::clock::now() - start
+        })
+        .await
+        .expect("the timed task does not panic")
+    })
+}
+
+fn root_tokio(c: &mut Criterion<BenchClock>) {
+    // One thread: the spawned task runs on the benchmark thread, whose CPU
+    // time the clock reads.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let mut group = c.benchmark_group(names::ROOT_TOKIO);
+    for polls in POLLS {
+        let pending = polls - 1;
+        let variants: [(&str, Task); 3] = [
+            (names::UNTRACED, |p| poll_to_completion(untraced_one(p)).1),
+            (names::ASYNC_STACK, |p| {
+                poll_to_completion(async_stack_one(p)).1
+            }),
+            (names::ASYNC_BACKTRACE, |p| {
+                poll_to_completion(async_backtrace_one(p)).1
+            }),
+        ];
+        for (name, task) in variants {
+            assert_eq!(task(pending), polls);
+            group.bench_with_input(BenchmarkId::new(name, polls), &pending, |b, &pending| {
+                b.iter_custom(|iters| in_tokio_task(&rt, iters, pending, task));
+            });
+        }
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = benches::clock::criterion();
-    targets = root
+    targets = root, root_tokio
 }
 criterion_main!(benches);

@@ -94,6 +94,8 @@ pub mod names {
     pub const POLL_DEPTH: &str = "poll_depth";
     /// Group of `benches/root.rs`.
     pub const ROOT: &str = "root";
+    /// Group of `benches/root.rs` inside a tokio task.
+    pub const ROOT_TOKIO: &str = "root_tokio";
     /// Group of `benches/root_poll.rs`.
     pub const ROOT_POLL: &str = "root_poll";
     /// Group of `benches/capture.rs`.

@@ -150,3 +150,10 @@ fn gdb_auto_loads_the_script_embedded_in_the_binary() {
 fn gdb_rejects_bad_arguments_in_one_line() {
     debugger::check_bad_arguments(TOOL);
 }
+
+/// The roots of one plain `tokio::spawn` are one entry, under its tokio
+/// id, live and on a core; a task outside tokio prints as before.
+#[test]
+fn gdb_shows_one_entry_per_tokio_task() {
+    debugger::check_tokio_entries(TOOL);
+}

@@ -98,3 +98,10 @@ fn lldb_reports_corruption_in_one_line() {
 fn lldb_rejects_bad_arguments_in_one_line() {
     debugger::check_bad_arguments(TOOL);
 }
+
+/// The roots of one plain `tokio::spawn` are one entry, under its tokio
+/// id, live and on a core; a task outside tokio prints as before.
+#[test]
+fn lldb_shows_one_entry_per_tokio_task() {
+    debugger::check_tokio_entries(TOOL);
+}

@@ -34,6 +34,8 @@ fn frame_with(
 
 /// A task's fields, in the order `to_json` writes them.
 struct Task {
+    /// `tokio_id` and `branches` (format version 3), or none (1 and 2).
+    tokio: Option<(String, String)>,
     name: String,
     state_ms: String,
     spawned_at: String,
@@ -45,6 +47,7 @@ struct Task {
 impl Default for Task {
     fn default() -> Self {
         Task {
+            tokio: None,
             name: r#""worker""#.into(),
             state_ms: "1500".into(),
             spawned_at: r#"{"file":"src/main.rs","line":7,"column":5}"#.into(),
@@ -58,6 +61,7 @@ impl Default for Task {
 impl Task {
     fn json(&self, id: u64) -> String {
         let Task {
+            tokio,
             name,
             state_ms,
             spawned_at,
@@ -66,8 +70,14 @@ impl Task {
             hidden_frames,
         } = self;
         let frames = frames.join(",");
+        let tokio = match tokio {
+            Some((tokio_id, branches)) => {
+                format!(r#""tokio_id":{tokio_id},"branches":{branches},"#)
+            }
+            None => String::new(),
+        };
         format!(
-            r#"{{"id":{id},"name":{name},"state":"idle","state_ms":{state_ms},"polls":2,"wakes":1,"parent":null,"spawned_at":{spawned_at},"root":{root},"frames":[{frames}],"hidden_frames":{hidden_frames},"stack_unavailable":false}}"#
+            r#"{{"id":{id},{tokio}"name":{name},"state":"idle","state_ms":{state_ms},"polls":2,"wakes":1,"parent":null,"spawned_at":{spawned_at},"root":{root},"frames":[{frames}],"hidden_frames":{hidden_frames},"stack_unavailable":false}}"#
         )
     }
 }
@@ -125,7 +135,7 @@ task 2 \"worker\" [idle 1.5s, 2 polls]:
 
 #[test]
 fn an_unknown_version_is_named_before_anything_else() {
-    for version in ["0", "3", "4294967295"] {
+    for version in ["0", "4", "4294967295"] {
         // The rest of a future format may differ: the version is checked
         // first, where it is read.
         let json = format!(r#"{{"version":{version},"tasks":"changed"}}"#);
@@ -136,7 +146,7 @@ fn an_unknown_version_is_named_before_anything_else() {
         assert_eq!(
             err.to_string(),
             format!(
-                "version: unknown format version {version}; this build reads versions 1 to 2 \
+                "version: unknown format version {version}; this build reads versions 1 to 3 \
                  at line 1 column {column}"
             )
         );
@@ -188,21 +198,96 @@ fn a_task_holds_at_most_stack_capacity_frames() {
             ..Task::default()
         },
     );
-    let err = error(&json);
-    // At the `]` after the 64th frame, the last of the second task: the
-    // parser reports the character after a value.
-    let last = json.rfind("\"running\"").unwrap();
-    let column = last + column_after(&json[last..], "}") + 1;
-    assert_eq!(json.as_bytes()[column - 1], b']');
-    assert_eq!(err.path(), "tasks[1].frames");
-    assert_eq!(err.line_column(), Some((1, column)));
-    assert_eq!(
-        err.to_string(),
-        format!(
-            "tasks[1].frames: more than 63 frames; the most is TaskDump::MAX_FRAMES \
-             at line 1 column {column}"
-        )
+    // Counted after reading, per root: the error names the first frame
+    // past the limit.
+    assert_out_of_bounds(
+        &json,
+        "tasks[1].frames[63]",
+        "more than 63 frames under one root; the most is TaskDump::MAX_FRAMES",
     );
+}
+
+/// Format version 3: each task lists its roots (`branches`, its own id
+/// first); a tokio task with two roots holds a full stack under each.
+#[test]
+fn branches_name_each_root_with_the_task_first() {
+    let chain = |n: usize| (0..n).map(frame).collect::<Vec<_>>();
+    let two = |tokio: (&str, &str), frames: Vec<String>| {
+        dump_json(
+            "3",
+            Task {
+                tokio: Some((tokio.0.into(), tokio.1.into())),
+                frames,
+                ..Task::default()
+            },
+        )
+        .replacen(r#""id":1,"#, r#""id":1,"tokio_id":null,"branches":[1],"#, 1)
+    };
+    let mut both = chain(STACK_CAPACITY);
+    both.extend(chain(STACK_CAPACITY));
+    let d = TaskDump::from_json(&two(("34", "[2,9]"), both)).unwrap();
+    assert_eq!(d.tasks[1].tokio_id, Some(34));
+    assert_eq!(d.tasks[1].branches, [2, 9]);
+    assert_eq!(d.tasks[1].frames.len(), 2 * STACK_CAPACITY);
+    assert_eq!(d.tasks[0].branches, [1]);
+    let text = d.to_string();
+    assert!(
+        text.contains("task 2 \"worker\" (tokio task 34; roots 2, 9) [idle 1.5s, 2 polls]:\n"),
+        "{text}"
+    );
+    // Read back from its own JSON, the same dump.
+    assert_eq!(TaskDump::from_json(&d.to_json()).unwrap(), d);
+
+    assert_out_of_bounds(
+        &two(("34", "[9,2]"), chain(2)),
+        "tasks[1].branches[0]",
+        "9, not the task's id 2; the first branch is the task itself",
+    );
+    assert_out_of_bounds(
+        &two(("null", "[]"), chain(2)),
+        "tasks[1].branches",
+        "an empty list; a task has at least one branch, its own id",
+    );
+    let mut three_roots = chain(1);
+    three_roots.extend(chain(1));
+    three_roots.extend(chain(1));
+    assert_out_of_bounds(
+        &two(("34", "[2,9]"), three_roots),
+        "tasks[1].frames[2].depth",
+        "root number 3 of a task with 2 branches; each root is a branch",
+    );
+    // Version 3 without the field: no branch at all, rejected.
+    assert_out_of_bounds(
+        &dump_json("3", Task::default()).replacen(r#""id":1,"#, r#""id":1,"branches":[1],"#, 1),
+        "tasks[1].branches",
+        "an empty list; a task has at least one branch, its own id",
+    );
+    let err = error(&two(("34", r#"[2,"x"]"#), chain(1)));
+    assert_eq!(err.path(), "tasks[1].branches[1]");
+}
+
+/// Versions 1 and 2 have no branches: each task is its own one branch,
+/// and no task is a tokio task.
+#[test]
+fn older_versions_read_each_task_as_its_own_branch() {
+    for version in ["1", "2"] {
+        let json = dump_json(version, Task::default()).replace(
+            "hidden_frames",
+            if version == "1" {
+                "truncated"
+            } else {
+                "hidden_frames"
+            },
+        );
+        let d = TaskDump::from_json(&json).unwrap();
+        assert_eq!(d.version.to_string(), version);
+        let got: Vec<(u64, Option<u64>, Vec<u64>)> = d
+            .tasks
+            .iter()
+            .map(|t| (t.id, t.tokio_id, t.branches.clone()))
+            .collect();
+        assert_eq!(got, [(1, None, vec![1]), (2, None, vec![2])]);
+    }
 }
 
 #[test]

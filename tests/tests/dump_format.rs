@@ -237,7 +237,12 @@ fn the_schema_states_the_bounds_from_json_enforces() {
             &schema["properties"]["tasks"]["maxItems"],
             TaskDump::MAX_TASKS as u64,
         ),
-        (&task["frames"]["maxItems"], capacity),
+        // Per root; the list as a whole, for a root per task at most.
+        (
+            &task["frames"]["maxItems"],
+            capacity * TaskDump::MAX_TASKS as u64,
+        ),
+        (&task["branches"]["maxItems"], TaskDump::MAX_TASKS as u64),
         (&frame["depth"]["maximum"], capacity - 1),
         (&task["state_ms"]["maximum"], TaskDump::MAX_STATE_MS),
         (

@@ -22,6 +22,16 @@ async fn blocker() {
     }
 }
 
+/// Releases the blocked workers when dropped: also when an assertion
+/// fails, so that the runtime's drop does not wait for them forever.
+struct ReleaseOnDrop;
+
+impl Drop for ReleaseOnDrop {
+    fn drop(&mut self) {
+        RELEASE.store(true, Ordering::Release);
+    }
+}
+
 #[test]
 fn the_dump_answers_while_every_worker_is_blocked() {
     let server = async_stack::http::serve("127.0.0.1:0").unwrap();
@@ -31,6 +41,8 @@ fn the_dump_answers_while_every_worker_is_blocked() {
         .build()
         .unwrap();
     let _guard = rt.enter();
+    // Dropped before the runtime, on every path.
+    let release = ReleaseOnDrop;
     let handles: Vec<_> = (0..2)
         .map(|_| async_stack::tokio::spawn_named("blocker", blocker()))
         .collect();
@@ -48,7 +60,10 @@ fn the_dump_answers_while_every_worker_is_blocked() {
     let reply = get(addr, "/debug/pprof/goroutine?debug=2");
     assert_eq!(reply.status, 200);
     let text = reply.text();
-    let running = entries(text, " \"blocker\" [running ");
+    let running: Vec<&str> = entries(text, " \"blocker\" (tokio task ")
+        .into_iter()
+        .filter(|e| e.contains(") [running "))
+        .collect();
     assert_eq!(running.len(), 2, "{text}");
     for entry in running {
         let body = entry.split_once(":\n").unwrap().1;
@@ -67,7 +82,7 @@ fn the_dump_answers_while_every_worker_is_blocked() {
         .count();
     assert_eq!(blockers, 2);
 
-    RELEASE.store(true, Ordering::Release);
+    drop(release);
     for h in handles {
         rt.block_on(h).unwrap();
     }

@@ -95,7 +95,8 @@ fn goroutine_debug_2_is_the_text_dump() {
     assert_eq!(reply.content_type(), "text/plain; charset=utf-8");
     assert_eq!(reply.headers["x-content-type-options"], "nosniff");
     let text = reply.text();
-    let waiters = entries(text, " \"http-waiter\" [idle ");
+    // Spawned by a helper on tokio: each names its tokio task.
+    let waiters = entries(text, " \"http-waiter\" (tokio task ");
     assert_eq!(waiters.len(), 3, "{text}");
     for entry in waiters {
         let body = entry.split_once(":\n").unwrap().1;

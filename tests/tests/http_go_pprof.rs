@@ -55,7 +55,7 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
         "{top}"
     );
     assert!(top.contains("Type: goroutine"), "{top}");
-    // Labels: four tasks named `parked`, all idle.
+    // Labels: four tasks named `parked`, all idle, each a tokio task.
     let tags = go_tool::pprof(
         dir.path(),
         &["-tags", &format!("http://{addr}/debug/pprof/goroutine")],
@@ -65,6 +65,7 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
         "4.0 (  100%): parked",
         "state: Total 4.0",
         "4.0 (  100%): idle",
+        "tokio_task_id: Total 4.0",
     ] {
         assert!(tags.contains(label), "{label} in\n{tags}");
     }

@@ -167,7 +167,8 @@ fn can_append_a_dump_of_all_tasks() {
     let (_, stderr) = run(Some("1"), &["--dump"]);
     let at = stderr.find("live tasks:").expect("no dump in stderr");
     let dump = &stderr[at..];
-    assert!(dump.contains(" \"loader\" [running "), "{dump}");
+    assert!(dump.contains(" \"loader\" (tokio task "), "{dump}");
+    assert!(dump.contains(") [running "), "{dump}");
     assert!(dump.contains(&format!("awaiting at {SRC}:20:31")), "{dump}");
     // The one live task, after the report, then an empty line.
     assert_eq!(dump.matches("\ntask ").count(), 1, "{dump}");

@@ -115,6 +115,11 @@ pub struct Layout {
     pub ext_name: u64,
     pub name_ptr: u64,
     pub name_len: u64,
+    // Tokio filing: the spawn word's `tokio` bit, and where the extension
+    // holds the tokio task id and the root's order among its roots
+    pub spawn_tokio_bit: u64,
+    pub ext_tokio_id: u64,
+    pub ext_tokio_order: u64,
     // Clock word: `(ms << 1) | read`, `0` when no ticker runs
     pub clock_shift: u64,
     /// `1`: times are ms of Linux `CLOCK_MONOTONIC_COARSE`, so a script
@@ -207,6 +212,9 @@ pub(super) const LAYOUT: Layout = Layout {
     ext_name: o(offset_of!(TaskExt, name)),
     name_ptr: o(TaskName::PTR_OFFSET),
     name_len: o(TaskName::LEN_OFFSET),
+    spawn_tokio_bit: spawn::TOKIO.trailing_zeros() as u64,
+    ext_tokio_id: o(offset_of!(TaskExt, tokio_id)),
+    ext_tokio_order: o(offset_of!(TaskExt, tokio_order)),
     clock_shift: 1,
     clock_monotonic: cfg!(target_os = "linux") as u64,
 };

@@ -10,9 +10,10 @@
 //! async-stack has no such symbol. The descriptor starts with
 //! [`MAGIC`] (the bytes `ASYNCSTK`) and an ABI [`VERSION`]; a script checks
 //! both before reading anything else, and refuses versions it does not
-//! know. The version changes whenever the meaning of a field changes;
-//! new fields are only appended, and `size` says how many bytes the
-//! descriptor has.
+//! know. The version changes whenever a field is added or removed or
+//! its meaning changes (a script reads the fields by index, and the
+//! version fixes the indices); `size` says how many bytes the descriptor
+//! has.
 //!
 //! # What it holds
 //!
@@ -23,9 +24,9 @@
 //!   script reads (frame, call site, await site, site-table entries, thread
 //!   root, thread state, task record, stack chunk, task extension, task
 //!   name), and the bit layouts of the packed words (state, wakes, slot
-//!   words, the record's `meta` and `foreign` words, the current-frame
-//!   tag). These are constants, computed from the real types at compile
-//!   time; a test checks them against the real layout;
+//!   words, the record's `meta`, `foreign` and `spawn` words, the
+//!   current-frame tag). These are constants, computed from the real
+//!   types at compile time; a test checks them against the real layout;
 //! - an **address** part: where the task records' page table is, how many
 //!   records were handed out, the page tables of stack chunks and task
 //!   extensions, the thread-root list, the two site tables, and the ticking
@@ -79,6 +80,14 @@
 //!   `i / arena_page_entries` of the extension page table (a page not
 //!   allocated is `0`). A task without a name of its own is shown with its
 //!   root call site's `task_name` (empty: none).
+//! - **Tokio tasks**: when bit `spawn_tokio_bit` of the spawn word is
+//!   set, the root was first polled inside a tokio task, and its extension
+//!   holds that task's id (`u64` at `ext_tokio_id`, the number
+//!   `JoinHandle::id()` displays) and the root's order (`u64` at
+//!   `ext_tokio_order`, from one counter of the process, taken at its
+//!   first poll). The live records filed under one tokio id are one
+//!   entry, as in a dump: its branches in that order, its id that of the
+//!   first branch, its state and counts merged as the dump merges them.
 //!
 //! A debugger reads a stopped process, so it needs none of the sequence
 //! counters that in-process readers use; what it reads may still be
@@ -94,7 +103,8 @@
 //! - `gdb_autoload.rs`: the gdb scripts embedded in the binary;
 //! - `testing.rs`: hooks that corrupt the descriptor and a chain, for the
 //!   debugger-script tests; `tests.rs`: a reader of this process's memory
-//!   that knows nothing but the descriptor.
+//!   that knows nothing but the descriptor, and a check that the Python
+//!   reader reads the same version and fields.
 
 // `std`'s, not `crate::sync`'s: the descriptor is constant data that a
 // debugger reads from a stopped process; atomics only make it `Sync`, and
@@ -128,7 +138,11 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// `meta_seen_hidden_shift` is `meta_seen_hidden_retired_shift`,
 /// `foreign_hidden_bits` is `foreign_hidden_retired_bits`. The layout and
 /// the values are those of version 2; every address is set from the start.
-pub const VERSION: u64 = 3;
+///
+/// Version 4: roots filed under a tokio task. `spawn_tokio_bit`,
+/// `ext_tokio_id` and `ext_tokio_order` follow `name_len` (so every later
+/// field moved by three words).
+pub const VERSION: u64 = 4;
 
 /// The descriptor. See the module docs.
 #[repr(C)]

@@ -10,7 +10,7 @@ use std::task::{Context, Waker};
 use super::{ASYNC_STACK_DEBUG, VERSION};
 use crate::record::site::SiteId;
 use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
-use crate::task::record::TaskRecord;
+use crate::task::record::{TaskExt, TaskRecord, spawn};
 use crate::task::registry::{MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
 use crate::task::traced::TracedExt;
 
@@ -121,6 +121,9 @@ const LAYOUT_FIELDS: &[&str] = &[
     "ext_name",
     "name_ptr",
     "name_len",
+    "spawn_tokio_bit",
+    "ext_tokio_id",
+    "ext_tokio_order",
     "clock_shift",
     "clock_monotonic",
 ];
@@ -201,6 +204,40 @@ fn the_descriptor_is_magic_version_and_every_field_in_order() {
         u64::from(cfg!(target_os = "linux"))
     );
     assert_eq!(l.get("slot_await_flag"), u64::from(SiteId::AWAIT));
+    assert_eq!(l.get("ext_tokio_id"), offset_of!(TaskExt, tokio_id) as u64);
+    assert_eq!(
+        l.get("ext_tokio_order"),
+        offset_of!(TaskExt, tokio_order) as u64
+    );
+    assert_eq!(1u32 << l.get("spawn_tokio_bit"), spawn::TOKIO);
+}
+
+/// The quoted names of the Python tuple `name = (...)` in the reader.
+fn python_tuple(py: &str, name: &str) -> Vec<String> {
+    let start = py
+        .find(&format!("\n{name} = ("))
+        .unwrap_or_else(|| panic!("the reader defines {name}"));
+    let body = &py[start..];
+    let body = &body[..body.find(')').expect("the tuple ends")];
+    body.split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The Python reader (which gdb and lldb load, and which cannot import
+/// these lists) reads the same version, and the same fields in the same
+/// order.
+#[test]
+fn the_python_reader_reads_this_version_and_these_fields() {
+    let py = include_str!("../../debugger/async_stack_reader.py");
+    assert!(
+        py.contains(&format!("\nVERSION = {VERSION}\n")),
+        "the reader checks for version {VERSION}"
+    );
+    assert_eq!(python_tuple(py, "LAYOUT_FIELDS"), LAYOUT_FIELDS);
+    assert_eq!(python_tuple(py, "ADDRESS_FIELDS"), ADDRESS_FIELDS);
 }
 
 /// The descriptor is whole from the start: every address is that of a
@@ -359,4 +396,72 @@ fn this_thread_is_listed_with_its_id_and_a_chain_while_it_polls() {
     // Between polls the thread has no chain.
     let active = listed(tid).expect("still listed");
     assert_eq!(word_at(active + l.get("active_current")), 0);
+}
+
+/// A root first polled inside a tokio task, read from memory alone: the
+/// spawn word's `tokio` bit, and in its extension the id that
+/// `JoinHandle::id()` displays and an order that follows first polls. A
+/// root polled outside tokio has the bit clear.
+#[cfg(feature = "tokio")]
+#[test]
+fn a_root_filed_under_a_tokio_task_reads_its_id_and_order_from_memory_alone() {
+    let (l, a) = (layout_words(), address_words());
+    let spawn_word_of = |rec: u64| u64::from(u32_at(rec + l.get("record_spawn")));
+    let tokio_bit = 1 << l.get("spawn_tokio_bit");
+    let per = l.get("arena_page_entries");
+    let ext_of =
+        |i: u64| word_at(a.get("ext_pages") + 8 * (i / per)) + (i % per) * l.get("ext_size");
+    // The ids of the roots of the entry named `name`, in branch order.
+    let roots_of = |name: &str| {
+        crate::read::dump::dump()
+            .tasks
+            .iter()
+            .find(|t| t.name.as_deref() == Some(name))
+            .unwrap()
+            .branches
+            .clone()
+    };
+
+    let rt = ::tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (tx, rx) = ::tokio::sync::oneshot::channel::<()>();
+    let (handle, shown) = rt.block_on(async {
+        let handle = ::tokio::spawn(async move {
+            let first = std::future::pending::<()>().traced_named("debug-tokio-first");
+            let second = std::future::pending::<()>().traced_named("debug-tokio-second");
+            ::tokio::select! {
+                biased;
+                _ = first => {}
+                _ = second => {}
+                _ = rx => {}
+            }
+        });
+        let shown = handle.id().to_string();
+        ::tokio::task::yield_now().await;
+        (handle, shown)
+    });
+    let mut outside = Box::pin(std::future::pending::<()>().traced_named("debug-tokio-outside"));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(outside.as_mut().poll(&mut cx).is_pending());
+
+    // The dump shows the two roots as one entry, named by the first.
+    let roots = roots_of("debug-tokio-first");
+    assert_eq!(roots.len(), 2, "one entry of two roots");
+    let (first, i) = record_and_index_of(roots[0]);
+    let (second, j) = record_and_index_of(roots[1]);
+    let (alone, _) = record_and_index_of(roots_of("debug-tokio-outside")[0]);
+    assert_ne!(spawn_word_of(first) & tokio_bit, 0);
+    assert_ne!(spawn_word_of(second) & tokio_bit, 0);
+    assert_eq!(spawn_word_of(alone) & tokio_bit, 0, "polled outside tokio");
+    let (ext_i, ext_j) = (ext_of(i), ext_of(j));
+    assert_eq!(word_at(ext_i + l.get("ext_tokio_id")).to_string(), shown);
+    assert_eq!(word_at(ext_j + l.get("ext_tokio_id")).to_string(), shown);
+    assert!(
+        word_at(ext_i + l.get("ext_tokio_order")) < word_at(ext_j + l.get("ext_tokio_order")),
+        "the first root polled first"
+    );
+
+    drop(tx);
+    rt.block_on(handle).unwrap();
 }

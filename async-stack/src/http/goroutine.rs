@@ -7,8 +7,9 @@
 //! `.await` it waits on (or where it is defined, before its first
 //! `.await`); the text dump shows every branch. A task whose stack could
 //! not be read (it changed on every copy) has the single frame
-//! `[stack unavailable]`. Labels: `task_id`, `task_name` (when named) and
-//! `state`, as in the sampler's profiles.
+//! `[stack unavailable]`. Labels: `task_id`, `task_name` (when named),
+//! `tokio_task_id` (for a tokio task, feature `tokio`) and `state`, as in
+//! the sampler's profiles.
 
 use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -47,6 +48,9 @@ fn add(pprof: &mut CountPprof, task: &TaskInfo) {
     let mut labels = vec![("task_id", LabelValue::Num(task.id))];
     if let Some(name) = &task.name {
         labels.push(("task_name", LabelValue::Str(name)));
+    }
+    if let Some(id) = task.tokio_id {
+        labels.push(("tokio_task_id", LabelValue::Num(id)));
     }
     labels.push(("state", LabelValue::Str(task.state.as_str())));
     if path == 0 {

@@ -66,12 +66,11 @@ impl std::fmt::Display for StallReport {
             StallKind::Running => "has been running without yielding for",
             StallKind::Idle => "has been idle for",
         };
-        writeln!(
-            f,
-            "async-stack: stall: task {} {what} {}",
-            self.task.id,
-            format_duration(self.task.time_in_state())
-        )?;
+        write!(f, "async-stack: stall: task {}", self.task.id)?;
+        if let Some(tokio_id) = self.task.tokio_id {
+            write!(f, " (tokio task {tokio_id})")?;
+        }
+        writeln!(f, " {what} {}", format_duration(self.task.time_in_state()))?;
         write!(f, "{}", self.task)
     }
 }
@@ -171,7 +170,7 @@ impl WatchdogBuilder {
         let thread = std::thread::Builder::new()
             .name("async-stack-watchdog".into())
             .spawn(move || {
-                let mut reported: HashSet<(u64, StallKind)> = HashSet::new();
+                let mut reported: HashSet<(StalledTask, StallKind)> = HashSet::new();
                 while !stop2.load(Ordering::Acquire) {
                     check(running, idle, &mut reported, &*callback);
                     std::thread::park_timeout(interval);
@@ -188,7 +187,7 @@ impl WatchdogBuilder {
 fn check(
     running: Duration,
     idle: Option<Duration>,
-    reported: &mut HashSet<(u64, StallKind)>,
+    reported: &mut HashSet<(StalledTask, StallKind)>,
     callback: &(dyn Fn(&StallReport) + Send + Sync),
 ) {
     // Only tasks already over a threshold are read in full (a pass over
@@ -204,8 +203,13 @@ fn check(
             };
             // One report per episode: the key stays while the task stays
             // stalled, and is forgotten at the first check that finds it
-            // not.
-            let key = (task.id, kind);
+            // not. A tokio task is known by its tokio id, which stays
+            // while its roots come and go.
+            let who = match task.tokio_id {
+                Some(id) => StalledTask::Tokio(id),
+                None => StalledTask::Task(task.id),
+            };
+            let key = (who, kind);
             still.insert(key);
             if reported.insert(key) {
                 callback(&StallReport {
@@ -215,6 +219,14 @@ fn check(
             }
         });
     reported.retain(|k| still.contains(k));
+}
+
+/// Who stalled: a task of its own, or a tokio task (whatever roots it
+/// has at each check).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum StalledTask {
+    Task(u64),
+    Tokio(u64),
 }
 
 /// The stall a task in `state` for `in_state` is in, if any.

@@ -34,9 +34,12 @@
 //!   records). An entry belongs to the task whose id it holds: the first poll
 //!   of a task while recording (re)initialises it, so a task spawned before
 //!   recording started is counted from its next poll.
-//! - **Per task, once**: its name, spawn site and root function
-//!   ([`TaskDetails`]), in a map under a mutex, written when the entry is
-//!   initialised and again, with the final counters, when the task ends.
+//! - **Per task, once**: its name, spawn site, root function and the tokio
+//!   task it is filed under ([`TaskDetails`]), in a map under a mutex,
+//!   written when the entry is initialised and again, with the final
+//!   counters, when the task ends. (The tokio task is read there, from the
+//!   record's extension, once per task: a poll reads nothing more than
+//!   before.)
 //!   Ended tasks are kept up to [`ENDED_LIMIT`]; beyond that the oldest are
 //!   forgotten and counted (`dropped_tasks`), so recording a million short
 //!   tasks does not grow without bound.
@@ -63,6 +66,7 @@ use crate::record::frame::AsyncStackFrame;
 use crate::sync::lock;
 use crate::task::record::TaskRecord;
 use crate::task::registry;
+use crate::task::tokio_task::TokioTask;
 
 /// Whether recording is on.
 pub(crate) static ON: AtomicBool = AtomicBool::new(false);
@@ -237,6 +241,10 @@ pub(crate) struct TaskDetails {
     pub(crate) name: Option<String>,
     pub(crate) spawn_site: Option<String>,
     pub(crate) root: Option<String>,
+    /// The tokio task its root was first polled in, if any (see
+    /// [`crate::task::tokio_task`]): the wake graph merges the roots of
+    /// one tokio task into one node.
+    pub(crate) tokio: Option<TokioTask>,
     /// Final counters, once the task ended.
     pub(crate) ended: Option<Counters>,
 }
@@ -322,7 +330,9 @@ pub(crate) fn tasks() -> &'static Mutex<Tasks> {
 }
 
 /// The first poll of task `id` (record `r` at `index`, root `root`) while
-/// recording: resets its entry and notes what the task is.
+/// recording: resets its entry and notes what the task is. Runs on the
+/// task's polling thread, after its registration wrote the record's
+/// `spawn` word and extension, so what they say is the task's.
 #[cold]
 #[inline(never)]
 fn adopt(entry: &TaskWakes, index: u32, r: &TaskRecord, id: u64, root: &AsyncStackFrame) {
@@ -332,12 +342,14 @@ fn adopt(entry: &TaskWakes, index: u32, r: &TaskRecord, id: u64, root: &AsyncSta
         .location()
         .map(|s| format!("{}:{}:{}", s.file(), s.line(), s.column()));
     let root = Some(root.call_site().function());
+    let tokio = r.tokio_task(index);
     lock(tasks()).meta.insert(
         id,
         TaskDetails {
             name,
             spawn_site,
             root,
+            tokio,
             ended: None,
         },
     );

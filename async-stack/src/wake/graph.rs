@@ -2,13 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::sync::{Ordering, lock};
-use crate::task::probe::{self, Counters, SOURCE_RUNTIME, SOURCE_THREAD, TaskDetails};
+use crate::task::probe::{self, Counters, SOURCE_RUNTIME, SOURCE_THREAD};
 use crate::task::registry;
+
+use super::node::{self, Root, TaskNode};
 
 /// Who woke a task.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -31,126 +32,6 @@ impl WakeSource {
             SOURCE_RUNTIME => WakeSource::Runtime,
             SOURCE_THREAD => WakeSource::Thread,
             id => WakeSource::Task(id),
-        }
-    }
-}
-
-/// One task of the graph (or, after [`WakeGraph::fold`], all tasks that
-/// share a label).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct TaskNode {
-    /// The task's id (as in dumps); for a folded node, the smallest id of
-    /// its members.
-    pub id: u64,
-    /// What the graph calls it: the task's name, else its root function.
-    pub label: String,
-    /// The name given at spawn, if any.
-    pub name: Option<String>,
-    /// Where it was spawned (`file:line:column`), if a spawn helper said.
-    pub spawn_site: Option<String>,
-    /// The function of its root future.
-    pub root: Option<String>,
-    /// How many tasks this node stands for (1 until folded).
-    pub instances: u64,
-    /// How many of them are still live.
-    pub live: u64,
-    /// Polls (tokio-metrics' `total_poll_count`).
-    pub total_poll_count: u64,
-    /// Wakes from outside the task's own polls.
-    pub wakes: u64,
-    /// Wakes from inside its own polls (yields).
-    pub self_wakes: u64,
-    /// Clones of its waker made.
-    pub waker_clones: u64,
-    /// Clones of its waker dropped.
-    pub waker_drops: u64,
-    /// Polls longer than the slow-poll threshold.
-    pub total_slow_poll_count: u64,
-    /// Time inside `poll` (busy), in nanoseconds.
-    pub total_poll_duration_ns: u64,
-    /// Time from a wake to the poll that follows, in nanoseconds.
-    pub total_scheduled_duration_ns: u64,
-    /// Time from `Pending` to the wake that follows (up to now for a task
-    /// still idle), in nanoseconds.
-    pub total_idle_duration_ns: u64,
-    /// How many of its tasks are flagged for a lost waker: pending, every
-    /// clone of the waker dropped, and not woken.
-    pub lost_wakers: u64,
-}
-
-impl TaskNode {
-    /// Time inside `poll`.
-    pub fn busy(&self) -> Duration {
-        Duration::from_nanos(self.total_poll_duration_ns)
-    }
-
-    /// Time from `Pending` to the next wake.
-    pub fn idle(&self) -> Duration {
-        Duration::from_nanos(self.total_idle_duration_ns)
-    }
-
-    /// Time from a wake to the next poll.
-    pub fn scheduled(&self) -> Duration {
-        Duration::from_nanos(self.total_scheduled_duration_ns)
-    }
-
-    fn new(id: u64, meta: &TaskDetails, c: Counters, live: bool) -> TaskNode {
-        let label = meta
-            .name
-            .clone()
-            .or_else(|| meta.root.clone())
-            .unwrap_or_else(|| format!("task {id}"));
-        TaskNode {
-            id,
-            label,
-            name: meta.name.clone(),
-            spawn_site: meta.spawn_site.clone(),
-            root: meta.root.clone(),
-            instances: 1,
-            live: u64::from(live),
-            total_poll_count: c.polls,
-            wakes: c.wakes,
-            self_wakes: c.self_wakes,
-            waker_clones: c.clones,
-            waker_drops: c.drops,
-            total_slow_poll_count: c.slow_polls,
-            total_poll_duration_ns: c.busy_ns,
-            total_scheduled_duration_ns: c.scheduled_ns,
-            total_idle_duration_ns: c.idle_ns,
-            lost_wakers: u64::from(c.lost),
-        }
-    }
-
-    fn absorb(&mut self, other: &TaskNode) {
-        self.id = self.id.min(other.id);
-        self.instances = self.instances.saturating_add(other.instances);
-        self.live = self.live.saturating_add(other.live);
-        self.total_poll_count = self.total_poll_count.saturating_add(other.total_poll_count);
-        self.wakes = self.wakes.saturating_add(other.wakes);
-        self.self_wakes = self.self_wakes.saturating_add(other.self_wakes);
-        self.waker_clones = self.waker_clones.saturating_add(other.waker_clones);
-        self.waker_drops = self.waker_drops.saturating_add(other.waker_drops);
-        self.total_slow_poll_count = self
-            .total_slow_poll_count
-            .saturating_add(other.total_slow_poll_count);
-        self.total_poll_duration_ns = self
-            .total_poll_duration_ns
-            .saturating_add(other.total_poll_duration_ns);
-        self.total_scheduled_duration_ns = self
-            .total_scheduled_duration_ns
-            .saturating_add(other.total_scheduled_duration_ns);
-        self.total_idle_duration_ns = self
-            .total_idle_duration_ns
-            .saturating_add(other.total_idle_duration_ns);
-        self.lost_wakers = self.lost_wakers.saturating_add(other.lost_wakers);
-        for (mine, theirs) in [
-            (&mut self.name, &other.name),
-            (&mut self.spawn_site, &other.spawn_site),
-            (&mut self.root, &other.root),
-        ] {
-            if mine != theirs {
-                *mine = None;
-            }
         }
     }
 }
@@ -206,44 +87,66 @@ pub(super) fn collect() -> WakeGraph {
             live.push((id, entry.counters(now)));
         }
     }
-    let (mut tasks, dropped_tasks) = {
+    let ((mut tasks, node_of), dropped_tasks) = {
         let t = lock(probe::tasks());
-        let mut tasks: Vec<TaskNode> = live
+        let mut roots: Vec<Root<'_>> = live
             .iter()
-            .filter_map(|(id, c)| {
-                let meta = t.meta.get(id)?;
+            .filter_map(|&(id, counters)| {
+                let meta = t.meta.get(&id)?;
                 // A task that ended since the scan above is taken below.
-                meta.ended
-                    .is_none()
-                    .then(|| TaskNode::new(*id, meta, *c, true))
+                meta.ended.is_none().then_some(Root {
+                    id,
+                    meta,
+                    counters,
+                    live: true,
+                })
             })
             .collect();
-        tasks.extend(
-            t.meta
-                .iter()
-                .filter_map(|(id, meta)| Some(TaskNode::new(*id, meta, meta.ended?, false))),
-        );
-        (tasks, t.dropped)
+        roots.extend(t.meta.iter().filter_map(|(&id, meta)| {
+            Some(Root {
+                id,
+                meta,
+                counters: meta.ended?,
+                live: false,
+            })
+        }));
+        (node::entries(roots), t.dropped)
     };
-    tasks.sort_by_key(|t| t.id);
+    // Each edge between the nodes of its ends; edges from or to a task
+    // not in the graph are left out.
     let mut counts: BTreeMap<(u64, WakeSource), u64> = BTreeMap::new();
     let tables: Vec<_> = lock(probe::edge_tables()).clone();
     for table in tables {
         for (&(from, to), &n) in lock(&table).iter() {
-            let c = counts.entry((to, WakeSource::from_raw(from))).or_insert(0);
+            let Some(&to) = node_of.get(&to) else {
+                continue;
+            };
+            let from = match WakeSource::from_raw(from) {
+                WakeSource::Task(id) => match node_of.get(&id) {
+                    Some(&node) => WakeSource::Task(node),
+                    None => continue,
+                },
+                other => other,
+            };
+            let c = counts.entry((to, from)).or_insert(0);
             *c = c.saturating_add(n);
         }
     }
-    let known = |id: u64| tasks.binary_search_by_key(&id, |t| t.id).is_ok();
+    // A root woken by another root of its own tokio task was woken from
+    // inside the task's poll: a self-wake of the node, not an edge.
+    counts.retain(|&(to, from), &mut n| {
+        if from != WakeSource::Task(to) {
+            return true;
+        }
+        if let Ok(i) = tasks.binary_search_by_key(&to, |t| t.id) {
+            let node = &mut tasks[i];
+            node.wakes = node.wakes.saturating_sub(n);
+            node.self_wakes = node.self_wakes.saturating_add(n);
+        }
+        false
+    });
     let edges = counts
         .into_iter()
-        .filter(|&((to, from), _)| {
-            known(to)
-                && match from {
-                    WakeSource::Task(id) => known(id),
-                    _ => true,
-                }
-        })
         .map(|((to, from), wakes)| WakeEdge { from, to, wakes })
         .collect();
     WakeGraph {
@@ -255,7 +158,8 @@ pub(super) fn collect() -> WakeGraph {
 }
 
 impl WakeGraph {
-    /// The node of task `id`.
+    /// The node whose id is `id` (for a tokio task with several traced
+    /// roots, the id of the first one; see [`TaskNode::id`]).
     pub fn task(&self, id: u64) -> Option<&TaskNode> {
         self.tasks
             .binary_search_by_key(&id, |t| t.id)
@@ -328,13 +232,17 @@ impl WakeGraph {
 
     /// The graph as pretty-printed JSON: `tasks`, `edges` (each `from` is
     /// `{"task": id}`, `"runtime"` or `"thread"`), `dropped_tasks` and
-    /// `folded`, with the field names of [`TaskNode`] and [`WakeEdge`].
+    /// `folded`, with the field names of [`TaskNode`] (`tokio_id` is a
+    /// number or `null`) and [`WakeEdge`]. It reads back with serde
+    /// (`serde_json::from_str::<WakeGraph>`), and so do graphs written
+    /// before `tokio_id` existed.
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("a wake graph always serialises")
     }
 
-    /// The graph in Graphviz DOT: one box per task (label, instances, busy
-    /// and idle time, wakes; red if a waker was lost), one ellipse per
+    /// The graph in Graphviz DOT: one box per task (label, instances, the
+    /// tokio task it stands for, busy and idle time, wakes; red if a waker
+    /// was lost), one ellipse per
     /// outside source that woke anything, and one edge per [`WakeEdge`]
     /// labelled with its count and drawn wider the more it carries.
     /// `dot -Tsvg` draws it.
@@ -355,6 +263,9 @@ impl WakeGraph {
             let mut label = dot_escape(&t.label);
             if t.instances > 1 {
                 let _ = write!(label, " ×{}", t.instances);
+            }
+            if let Some(id) = t.tokio_id {
+                let _ = write!(label, "\\ntokio task {id}");
             }
             let _ = write!(
                 label,
@@ -415,9 +326,10 @@ fn dot_escape(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::task::probe::TaskDetails;
 
     fn node(id: u64, label: &str, busy: u64) -> TaskNode {
-        TaskNode::new(
+        crate::wake::node::tests_support::node(
             id,
             &TaskDetails {
                 name: Some(label.to_owned()),
@@ -429,7 +341,6 @@ mod tests {
                 busy_ns: busy,
                 ..Counters::default()
             },
-            true,
         )
     }
 
@@ -532,14 +443,44 @@ mod tests {
                 .contains("\"from\": {\n        \"task\": 1\n      }")
         );
     }
-}
 
-#[cfg(test)]
-pub(super) mod tests_support {
-    use super::*;
+    /// The tokio task a node stands for is in both forms, and folding keeps
+    /// it only where the members share it.
+    #[test]
+    fn the_tokio_task_is_shown_and_folds_only_when_shared() {
+        let mut g = graph();
+        g.tasks[0].tokio_id = Some(34);
+        g.tasks[1].tokio_id = Some(35);
+        g.tasks[2].tokio_id = Some(36);
+        let json = g.to_json();
+        assert!(json.contains("\"tokio_id\": 34,"), "{json}");
+        assert!(json.contains("\"tokio_id\": null,"), "{json}");
+        assert_eq!(serde_json::from_str::<WakeGraph>(&json).unwrap(), g);
+        let dot = g.to_dot();
+        assert!(
+            dot.contains("  t1 [shape=box, label=\"p\\ntokio task 34\\nbusy "),
+            "{dot}"
+        );
+        assert!(
+            dot.contains("  t4 [shape=box, label=\"q\\\"x\\nbusy "),
+            "{dot}"
+        );
+        let f = g.fold(Fold::Name);
+        let ids: Vec<_> = f.tasks.iter().map(|t| (t.id, t.tokio_id)).collect();
+        assert_eq!(ids, [(1, Some(34)), (2, None), (4, None)]);
+    }
 
-    /// A live task node with these counters.
-    pub(in crate::wake) fn node(id: u64, meta: &TaskDetails, c: Counters) -> TaskNode {
-        TaskNode::new(id, meta, c, true)
+    /// A graph written before nodes had `tokio_id` still reads, as nodes of
+    /// no tokio task.
+    #[test]
+    fn a_graph_written_without_tokio_ids_reads_back() {
+        let mut old: serde_json::Value = serde_json::from_str(&graph().to_json()).unwrap();
+        for t in old["tasks"].as_array_mut().unwrap() {
+            t.as_object_mut().unwrap().remove("tokio_id").unwrap();
+        }
+        let text = old.to_string();
+        assert!(!text.contains("tokio_id"));
+        let back: WakeGraph = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, graph());
     }
 }

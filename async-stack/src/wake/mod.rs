@@ -28,6 +28,19 @@
 //!   polls (over [`set_slow_poll_threshold`], 50 µs by default, as in
 //!   tokio-metrics).
 //!
+//! **A node is a task as a dump shows it.** With the `tokio` feature, the
+//! traced roots polled inside one tokio task (a plain
+//! `tokio::spawn(async { tokio::join!(left(), right()) })` with `left`
+//! and `right` traced) are one node, which carries the tokio task's id
+//! ([`TaskNode::tokio_id`], the number `JoinHandle::id()` displays) and
+//! the id of its first root. Edges from or to any of its roots are edges
+//! of the node; a root woken by another root of the same tokio task was
+//! woken from inside the task's own poll, and counts as a self-wake of the
+//! node, not as an edge to itself. Counters are summed over the roots,
+//! except scheduled and idle time (the largest root's) and the lost-waker
+//! flag (set only if every live root has it); [`TaskNode`]'s fields say
+//! why. Roots outside a tokio task are nodes of their own.
+//!
 //! A task is counted from its first poll after recording started. The
 //! counters are statistics, written with relaxed atomics: a wake that
 //! races the end of the poll it wakes is counted, but the boundary between
@@ -75,10 +88,12 @@ use crate::task::probe;
 
 mod emit;
 mod graph;
+mod node;
 mod reduce;
 pub mod workload;
 
-pub use graph::{Fold, TaskNode, WakeEdge, WakeGraph, WakeSource};
+pub use graph::{Fold, WakeEdge, WakeGraph, WakeSource};
+pub use node::TaskNode;
 pub use reduce::{Group, Member, ReduceOptions, Reduction};
 
 /// The slow-poll threshold until [`set_slow_poll_threshold`] changes it:

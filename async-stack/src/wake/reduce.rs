@@ -34,7 +34,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::graph::{TaskNode, WakeGraph, WakeSource};
+use super::graph::{WakeGraph, WakeSource};
+use super::node::TaskNode;
 
 /// Settings of [`WakeGraph::reduce`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -423,7 +424,7 @@ mod tests {
             idle_ns: 4000 * wakes,
             ..Counters::default()
         };
-        crate::wake::graph::tests_support::node(id, &meta, c)
+        crate::wake::node::tests_support::node(id, &meta, c)
     }
 
     fn edge(from: WakeSource, to: u64, wakes: u64) -> WakeEdge {

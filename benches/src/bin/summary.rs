@@ -106,6 +106,7 @@ fn main() -> ExitCode {
     poll_depth(&r);
     root_poll(&r);
     root(&r);
+    root_tokio(&r);
     capture(&r);
     spawn(&r);
     dump(&r);
@@ -491,6 +492,72 @@ fn root(r: &Lookup<'_>) {
     println!();
 }
 
+/// What `variant` adds to a task's life inside a tokio task
+/// (`root_tokio`, `polls` polls), ns.
+fn root_tokio_added(r: &Lookup<'_>, variant: &str, polls: u32) -> Option<f64> {
+    let g = names::ROOT_TOKIO;
+    Some(r.get(g, variant, polls)? - r.get(g, names::UNTRACED, polls)?)
+}
+
+/// What filing roots under their tokio task adds, ns: per root (its first
+/// poll) with `polls` 1, and per later poll (the slope from 1 to 2 polls):
+/// async-stack's extra inside a tokio task less its extra outside.
+fn tokio_filing(r: &Lookup<'_>) -> (Option<f64>, Option<f64>) {
+    let per_root = (|| {
+        Some(root_tokio_added(r, names::ASYNC_STACK, 1)? - root_added(r, names::ASYNC_STACK, 1)?)
+    })();
+    let per_poll = (|| {
+        let inside = root_tokio_added(r, names::ASYNC_STACK, 2)?
+            - root_tokio_added(r, names::ASYNC_STACK, 1)?;
+        let outside = root_added(r, names::ASYNC_STACK, 2)? - root_added(r, names::ASYNC_STACK, 1)?;
+        Some(inside - outside)
+    })();
+    (per_root, per_poll)
+}
+
+fn tokio_filing_target(r: &Lookup<'_>) -> Target {
+    Target::at_most(
+        "≤ 2 ns added per root poll by filing roots under their tokio task (`root_tokio` \
+         less `root`, slope from 1 to 2 polls)"
+            .to_owned(),
+        tokio_filing(r).1,
+        2.0,
+        " ns",
+        2,
+    )
+}
+
+fn root_tokio(r: &Lookup<'_>) {
+    let g = names::ROOT_TOKIO;
+    println!(
+        "## root inside a tokio task
+"
+    );
+    println!("The same tasks inside one task of a current_thread runtime, ns per task:\n");
+    println!("| polls | variant | ns per task (95% interval) | extra vs untraced | × untraced |");
+    println!("|---:|---|---:|---:|---:|");
+    for polls in [1, 2] {
+        let base = r.get(g, names::UNTRACED, polls);
+        for variant in [names::UNTRACED, names::ASYNC_STACK, names::ASYNC_BACKTRACE] {
+            let t = r.get(g, variant, polls);
+            println!(
+                "| {polls} | {variant} | {} | {} | {} |",
+                r.with_ci(g, variant, polls, 1.0, 1),
+                fmt(root_tokio_added(r, variant, polls), 1),
+                fmt(ratio(t, base), 1)
+            );
+        }
+    }
+    let (per_root, _) = tokio_filing(r);
+    println!();
+    println!(
+        "- filing a root under its tokio task, on its first poll: {} ns per root",
+        fmt(per_root, 1)
+    );
+    println!("- {}", tokio_filing_target(r).line());
+    println!();
+}
+
 fn capture(r: &Lookup<'_>) {
     let g = names::CAPTURE;
     let get = |f: &str| r.get(g, f, "");
@@ -787,7 +854,7 @@ fn targets(r: &Lookup<'_>) {
     println!("|---|---:|---|");
     let all = poll_depth_targets(r)
         .into_iter()
-        .chain([root_poll_target(r), root_target(r)])
+        .chain([root_poll_target(r), root_target(r), tokio_filing_target(r)])
         .chain(spawn_targets(
             r,
             names::SPAWN_CURRENT_THREAD,

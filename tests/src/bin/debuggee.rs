@@ -1,6 +1,6 @@
 //! A program for the debugger-script tests (`tests/tests/debugger_*.rs`):
-//! it stops, on tokio's multi-thread runtime, inside nested traced fns,
-//! after writing what the in-process walker and dump say at that point, so
+//! it stops, on tokio's multi-thread runtime (but for mode `tokio`),
+//! inside nested traced fns, after writing what the in-process walker and dump say at that point, so
 //! that a test can compare `async-bt` and `async-tasks` in gdb and lldb
 //! with them.
 //!
@@ -28,10 +28,21 @@
 //!   frames, past any script's depth limit.
 //! - `magic`, `version`: as `chain`, with the descriptor's magic number or
 //!   version overwritten.
+//! - `tokio`: on a current-thread runtime, one plain `tokio::spawn` whose
+//!   block joins two traced roots (`tokio_left -> tokio_left_inner`,
+//!   parked on a channel, and `tokio_right`, parked on `pending`), one
+//!   task spawned with `async_stack::tokio::spawn_named("solo", ..)`
+//!   (`tokio_solo`), after ten tokio tasks that end at once, and, outside the runtime, a traced root polled by
+//!   hand (`tokio_alone`), all idle after one poll. It writes
+//!   `tokio-ids.txt` (`join <id>` and `solo <id>`, as `JoinHandle::id()`
+//!   displays them), `task-ids.txt` (`left`, `right`, `solo` and `alone`
+//!   with their async-stack task ids) and `dump.txt`, then stops on the
+//!   main thread, outside any poll.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Barrier, OnceLock};
+use std::sync::{Arc, Barrier, Mutex, OnceLock};
 
 use async_stack::traced_async;
 
@@ -131,6 +142,84 @@ async fn chain() {
     drop(senders);
 }
 
+// ---- tokio ----
+//
+// The tests find the `.await` lines by the comments at their ends.
+
+static TOKIO_PARKED: AtomicUsize = AtomicUsize::new(0);
+static TASK_IDS: Mutex<Vec<(&str, u64)>> = Mutex::new(Vec::new());
+
+/// Notes the id of the task being polled as `label`'s, and that it parked.
+fn parked(label: &'static str) {
+    let id = async_stack::current_task_id().expect("polled as a task root");
+    TASK_IDS.lock().unwrap().push((label, id));
+    TOKIO_PARKED.fetch_add(1, Ordering::SeqCst);
+}
+
+#[traced_async]
+async fn tokio_left_inner(rx: tokio::sync::oneshot::Receiver<()>) {
+    parked("left");
+    let _ = rx.await; // left
+}
+
+#[traced_async]
+async fn tokio_left(rx: tokio::sync::oneshot::Receiver<()>) {
+    tokio_left_inner(rx).await;
+}
+
+#[traced_async]
+async fn tokio_right() {
+    parked("right");
+    std::future::pending::<()>().await; // right
+}
+
+#[traced_async]
+async fn tokio_solo(rx: tokio::sync::oneshot::Receiver<()>) {
+    parked("solo");
+    let _ = rx.await; // solo
+}
+
+#[traced_async]
+async fn tokio_alone() {
+    parked("alone");
+    std::future::pending::<()>().await; // alone
+}
+
+fn tokio_mode() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let (left_tx, left_rx) = tokio::sync::oneshot::channel::<()>();
+    let (solo_tx, solo_rx) = tokio::sync::oneshot::channel::<()>();
+    let (join, solo) = rt.block_on(async {
+        // Tokio ids apart from task ids, so that neither passes for the
+        // other.
+        for _ in 0..10 {
+            let _ = tokio::spawn(async {}).await;
+        }
+        let join = tokio::spawn(async { tokio::join!(tokio_left(left_rx), tokio_right()) });
+        let solo = async_stack::tokio::spawn_named("solo", tokio_solo(solo_rx));
+        while TOKIO_PARKED.load(Ordering::SeqCst) < 3 {
+            tokio::task::yield_now().await;
+        }
+        (join, solo)
+    });
+    let mut alone = Box::pin(tokio_alone());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    assert!(alone.as_mut().poll(&mut cx).is_pending());
+    write(
+        "tokio-ids.txt",
+        &format!("join {}\nsolo {}\n", join.id(), solo.id()),
+    );
+    let ids = TASK_IDS.lock().unwrap().clone();
+    let ids: String = ids.iter().map(|(l, id)| format!("{l} {id}\n")).collect();
+    write("task-ids.txt", &ids);
+    write("dump.txt", &async_stack::dump().to_string());
+    async_stack_debug_break();
+    drop((left_tx, solo_tx, alone));
+    std::process::exit(0);
+}
+
 // ---- two ----
 
 static DONE: AtomicBool = AtomicBool::new(false);
@@ -176,11 +265,14 @@ async fn right_outer(barrier: Arc<Barrier>) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(mode), Some(out)) = (args.next(), args.next()) else {
-        eprintln!("usage: debuggee <chain|two|cycle|wild|deep|magic|version> <out-dir>");
+        eprintln!("usage: debuggee <chain|two|cycle|wild|deep|magic|version|tokio> <out-dir>");
         std::process::exit(2);
     };
     OUT.set(PathBuf::from(out)).expect("set once");
     MODE.set(mode.clone()).expect("set once");
+    if mode == "tokio" {
+        tokio_mode();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_time()

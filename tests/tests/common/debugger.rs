@@ -495,6 +495,11 @@ pub fn dump_tasks(dump: &str) -> Vec<DumpTask> {
                 }
                 None => ("-".to_owned(), rest),
             };
+            // `(tokio task 34)` or `(tokio task 34; roots 12, 15)`.
+            let rest = match rest.strip_prefix("(tokio task ") {
+                Some(r) => r.split_once(") ").expect("a closed tokio part").1,
+                None => rest,
+            };
             let state = rest
                 .trim_start_matches('[')
                 .split(' ')
@@ -683,5 +688,226 @@ pub fn check_bad_arguments(tool: Tool) {
     let run = tool.live(&debuggee(), &["chain", &out_arg], &steps);
     for (name, _, problem) in cases {
         assert_one_line_error(&run, &[name], problem);
+    }
+}
+
+/// A step that runs `async-bt task <id>` for every `<label> <id>` line of
+/// the file `ids`, each in a section `TASK-<label>`. A live session's
+/// commands are fixed before the debuggee starts, and only the debuggee
+/// knows its task ids: it writes them, and this step reads them once it
+/// has stopped (through a Python file written in `out`).
+pub fn each_task_step(tool: Tool, ids: &Path, out: &Path) -> Step {
+    let script = out.join(format!("each_task_{}.py", tool.program()));
+    let body = match tool {
+        Tool::Gdb => {
+            "import gdb\n\
+             for line in open(IDS):\n\
+             \x20   label, task = line.split()\n\
+             \x20   gdb.write('==TASK-%s==\\n' % label)\n\
+             \x20   gdb.execute('async-bt task ' + task)\n"
+        }
+        Tool::Lldb => {
+            "import lldb\n\
+             for line in open(IDS):\n\
+             \x20   label, task = line.split()\n\
+             \x20   result = lldb.SBCommandReturnObject()\n\
+             \x20   lldb.debugger.GetCommandInterpreter().HandleCommand(\n\
+             \x20       'async-bt task ' + task, result)\n\
+             \x20   print('==TASK-%s==\\n%s' % (label, result.GetOutput()), end='')\n"
+        }
+    };
+    let text = format!("IDS = {:?}\n{body}", ids.display().to_string());
+    std::fs::write(&script, text).expect("write the step's script");
+    Step::Command(match tool {
+        Tool::Gdb => format!("source {}", script.display()),
+        Tool::Lldb => format!(
+            "script exec(open({:?}).read())",
+            script.display().to_string()
+        ),
+    })
+}
+
+/// `label id` lines (the debuggee's `task-ids.txt`, `tokio-ids.txt`), by
+/// label.
+pub fn labelled_ids(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .map(|line| {
+            let (label, id) = line.split_once(' ').expect("`label id`");
+            (label.to_owned(), id.trim().parse().expect("an id"))
+        })
+        .collect()
+}
+
+/// `tests/src/bin/debuggee.rs:line:column` of the first `at` at or after
+/// `snippet`, in the one line of the debuggee's code (comment lines left
+/// out) that contains `snippet`. The column of an `.await` is that of
+/// `await`.
+pub fn debuggee_location(snippet: &str, at: &str) -> String {
+    const FILE: &str = "tests/src/bin/debuggee.rs";
+    let source = std::fs::read_to_string(super::common::normalize(FILE)).expect("the source");
+    let found: Vec<(usize, &str)> = source
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//") && l.contains(snippet))
+        .collect();
+    assert_eq!(found.len(), 1, "one line of {FILE} holds {snippet:?}");
+    let (index, line) = found[0];
+    let start = line.find(snippet).expect("the snippet");
+    let column = start + line[start..].find(at).expect("`at` in the snippet");
+    format!("{FILE}:{}:{}", index + 1, column + 1)
+}
+
+/// The entries of the debuggee in mode `tokio`, as the dump's text shows
+/// them (times as `<T>`, see [`mask_times`]): the plain `tokio::spawn` that
+/// joins two roots is one entry, the id of its first root (`left`), both
+/// roots' frames in the order of their first poll, each innermost first;
+/// the task spawned by name shows its tokio task; the task polled outside
+/// tokio shows as it always did.
+fn tokio_entries(task: &BTreeMap<String, u64>, tokio: &BTreeMap<String, u64>) -> [String; 3] {
+    let at = debuggee_location;
+    let (left, right, solo, alone) = (task["left"], task["right"], task["solo"], task["alone"]);
+    let join = format!(
+        "task {left} (tokio task {}; roots {left}, {right}) [idle <T>, 1 polls]:\n\
+         \x20   debuggee::tokio_left_inner [async]\n\
+         \x20       awaiting at {}\n\
+         \x20 debuggee::tokio_left [async]\n\
+         \x20     awaiting at {}\n\
+         \x20 debuggee::tokio_right [async]\n\
+         \x20     awaiting at {}\n\
+         \x20 root future defined at {}",
+        tokio["join"],
+        at("let _ = rx.await; // left", "await"),
+        at("tokio_left_inner(rx).await;", "await"),
+        at("std::future::pending::<()>().await; // right", "await"),
+        at("async fn tokio_left(", "tokio_left"),
+    );
+    let solo = format!(
+        "task {solo} \"solo\" (tokio task {}) [idle <T>, 1 polls]:\n\
+         \x20 debuggee::tokio_solo [async]\n\
+         \x20     awaiting at {}\n\
+         \x20 spawned at {}",
+        tokio["solo"],
+        at("let _ = rx.await; // solo", "await"),
+        at("async_stack::tokio::spawn_named(\"solo\"", "async_stack"),
+    );
+    let alone = format!(
+        "task {alone} [idle <T>, 1 polls]:\n\
+         \x20 debuggee::tokio_alone [async]\n\
+         \x20     awaiting at {}\n\
+         \x20 root future defined at {}",
+        at("std::future::pending::<()>().await; // alone", "await"),
+        at("async fn tokio_alone(", "tokio_alone"),
+    );
+    [join, solo, alone]
+}
+
+/// Mode `tokio`, live and on a core of another run (written by gdb): the
+/// roots of one plain `tokio::spawn` are one entry, under the tokio id
+/// `JoinHandle::id()` displays, in `async-bt task <id>` (for either root's
+/// id) and in `async-tasks`; a task outside tokio prints as the
+/// in-process dump prints it.
+#[track_caller]
+pub fn check_tokio_entries(tool: Tool) {
+    let live_out = out_dir(&format!("{}-tokio-live", tool.program()));
+    let core_out = out_dir(&format!("{}-tokio-core", tool.program()));
+    let core = gcore("tokio", &core_out);
+    let table = || section("TASKS", "async-tasks");
+    let mut live_steps: Vec<Step> = table().into();
+    live_steps.push(each_task_step(
+        tool,
+        &live_out.join("task-ids.txt"),
+        &live_out,
+    ));
+    let live_arg = live_out.display().to_string();
+    let live = tool.live(&debuggee(), &["tokio", &live_arg], &live_steps);
+    let mut core_steps: Vec<Step> = table().into();
+    core_steps.push(each_task_step(
+        tool,
+        &core_out.join("task-ids.txt"),
+        &core_out,
+    ));
+    let on_core = tool.core(&debuggee(), &core, &core_steps);
+    let _ = std::fs::remove_file(&core);
+
+    for (run, out, what) in [(&live, &live_out, "live"), (&on_core, &core_out, "core")] {
+        run.assert_no_traceback();
+        let files = outputs(out);
+        let task = labelled_ids(&files["task-ids.txt"]);
+        let tokio = labelled_ids(&files["tokio-ids.txt"]);
+        let [join, solo, alone] = tokio_entries(&task, &tokio);
+        for (label, want) in [
+            ("left", &join),
+            ("right", &join),
+            ("solo", &solo),
+            ("alone", &alone),
+        ] {
+            let got = run.section(&format!("TASK-{label}"));
+            assert_eq!(
+                mask_times(got.trim_end(), false),
+                *want,
+                "{what}: async-bt task {} ({label}):\n{run}",
+                task[label]
+            );
+        }
+        // The task outside tokio: as the in-process dump prints it.
+        let dumped = dump_tasks(&files["dump.txt"]);
+        let dumped_alone = dumped
+            .iter()
+            .find(|t| t.id == task["alone"])
+            .expect("alone");
+        assert_eq!(
+            mask_times(&dumped_alone.text, false),
+            alone,
+            "{what}: the dump"
+        );
+        // One row per entry: `right` is part of `left`'s.
+        let first_await = |function: &str, snippet: &str| {
+            format!(
+                "debuggee::{function} at {}",
+                debuggee_location(snippet, "await")
+            )
+        };
+        let rows = task_rows(&run.section("TASKS"));
+        let want = vec![
+            (
+                task["left"],
+                "-".to_owned(),
+                "idle".to_owned(),
+                first_await("tokio_left_inner", "let _ = rx.await; // left"),
+            ),
+            (
+                task["solo"],
+                "solo".to_owned(),
+                "idle".to_owned(),
+                first_await("tokio_solo", "let _ = rx.await; // solo"),
+            ),
+            (
+                task["alone"],
+                "-".to_owned(),
+                "idle".to_owned(),
+                first_await(
+                    "tokio_alone",
+                    "std::future::pending::<()>().await; // alone",
+                ),
+            ),
+        ];
+        assert_eq!(rows, want, "{what}: async-tasks:\n{run}");
+        // Last, the whole in-process dump written at the stop: the same
+        // three entries, the same text.
+        let dumped: Vec<(u64, String)> = dumped
+            .iter()
+            .map(|t| (t.id, mask_times(&t.text, false)))
+            .collect();
+        let shown: Vec<(u64, String)> = ["left", "solo", "alone"]
+            .iter()
+            .map(|label| {
+                let text = run.section(&format!("TASK-{label}"));
+                (task[*label], mask_times(text.trim_end(), false))
+            })
+            .collect();
+        assert_eq!(
+            dumped, shown,
+            "{what}: the in-process dump and the debugger disagree"
+        );
     }
 }

@@ -11,7 +11,8 @@
 //! |---|---|
 //! | `version` | a known format version: 1 to [`DUMP_FORMAT_VERSION`] |
 //! | `tasks` | at most [`TaskDump::MAX_TASKS`] |
-//! | `frames` of a task | at most [`TaskDump::MAX_FRAMES`] ([`STACK_CAPACITY`]) |
+//! | `branches` of a task | at most [`TaskDump::MAX_TASKS`]; from version 3, the task's `id` first |
+//! | `frames` of a task | at most [`TaskDump::MAX_FRAMES`] ([`STACK_CAPACITY`]) per branch, and no more branches (frames at depth 0) than `branches` has ids |
 //! | `depth` of a frame | a tree in pre-order: 0 for the first frame, then at most one more than the frame before (so below [`STACK_CAPACITY`]) |
 //! | `state_ms` | at most [`TaskDump::MAX_STATE_MS`] (100 years) |
 //! | `hidden_frames` | at most [`TaskDump::MAX_HIDDEN_FRAMES`] |
@@ -46,7 +47,8 @@ impl TaskDump {
     pub const MAX_TASKS: usize = 1 << 21;
 
     /// The most frames a task of a dump read by [`TaskDump::from_json`] may
-    /// hold: [`STACK_CAPACITY`], the most a task's published stack holds.
+    /// hold under one root (see [`TaskInfo::branches`]): [`STACK_CAPACITY`],
+    /// the most a task's published stack holds.
     pub const MAX_FRAMES: usize = STACK_CAPACITY;
 
     /// The longest time in one state a dump read by [`TaskDump::from_json`]
@@ -82,10 +84,16 @@ pub(super) struct OutOfBounds {
 }
 
 /// Checks the bounds of the module docs that reading did not already
-/// check: frame depths, times, hidden-frame counts and string lengths.
-/// Reports the first field out of bounds, in document order.
-pub(super) fn check(dump: &TaskDump) -> Result<(), OutOfBounds> {
-    for (i, task) in dump.tasks.iter().enumerate() {
+/// check: branches, frame depths, times, hidden-frame counts and string
+/// lengths. Reports the first field out of bounds, in document order.
+/// A dump of a format version before 3 has no branches: each task is
+/// then given its own id as its one branch.
+pub(super) fn check(dump: &mut TaskDump) -> Result<(), OutOfBounds> {
+    let before_branches = dump.version < 3;
+    for (i, task) in dump.tasks.iter_mut().enumerate() {
+        if before_branches && task.branches.is_empty() {
+            task.branches.push(task.id);
+        }
         check_task(task).map_err(|(field, reason)| OutOfBounds {
             path: format!("tasks[{i}].{field}"),
             reason,
@@ -96,6 +104,24 @@ pub(super) fn check(dump: &TaskDump) -> Result<(), OutOfBounds> {
 
 /// The bounds of one task; on error, the path within the task.
 fn check_task(t: &TaskInfo) -> Result<(), (String, String)> {
+    match t.branches.first() {
+        None => {
+            return Err((
+                "branches".to_owned(),
+                "an empty list; a task has at least one branch, its own id".to_owned(),
+            ));
+        }
+        Some(&first) if first != t.id => {
+            return Err((
+                "branches[0]".to_owned(),
+                format!(
+                    "{first}, not the task's id {}; the first branch is the task itself",
+                    t.id
+                ),
+            ));
+        }
+        _ => {}
+    }
     if let Some(name) = &t.name {
         check_str(name).map_err(|r| ("name".to_owned(), r))?;
     }
@@ -116,9 +142,33 @@ fn check_task(t: &TaskInfo) -> Result<(), (String, String)> {
         check_str(root).map_err(|r| ("root".to_owned(), r))?;
     }
     let mut above: Option<u32> = None;
+    let (mut roots, mut in_branch) = (0usize, 0usize);
     for (j, frame) in t.frames.iter().enumerate() {
         check_frame(frame, above).map_err(|(f, r)| (format!("frames[{j}].{f}"), r))?;
         above = Some(frame.depth);
+        if frame.depth == 0 {
+            roots += 1;
+            in_branch = 0;
+            if roots > t.branches.len() {
+                return Err((
+                    format!("frames[{j}].depth"),
+                    format!(
+                        "root number {roots} of a task with {} branches; each root is a branch",
+                        t.branches.len()
+                    ),
+                ));
+            }
+        }
+        in_branch += 1;
+        if in_branch > TaskDump::MAX_FRAMES {
+            return Err((
+                format!("frames[{j}]"),
+                format!(
+                    "more than {} frames under one root; the most is TaskDump::MAX_FRAMES",
+                    TaskDump::MAX_FRAMES
+                ),
+            ));
+        }
     }
     if t.hidden_frames > TaskDump::MAX_HIDDEN_FRAMES {
         return Err((
@@ -206,12 +256,23 @@ pub(super) fn tasks<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<TaskInfo>, D:
     })
 }
 
-/// `TaskInfo::frames`: at most [`TaskDump::MAX_FRAMES`].
+/// `TaskInfo::frames`: at most [`TaskDump::MAX_FRAMES`] for each of at
+/// most [`TaskDump::MAX_TASKS`] branches (per branch, [`check`] counts).
 pub(super) fn frames<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DumpFrame>, D::Error> {
     d.deserialize_seq(AtMost {
-        max: TaskDump::MAX_FRAMES,
+        max: TaskDump::MAX_FRAMES * TaskDump::MAX_TASKS,
         what: "frames",
-        limit: "TaskDump::MAX_FRAMES",
+        limit: "TaskDump::MAX_FRAMES for each of TaskDump::MAX_TASKS branches",
+        of: std::marker::PhantomData,
+    })
+}
+
+/// `TaskInfo::branches`: at most [`TaskDump::MAX_TASKS`].
+pub(super) fn branches<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u64>, D::Error> {
+    d.deserialize_seq(AtMost {
+        max: TaskDump::MAX_TASKS,
+        what: "branches",
+        limit: "TaskDump::MAX_TASKS",
         of: std::marker::PhantomData,
     })
 }

@@ -4,7 +4,7 @@
 //! [`crate::task`]); interned site ids are resolved through one snapshot of
 //! the site tables per dump, so that resolving an id is an index, not a
 //! lock. [`Reader`] does both, for one record at a time; on top of it,
-//! [`dump_where`] collects a whole [`TaskDump`], and [`for_each_task`]
+//! [`dump_where`] collects a whole [`TaskDump`], and [`for_each_entry`]
 //! hands each task, read into one reused scratch [`TaskInfo`], to a
 //! visitor (the streaming dumps of `stream.rs`).
 
@@ -19,6 +19,7 @@ use crate::task::TaskState;
 use crate::task::record::{RawTask, TaskRecord};
 use crate::task::registry;
 use crate::task::stack::{CopiedFrame, StackCopy};
+use crate::task::tokio_task::TokioTask;
 
 /// Reads task records into the dump model, reusing from record to record
 /// one clock reading, one stack copy, and one snapshot of the site tables.
@@ -122,6 +123,9 @@ impl Reader {
             }
         }
         t.id = raw.id;
+        t.tokio_id = raw.tokio.map(|k| k.id);
+        t.branches.clear();
+        t.branches.push(raw.id);
         t.state = raw.state;
         t.state_ms = self.now_ms.saturating_sub(raw.since_ms);
         t.polls = raw.polls;
@@ -144,6 +148,8 @@ impl Reader {
 pub(super) fn scratch_task() -> TaskInfo {
     TaskInfo {
         id: 0,
+        tokio_id: None,
+        branches: Vec::new(),
         name: None,
         state: TaskState::Idle,
         state_ms: 0,
@@ -259,27 +265,92 @@ fn location(file: &'static str, line: u32, column: u32) -> SourceLocation {
     }
 }
 
-/// Visits, in registry order, every live task that `keep` selects by its
-/// status, which it sees before anything else of a task is read: a task it
-/// skips costs two loads, not a copy of its stack. Each task is read into
-/// the same scratch [`TaskInfo`], so a pass allocates for one task, not for
-/// all of them.
-pub(super) fn for_each_task(
+/// A live record filed under a tokio task, as the registry pass saw it:
+/// read after the pass, with the other roots of its tokio task.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Filed {
+    tokio: TokioTask,
+    index: u32,
+}
+
+/// The most roots filed under tokio tasks that a streamed dump keeps aside
+/// at once (24 bytes each: 768 KB). More take more passes over the
+/// registry, each for a share of the tokio ids.
+pub(super) const FILED_BATCH: usize = 1 << 15;
+
+/// Visits every live entry that `keep` selects by its status, which it
+/// sees before anything else of an entry is read: an entry it skips costs
+/// a few loads per root, not a copy of its stacks. Each entry is read into
+/// the same scratch [`TaskInfo`], so a pass allocates for one entry, not
+/// for all of them (`visit` may take it, and the next one is then read
+/// into a fresh one).
+///
+/// A task of its own is visited as the registry pass meets it, in registry
+/// order. A root filed under a tokio task is put aside (its tokio task, its
+/// order and its record: 24 bytes) and, after the pass, the roots of each
+/// tokio task are read one after another and merged into one entry (see
+/// [`TaskInfo::branches`]), tokio task by tokio task in the order of their
+/// ids. At most `batch` roots are put aside at once, in a buffer of that
+/// size taken when the first is met: with more, further passes over the
+/// registry each take the roots of a share of the tokio ids (all the roots
+/// of one tokio task fall in the same share). A root whose record changed
+/// hands since a pass saw it is left out, as is a root registered after
+/// the pass of its share: as if the dump had been taken before.
+pub(super) fn for_each_entry(
     mut keep: impl FnMut(&TaskStatus) -> bool,
-    mut visit: impl FnMut(&TaskInfo),
+    mut visit: impl FnMut(&mut TaskInfo),
+    batch: usize,
 ) -> DumpSummary {
     let mut reader = Reader::new();
     let mut task = scratch_task();
     let mut tasks = 0;
+    let mut filed: Vec<Filed> = Vec::new();
+    let mut filed_seen = 0usize;
     registry::for_each_record(|index, record| {
         let Some(status) = reader.status(record) else {
             return;
         };
+        if let Some(tokio) = record.tokio_task(index) {
+            filed_seen += 1;
+            if filed.len() < batch {
+                if filed.capacity() == 0 && batch != usize::MAX {
+                    // The whole buffer at once, so that what a streamed
+                    // dump allocates does not depend on how many roots
+                    // there are (its pages are touched only as it fills).
+                    filed.reserve_exact(batch);
+                }
+                filed.push(Filed { tokio, index });
+            }
+            return;
+        }
         if keep(&status) && reader.read(index, record, &mut task) {
             tasks += 1;
-            visit(&task);
+            visit(&mut task);
         }
     });
+    let mut tokio = TokioEntries {
+        reader: &mut reader,
+        task: &mut task,
+        branch: scratch_task(),
+    };
+    if filed_seen <= batch {
+        tasks += tokio.visit_all(&mut filed, &mut keep, &mut visit);
+    } else {
+        // Twice the shares the count asks for, so that an uneven share
+        // (or roots registered since) seldom passes the batch.
+        let shares = filed_seen.div_ceil(batch) as u64 * 2;
+        for share in 0..shares {
+            filed.clear();
+            registry::for_each_record(|index, record| {
+                if let Some(t) = record.tokio_task(index)
+                    && share_of(t.id, shares) == share
+                {
+                    filed.push(Filed { tokio: t, index });
+                }
+            });
+            tasks += tokio.visit_all(&mut filed, &mut keep, &mut visit);
+        }
+    }
     DumpSummary {
         tasks,
         torn_copies: reader.torn_copies(),
@@ -287,29 +358,144 @@ pub(super) fn for_each_task(
     }
 }
 
-/// A dump of the live tasks that `keep` selects (see [`for_each_task`]),
-/// sorted by id.
-pub(super) fn dump_where(mut keep: impl FnMut(&TaskStatus) -> bool) -> TaskDump {
+/// Which of `shares` shares tokio id `id` falls in (ids are sequential:
+/// mixed first, so that shares are even).
+fn share_of(id: u64, shares: u64) -> u64 {
+    (id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) % shares
+}
+
+/// Reads the roots put aside by a pass of [`for_each_entry`], one tokio
+/// task at a time, into one entry each.
+struct TokioEntries<'a> {
+    reader: &'a mut Reader,
+    task: &'a mut TaskInfo,
+    /// Scratch for the second root on of a tokio task.
+    branch: TaskInfo,
+}
+
+impl TokioEntries<'_> {
+    /// Visits the entry of each tokio task in `filed` that `keep` selects;
+    /// returns how many it visited.
+    fn visit_all(
+        &mut self,
+        filed: &mut [Filed],
+        keep: &mut impl FnMut(&TaskStatus) -> bool,
+        visit: &mut impl FnMut(&mut TaskInfo),
+    ) -> usize {
+        filed.sort_unstable();
+        let mut visited = 0;
+        for roots in filed.chunk_by(|a, b| a.tokio.id == b.tokio.id) {
+            if self.read(roots, keep) {
+                visited += 1;
+                visit(self.task);
+            }
+        }
+        visited
+    }
+
+    /// Reads the roots of one tokio task (`roots`, in first-poll order)
+    /// into one entry, if `keep` selects its merged status; `false` if it
+    /// did not, or if every root ended meanwhile.
+    fn read(&mut self, roots: &[Filed], keep: &mut impl FnMut(&TaskStatus) -> bool) -> bool {
+        let tokio_id = roots[0].tokio.id;
+        let still_filed = |f: &Filed| {
+            let record = registry::record(f.index)?;
+            (record.tokio_task(f.index) == Some(f.tokio)).then_some(record)
+        };
+        let status = roots
+            .iter()
+            .filter_map(|f| self.reader.status(still_filed(f)?))
+            .reduce(|a, b| {
+                let (state, state_ms) = merged_state((a.state, a.state_ms), (b.state, b.state_ms));
+                TaskStatus {
+                    id: a.id,
+                    state,
+                    state_ms,
+                }
+            });
+        if !status.is_some_and(|s| keep(&s)) {
+            return false;
+        }
+        let mut read_any = false;
+        for f in roots {
+            let Some(record) = still_filed(f) else {
+                continue;
+            };
+            let into = if read_any {
+                &mut self.branch
+            } else {
+                &mut *self.task
+            };
+            if !self.reader.read(f.index, record, into) || into.tokio_id != Some(tokio_id) {
+                continue;
+            }
+            if read_any {
+                merge_branch(self.task, &self.branch);
+            }
+            read_any = true;
+        }
+        read_any
+    }
+}
+
+/// The state of an entry with two roots in `a` and `b` (state, time in
+/// state): running before scheduled before idle; among running or
+/// scheduled roots the longest time, among idle ones the shortest (the
+/// entry is idle since its latest change).
+fn merged_state(a: (TaskState, u64), b: (TaskState, u64)) -> (TaskState, u64) {
+    let rank = |s: TaskState| match s {
+        TaskState::Running => 2,
+        TaskState::Scheduled => 1,
+        TaskState::Idle => 0,
+    };
+    match rank(a.0).cmp(&rank(b.0)) {
+        std::cmp::Ordering::Greater => a,
+        std::cmp::Ordering::Less => b,
+        std::cmp::Ordering::Equal if a.0 == TaskState::Idle => (a.0, a.1.min(b.1)),
+        std::cmp::Ordering::Equal => (a.0, a.1.max(b.1)),
+    }
+}
+
+/// Adds root `b` to the entry `a` of its tokio task, as the next branch
+/// (see [`TaskInfo::branches`] for how the fields merge).
+fn merge_branch(a: &mut TaskInfo, b: &TaskInfo) {
+    a.branches.push(b.id);
+    (a.state, a.state_ms) = merged_state((a.state, a.state_ms), (b.state, b.state_ms));
+    a.polls = a.polls.max(b.polls);
+    a.wakes = a.wakes.saturating_add(b.wakes);
+    if a.name.is_none() {
+        a.name.clone_from(&b.name);
+    }
+    if a.parent.is_none() {
+        a.parent = b.parent;
+    }
+    if a.spawned_at.is_none() {
+        a.spawned_at.clone_from(&b.spawned_at);
+    }
+    if a.root.is_none() {
+        a.root.clone_from(&b.root);
+    }
+    a.frames.extend_from_slice(&b.frames);
+    a.hidden_frames = a.hidden_frames.saturating_add(b.hidden_frames);
+    a.stack_unavailable |= b.stack_unavailable;
+}
+
+/// A dump of the live entries that `keep` selects (see
+/// [`for_each_entry`]), sorted by id.
+pub(super) fn dump_where(keep: impl FnMut(&TaskStatus) -> bool) -> TaskDump {
     // Room for every record ever used, the most tasks that can be live, so
     // the (large) task list is never regrown and copied. Counting reads no
     // record; the reservation is a fraction of the memory the records
     // themselves hold.
     let mut tasks = Vec::with_capacity(registry::record_count());
-    let mut reader = Reader::new();
-    registry::for_each_record(|index, record| {
-        let Some(status) = reader.status(record) else {
-            return;
-        };
-        if !keep(&status) {
-            return;
-        }
-        // A fresh task each time: its frames are collected straight into
-        // a vector of the right size.
-        let mut task = scratch_task();
-        if reader.read(index, record, &mut task) {
-            tasks.push(task);
-        }
-    });
+    // Each entry is taken whole, and the next one read into a fresh task:
+    // its frames are collected straight into a vector of the right size.
+    // Every root at once: the dump holds every task anyway.
+    let summary = for_each_entry(
+        keep,
+        |task| tasks.push(std::mem::replace(task, scratch_task())),
+        usize::MAX,
+    );
     // Ids are unique, so an unstable sort gives the same order, without a
     // scratch buffer; slots read in index order are often in id order
     // already.
@@ -319,8 +505,8 @@ pub(super) fn dump_where(mut keep: impl FnMut(&TaskStatus) -> bool) -> TaskDump 
     TaskDump {
         version: DUMP_FORMAT_VERSION,
         tasks,
-        torn_copies: reader.torn_copies(),
-        untracked_roots: registry::untracked(),
+        torn_copies: summary.torn_copies,
+        untracked_roots: summary.untracked_roots,
     }
 }
 
@@ -373,7 +559,11 @@ mod tests {
         let ids = [a.task_id(), b.task_id(), c.task_id()].map(Option::unwrap);
 
         let mut seen = Vec::new();
-        let summary = for_each_task(|s| ids.contains(&s.id), |t| seen.push(t.clone()));
+        let summary = for_each_entry(
+            |s| ids.contains(&s.id),
+            |t| seen.push(t.clone()),
+            FILED_BATCH,
+        );
         assert_eq!(summary.tasks, 3);
         seen.sort_by_key(|t| t.id);
         let names: Vec<Option<&str>> = seen.iter().map(|t| t.name.as_deref()).collect();

@@ -22,7 +22,10 @@ impl TaskDump {
     /// - `version` is a known format version, 1 to
     ///   [`DUMP_FORMAT_VERSION`](super::DUMP_FORMAT_VERSION);
     /// - at most [`TaskDump::MAX_TASKS`] tasks, and at most
-    ///   [`TaskDump::MAX_FRAMES`] frames per task;
+    ///   [`TaskDump::MAX_FRAMES`] frames per root of a task;
+    /// - a task's `branches` start with its `id` and name at least as many
+    ///   roots as its frames have (a dump of version 1 or 2 has none: each
+    ///   task gets its own id);
     /// - a task's frames are a tree in pre-order: the first at depth 0,
     ///   each next one at most one deeper than the frame before it;
     /// - `state_ms` at most [`TaskDump::MAX_STATE_MS`] (100 years);
@@ -36,7 +39,8 @@ impl TaskDump {
     /// ```
     /// use async_stack::TaskDump;
     ///
-    /// let json = r#"{"version": 2, "tasks": [{"id": 1, "name": null,
+    /// let json = r#"{"version": 3, "tasks": [{"id": 1, "tokio_id": null,
+    ///     "branches": [1], "name": null,
     ///     "state": "idle", "state_ms": 0, "polls": 1, "wakes": 0,
     ///     "parent": null, "spawned_at": null, "root": null,
     ///     "frames": [{"depth": 4294967295, "function": "f",
@@ -53,11 +57,11 @@ impl TaskDump {
     /// );
     /// ```
     pub fn from_json(json: &str) -> Result<TaskDump, FromJsonError> {
-        let dump: TaskDump = parse_at_path(json).map_err(|(path, e)| FromJsonError {
+        let mut dump: TaskDump = parse_at_path(json).map_err(|(path, e)| FromJsonError {
             path,
             kind: Kind::Json(e),
         })?;
-        bounds::check(&dump).map_err(|OutOfBounds { path, reason }| FromJsonError {
+        bounds::check(&mut dump).map_err(|OutOfBounds { path, reason }| FromJsonError {
             path,
             kind: Kind::OutOfBounds(reason),
         })?;

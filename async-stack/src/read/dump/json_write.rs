@@ -215,7 +215,19 @@ impl JsonRenderer {
     pub(super) fn write_task(&mut self, out: &mut String, t: &TaskInfo) {
         out.push_str("{\"id\":");
         write_int(out, t.id);
-        out.push_str(",\"name\":");
+        out.push_str(",\"tokio_id\":");
+        match t.tokio_id {
+            Some(id) => write_int(out, id),
+            None => out.push_str("null"),
+        }
+        out.push_str(",\"branches\":[");
+        for (i, &b) in t.branches.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_int(out, b);
+        }
+        out.push_str("],\"name\":");
         write_opt_str(out, t.name.as_deref());
         out.push_str(",\"state\":\"");
         out.push_str(t.state.as_str());
@@ -490,6 +502,8 @@ mod tests {
                     (parent, spawned_at, root, frames, hidden_frames, stack_unavailable),
                 )| TaskInfo {
                     id,
+                    tokio_id: (id % 3 == 0).then_some(id / 3),
+                    branches: vec![id],
                     name,
                     state,
                     state_ms,
@@ -581,6 +595,8 @@ mod tests {
         let tasks = (0..100)
             .map(|id| TaskInfo {
                 id: 1000 + id,
+                tokio_id: None,
+                branches: vec![1000 + id],
                 name: (id % 2 == 0).then(|| "worker".to_owned()),
                 state: TaskState::Idle,
                 state_ms: 12_345,

@@ -26,6 +26,22 @@
 //!   spawned at examples/tour.rs:90:5 by task 1
 //! ```
 //!
+//! A task is a task root's record (see [`crate::task`]), except inside
+//! tokio (feature `tokio`): every traced root first polled inside one
+//! tokio task is filed under it, and a dump shows that tokio task as one
+//! entry with its id, each root a top-level branch in the order of their
+//! first poll ([`TaskInfo::branches`]). So a plain
+//! `tokio::spawn(async { tokio::join!(left(), right()) })` reads:
+//!
+//! ```text
+//! task 12 (tokio task 34; roots 12, 13) [idle 1.1s, 1 polls]:
+//!   app::left [async]
+//!       awaiting at src/app.rs:20:27
+//!   app::right [async]
+//!       awaiting at src/app.rs:25:27
+//!   root future defined at src/app.rs:18:10
+//! ```
+//!
 //! `{:#}` coalesces tasks with identical stacks (same state, frames and
 //! spawn site, whatever their names) into one entry with a count, listing
 //! each task's id and name.
@@ -62,7 +78,8 @@
 //! - `cache.rs`: the text of repeated frames and stacks, rendered once
 //!   (for both forms);
 //! - `bounds.rs`: the bounds a dump read from a file obeys, so that
-//!   rendering it stays linear in the file's size.
+//!   rendering it stays linear in the file's size;
+//! - `unwakeable.rs`: the tasks nobody can wake ([`unwakeable`]).
 
 use std::borrow::Cow;
 use std::fmt;
@@ -83,10 +100,12 @@ mod task_tests;
 mod text;
 #[cfg(test)]
 mod text_tests;
+mod unwakeable;
 
 pub use json::FromJsonError;
 pub use stream::{DumpSummary, LiveTasks, TaskStatus, live_tasks, write_json, write_text};
 pub use text::format_duration;
+pub use unwakeable::unwakeable;
 
 /// A source location (file, line, column).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -127,8 +146,38 @@ pub struct DumpFrame {
 pub struct TaskInfo {
     /// Task id, unique for the life of the process. The tasks registered
     /// on one thread get increasing ids; threads take ids in blocks of 64,
-    /// so ids from several threads interleave by block.
+    /// so ids from several threads interleave by block. For a tokio task
+    /// with several traced roots, the id of the first ([`branches`]`[0]`).
+    ///
+    /// [`branches`]: TaskInfo::branches
     pub id: u64,
+    /// The tokio task this entry is (feature `tokio`): the number that
+    /// `JoinHandle::id()` and `tokio::task::id()` display. Every traced
+    /// root first polled inside one tokio task is filed under it, so a
+    /// plain `tokio::spawn(async { tokio::join!(a(), b()) })` is one entry
+    /// with two branches, not two tasks. `None` for a root polled outside
+    /// tokio (a `block_on`'s own future, another executor), which is a
+    /// task of its own.
+    #[serde(default)]
+    pub tokio_id: Option<u64>,
+    /// The ids of the traced roots this entry stands for, in the order of
+    /// their first poll: `[id]` for a task of its own, one id per root of
+    /// a tokio task. Each root is a top-level branch of [`frames`]: the
+    /// frames at depth 0, in this order (a root whose stack could not be
+    /// copied has none). A dump of an earlier format version, which has
+    /// no such field, reads as `[id]`.
+    ///
+    /// Merging the roots of one tokio task: its state is running if a
+    /// root runs, else scheduled if one is, else idle; its time in state
+    /// is the running root's, the longest of the scheduled ones', or the
+    /// shortest of the idle ones' (idle since the latest change); `polls`
+    /// is the largest count of a root (every poll of a root is a poll of
+    /// the task), `wakes` and `hidden_frames` the sums; `name`, `parent`,
+    /// `spawned_at` and `root` are those of the first root that has one.
+    ///
+    /// [`frames`]: TaskInfo::frames
+    #[serde(default, deserialize_with = "bounds::branches")]
+    pub branches: Vec<u64>,
     /// Name, from a spawn helper or `#[traced_async(name = "...")]`.
     pub name: Option<String>,
     /// Scheduling state.
@@ -147,8 +196,10 @@ pub struct TaskInfo {
     /// The root future's function (or explicit name).
     pub root: Option<Cow<'static, str>>,
     /// Pending frames, a tree in pre-order (root first, children in source
-    /// order). The text form prints them innermost first. Reading stops
-    /// past [`TaskDump::MAX_FRAMES`] of them.
+    /// order); for a tokio task with several roots, one such tree per root,
+    /// in the order of [`branches`](TaskInfo::branches). The text form
+    /// prints them innermost first. Reading stops past
+    /// [`TaskDump::MAX_FRAMES`] frames per root.
     #[serde(deserialize_with = "bounds::frames")]
     pub frames: Vec<DumpFrame>,
     /// Live frames of the task that are not in `frames`: frames beyond the
@@ -193,9 +244,10 @@ pub struct TaskDump {
 
 /// The JSON format version [`TaskDump::to_json`] writes.
 ///
-/// Version 2 renamed `truncated` to `hidden_frames`; [`TaskDump::from_json`]
-/// still reads version 1.
-pub const DUMP_FORMAT_VERSION: u32 = 2;
+/// Version 2 renamed `truncated` to `hidden_frames`; version 3 added
+/// `tokio_id` and `branches`. [`TaskDump::from_json`] still reads versions
+/// 1 and 2.
+pub const DUMP_FORMAT_VERSION: u32 = 3;
 
 /// Takes a dump of every live task.
 ///
@@ -252,8 +304,20 @@ impl TaskDump {
         self
     }
 
-    /// The task with this id, if it was live.
+    /// The task with this id, if it was live: the entry whose id it is,
+    /// or, for one root of a tokio task, the tokio task's entry (see
+    /// [`TaskInfo::branches`]).
     pub fn task(&self, id: u64) -> Option<&TaskInfo> {
-        self.tasks.iter().find(|t| t.id == id)
+        self.tasks
+            .iter()
+            .find(|t| t.id == id)
+            .or_else(|| self.tasks.iter().find(|t| t.branches.contains(&id)))
+    }
+
+    /// The entry of the tokio task with this id (as `JoinHandle::id()`
+    /// displays it), if it was live and polled a traced root (feature
+    /// `tokio`).
+    pub fn tokio_task(&self, tokio_id: u64) -> Option<&TaskInfo> {
+        self.tasks.iter().find(|t| t.tokio_id == Some(tokio_id))
     }
 }

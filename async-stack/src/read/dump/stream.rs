@@ -14,7 +14,7 @@ use std::fmt;
 use std::io;
 use std::time::Duration;
 
-use super::collect::for_each_task;
+use super::collect::{FILED_BATCH, for_each_entry};
 use super::json_write::JsonStream;
 use super::text::TextStream;
 use super::{DUMP_FORMAT_VERSION, TaskInfo};
@@ -60,7 +60,9 @@ pub struct DumpSummary {
 ///
 /// The text is what `dump().to_string()` writes for the same tasks, in a
 /// different order, written in chunks of about 32 KB; `out` needs no
-/// buffer of its own. Memory used does not grow with the number of tasks.
+/// buffer of its own. Memory used does not grow with the number of tasks
+/// (a buffer of at most 768 KB holds the roots filed under tokio tasks,
+/// see [`LiveTasks`]).
 /// Never blocks, pauses or polls any task. An error of `out` is returned
 /// after the pass (nothing more is written once `out` failed).
 ///
@@ -97,7 +99,9 @@ pub fn write_text(out: impl io::Write) -> io::Result<DumpSummary> {
 /// The JSON is what `dump().to_json()` writes for the same tasks, in a
 /// different order, byte for byte (so [`TaskDump::from_json`] reads it),
 /// written in chunks of about 32 KB; `out` needs no buffer of its own.
-/// Memory used does not grow with the number of tasks: a dump of a
+/// Memory used does not grow with the number of tasks (a buffer of at
+/// most 768 KB holds the roots filed under tokio tasks, see
+/// [`LiveTasks`]): a dump of a
 /// million tasks holds one task and 32 KB of JSON at a time, where
 /// `dump().to_json()` holds every task and all of their JSON. Never
 /// blocks, pauses or polls any task. An error of `out` is returned after
@@ -170,7 +174,8 @@ pub fn live_tasks() -> LiveTasks<'static> {
 /// through a buffer of 32 KB ([`LiveTasks::write_text`],
 /// [`LiveTasks::write_json`]). What a pass allocates is one task, the
 /// buffer, a snapshot of the site tables and the renderer's caches,
-/// whatever the number of tasks: about 80 KB for 10,000 tasks of 9
+/// whatever the number of tasks (plus, with roots filed under tokio
+/// tasks, a buffer of at most 768 KB, see "Order"): about 80 KB for 10,000 tasks of 9
 /// frames, where `dump().to_string()` allocates about 45 MB.
 ///
 /// # Order
@@ -178,14 +183,21 @@ pub fn live_tasks() -> LiveTasks<'static> {
 /// Tasks come in the order of their records in the registry, **not sorted
 /// by id**: records are reused, so a young task can come before an old one.
 /// (Sorting needs every task first, which is what [`dump()`](super::dump())
-/// does.) Apart from the order, [`write_text`] writes exactly what
+/// does.) Roots filed under a tokio task (feature `tokio`) are put aside
+/// during that pass, and each tokio task is then read as one entry (see
+/// [`TaskInfo::branches`]), by tokio id, after the tasks of their own. The
+/// roots put aside take 24 bytes each, in a buffer of at most 768 KB
+/// (32,768 roots) taken when the first is met; more take further passes
+/// over the registry, each for a share of the tokio tasks (their order is
+/// then by tokio id within each share). Apart from the order, [`write_text`] writes exactly what
 /// `dump().to_string()` writes for the same tasks, and [`write_json`]
 /// what `dump().to_json()` writes.
 ///
 /// # Filters
 ///
 /// [`LiveTasks::filter`] sees a task's [`TaskStatus`] (id, state, time in
-/// state), read in two loads before anything else of the task: a task it
+/// state; for a tokio task, merged from its roots' as its entry's are),
+/// read in two loads per root before anything else of the task: a task it
 /// skips costs those two loads, not a copy of its stack. The stall
 /// watchdog uses that to find the few stalled tasks among many. A task can
 /// move on between its status and the copy that follows, so the state of a
@@ -223,13 +235,14 @@ impl<'a> LiveTasks<'a> {
         }
     }
 
-    /// Reads each selected task and hands it to `visit`, in registry order.
+    /// Reads each selected task and hands it to `visit`, in the order
+    /// described on [`LiveTasks`].
     /// The task is read into the same scratch [`TaskInfo`] each time, so
     /// `visit` borrows it only for the call; clone what it keeps.
-    pub fn for_each(self, visit: impl FnMut(&TaskInfo)) -> DumpSummary {
+    pub fn for_each(self, mut visit: impl FnMut(&TaskInfo)) -> DumpSummary {
         match self.filter {
-            Some(keep) => for_each_task(keep, visit),
-            None => for_each_task(|_| true, visit),
+            Some(keep) => for_each_entry(keep, |t| visit(t), FILED_BATCH),
+            None => for_each_entry(|_| true, |t| visit(t), FILED_BATCH),
         }
     }
 

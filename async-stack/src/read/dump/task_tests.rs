@@ -170,3 +170,101 @@ fn a_frame_outliving_its_task_never_touches_a_later_task_of_its_record() {
     .join()
     .unwrap();
 }
+
+/// The roots of one tokio task are its entry's branches in the order of
+/// their first poll, which their ids do not give when a task moved
+/// between threads (threads take ids in blocks): the order number filed
+/// with each decides. Swapping the two numbers swaps the branches, and
+/// the entry's id follows its first branch.
+#[cfg(feature = "tokio")]
+#[test]
+fn the_roots_of_a_tokio_task_are_in_first_poll_order_not_id_order() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let h = tokio::spawn(async {
+            let a = std::future::pending::<()>().traced_named("order-a");
+            let b = std::future::pending::<()>().traced_named("order-b");
+            futures::join!(a, b)
+        });
+        let tokio_id: u64 = h.id().to_string().parse().unwrap();
+        tokio::task::yield_now().await;
+        let t = dump().tokio_task(tokio_id).cloned().expect("the entry");
+        let [a, b] = t.branches[..] else {
+            panic!("two roots: {t}")
+        };
+        assert!(a < b, "registered on one thread: ids in poll order");
+        assert_eq!((t.id, t.name.as_deref()), (a, Some("order-a")));
+        let ext = |id| registry::ext(index_of(id)).expect("filed roots have one");
+        let (ea, eb) = (ext(a), ext(b));
+        let (oa, ob) = (
+            ea.tokio_order.load(Ordering::Relaxed),
+            eb.tokio_order.load(Ordering::Relaxed),
+        );
+        assert!(oa < ob);
+        ea.tokio_order.store(ob, Ordering::Relaxed);
+        eb.tokio_order.store(oa, Ordering::Relaxed);
+        let t = dump().tokio_task(tokio_id).cloned().expect("the entry");
+        assert_eq!(t.branches, [b, a]);
+        assert_eq!((t.id, t.name.as_deref()), (b, Some("order-b")));
+        let functions: Vec<&str> = t.frames.iter().map(|f| &*f.function).collect();
+        assert_eq!(functions, ["order-b", "order-a"]);
+        h.abort();
+    });
+}
+
+/// A streamed dump keeps at most its batch of tokio roots aside: with
+/// more, it takes further passes, one per share of the tokio ids, and
+/// still visits each tokio task once, whole, as a whole dump does.
+#[cfg(feature = "tokio")]
+#[test]
+fn tokio_tasks_past_the_batch_are_read_in_shares_each_once_and_whole() {
+    use super::collect::for_each_entry;
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let handles: Vec<_> = (0..7)
+            .map(|_| {
+                tokio::spawn(async {
+                    let a = std::future::pending::<()>().traced_named("share-a");
+                    let b = std::future::pending::<()>().traced_named("share-b");
+                    futures::join!(a, b)
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        let ours: Vec<u64> = handles
+            .iter()
+            .map(|h| h.id().to_string().parse().unwrap())
+            .collect();
+        let whole = |batch| {
+            let mut seen = Vec::new();
+            for_each_entry(
+                |_| true,
+                |t| {
+                    if t.tokio_id.is_some_and(|id| ours.contains(&id)) {
+                        seen.push((t.tokio_id.unwrap(), t.branches.len(), t.frames.len()));
+                    }
+                },
+                batch,
+            );
+            seen.sort_unstable();
+            seen
+        };
+        let all = whole(usize::MAX);
+        assert_eq!(all.len(), 7);
+        assert!(
+            all.iter()
+                .all(|&(_, branches, frames)| (branches, frames) == (2, 2))
+        );
+        // 14 roots (and any other test's), 3 at a time.
+        assert_eq!(whole(3), all);
+        assert_eq!(whole(1), all);
+        for h in handles {
+            h.abort();
+        }
+    });
+}

@@ -294,10 +294,26 @@ fn write_id_and_name(out: &mut String, t: &TaskInfo) {
     }
 }
 
-/// `task 7 "handler" [idle 2.3s, 4 polls]:`
+/// `task 7 "handler" [idle 2.3s, 4 polls]:`, or for a tokio task
+/// `task 7 "handler" (tokio task 34) [idle 2.3s, 4 polls]:`, and with
+/// several roots `task 7 (tokio task 34; roots 7, 12) [idle 2.3s, 4 polls]:`.
 fn write_header(out: &mut String, t: &TaskInfo) {
     out.push_str("task ");
     write_id_and_name(out, t);
+    if let Some(tokio_id) = t.tokio_id {
+        out.push_str(" (tokio task ");
+        write_int(out, tokio_id);
+        if t.branches.len() > 1 {
+            out.push_str("; roots ");
+            for (i, &b) in t.branches.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_int(out, b);
+            }
+        }
+        out.push(')');
+    }
     out.push_str(" [");
     out.push_str(t.state.as_str());
     out.push(' ');
@@ -570,6 +586,8 @@ impl fmt::Display for TaskInfo {
     /// let at = |line| Some(SourceLocation { file: "src/app.rs".into(), line, column: 9 });
     /// let task = TaskInfo {
     ///     id: 7,
+    ///     tokio_id: Some(34),
+    ///     branches: vec![7],
     ///     name: Some("handler".into()),
     ///     state: TaskState::Idle,
     ///     state_ms: 2_345,
@@ -587,7 +605,7 @@ impl fmt::Display for TaskInfo {
     /// };
     /// assert_eq!(
     ///     task.to_string(),
-    ///     "task 7 \"handler\" [idle 2.3s, 4 polls]:\n\
+    ///     "task 7 \"handler\" (tokio task 34) [idle 2.3s, 4 polls]:\n\
     ///     \x20   app::fetch [async]\n\
     ///     \x20       awaiting at src/app.rs:52:9\n\
     ///     \x20 app::handle [async]\n\

@@ -210,6 +210,8 @@ fn frame(depth: u32, function: &str, awaiting: Option<(u32, u32)>, running: bool
 fn task(id: u64, frames: Vec<DumpFrame>) -> TaskInfo {
     TaskInfo {
         id,
+        tokio_id: None,
+        branches: vec![id],
         name: None,
         state: TaskState::Idle,
         state_ms: 0,

@@ -77,6 +77,33 @@ impl TaskRecord {
         Some((id, state, since))
     }
 
+    /// The id of the task in this record if, at one instant, it was idle,
+    /// not woken since its last poll, and without a waker anywhere: `refs`
+    /// counted only the live task, and it has no fallback waker (whose
+    /// clones `refs` does not count). Its poll count, state and wake words
+    /// are read before and after the count, unchanged. Such a task can
+    /// never be woken again.
+    pub(crate) fn lost_waker(&self) -> Option<u64> {
+        let id = self.id.load(Ordering::Acquire);
+        if id == 0 {
+            return None;
+        }
+        let p1 = self.polls.load(Ordering::Acquire);
+        let st = self.state.load(Ordering::Acquire);
+        let w = self.wakes.load(Ordering::Acquire);
+        if reported_state(st, w, 0).0 != TaskState::Idle {
+            return None;
+        }
+        let refs = self.refs.load(Ordering::Acquire);
+        let fallback = self.spawn.load(Ordering::Relaxed) & spawn::FALLBACK != 0;
+        fence(Ordering::Acquire);
+        let unchanged = self.polls.load(Ordering::Relaxed) == p1
+            && self.state.load(Ordering::Relaxed) == st
+            && self.wakes.load(Ordering::Relaxed) == w
+            && self.id.load(Ordering::Relaxed) == id;
+        (unchanged && refs == 1 && !fallback).then_some(id)
+    }
+
     /// Copies this record, if it holds a live task, as one instant (see
     /// the module docs); its stack goes into `copy`. Never blocks: no lock,
     /// no waiting for a running poll. `None` for a free record or a task
