@@ -54,7 +54,7 @@
 //!   root that has one, and a task with neither is grouped under its
 //!   first root's function: every root's stacks fall in one group;
 //! - [`StackSample::tokio_id`] is the tokio task's id, the number
-//!   `JoinHandle::id()` displays (the pprof label `tokio_id`).
+//!   `JoinHandle::id()` displays (the pprof label `tokio_task_id`).
 //!
 //! Its roots are read one after the other, each at one instant: a tokio
 //! task whose poll moves from one root to the next between two reads can

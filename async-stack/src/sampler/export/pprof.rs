@@ -18,8 +18,9 @@ impl Profile {
     ///   period is one tick, `1e9 / frequency_hz` nanoseconds of wall time.
     /// - **Samples**: one per aggregated stack ([`Profile::stacks`]), with
     ///   the labels `task_id` (a number; left out for `[cleared]` stacks),
-    ///   `tokio_id` (a number, the tokio task's id, which
-    ///   `JoinHandle::id()` displays: see
+    ///   `tokio_task_id` (a number, the tokio task's id, which
+    ///   `JoinHandle::id()` displays, as in the debug endpoint's goroutine
+    ///   profile: see
     ///   [`StackSample::tokio_id`](crate::sampler::StackSample::tokio_id);
     ///   left out outside tokio), `task_name` (left out when empty) and
     ///   `state` (`on-cpu` or `off-cpu`). Locations are leaf first, as pprof expects, and the
@@ -174,7 +175,7 @@ impl Profile {
             }
             if e.tokio_id != 0 {
                 label.push(proto::Label {
-                    key: *tokio_key.get_or_insert_with(|| b.string("tokio_id")),
+                    key: *tokio_key.get_or_insert_with(|| b.string("tokio_task_id")),
                     num: int64(e.tokio_id),
                     ..Default::default()
                 });

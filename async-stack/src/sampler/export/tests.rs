@@ -193,17 +193,17 @@ fn pprof_holds_every_sample_with_its_stack_and_labels() {
         (
             "tour+0x5678:0 < tour+0x1234:0 < tour::crunch:60 < worker:0",
             vec![7, 70 * ms, 70 * ms],
-            "task_id=4,tokio_id=34,state=on-cpu",
+            "task_id=4,tokio_task_id=34,state=on-cpu",
         ),
         (
             "tour+0x1234:0 < tour::crunch:60 < worker:0",
             vec![1, 10 * ms, 10 * ms],
-            "task_id=4,tokio_id=34,state=on-cpu",
+            "task_id=4,tokio_task_id=34,state=on-cpu",
         ),
         (
             "tour::crunch:62 < worker:0",
             vec![6, 60 * ms, 0],
-            "task_id=4,tokio_id=34,state=off-cpu",
+            "task_id=4,tokio_task_id=34,state=off-cpu",
         ),
     ];
     let want: Vec<_> = want
