@@ -2,7 +2,8 @@
 //! roots polled inside one tokio task are one task of the profile, in the
 //! group of the first of them, with the tokio task's id; a root polled
 //! outside tokio keeps a group of its own. Exact folded lines, weights and
-//! counters, on `current_thread` and `multi_thread` runtimes.
+//! counters, on `current_thread` and `multi_thread` runtimes, and on-CPU
+//! samples (Linux) labelled as the wall-clock ones.
 //!
 //! Tasks are process-wide, so the tests of this file take turns (`SERIAL`)
 //! and each ends its tasks before the next starts.
@@ -286,5 +287,64 @@ fn a_tokio_task_with_a_busy_root_gives_that_root_s_running_path() {
     assert_eq!(s.tokio_id(), Some(id_of(&h)));
 
     drop(tb);
+    rt.block_on(h).unwrap();
+}
+
+/// On-CPU samples (Linux) of a tokio task's second root fall in the group
+/// of its first, with the first root's task id and the tokio id, as its
+/// wall-clock samples do.
+#[cfg(target_os = "linux")]
+#[test]
+fn on_cpu_samples_of_a_second_root_fall_in_the_first_root_s_group() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ta, ra) = oneshot::channel();
+    let spin = stop.clone();
+    let h = rt.spawn(async move {
+        tokio::join!(left(ra), spinner(spin));
+    });
+    wait_for(&rt, &[("left", false), ("spinner", true)]);
+
+    let sampler = Sampler::builder()
+        .frequency_hz(99)
+        .on_cpu(true)
+        .start()
+        .expect("on-CPU sampler starts");
+    while sampler.stats().signals < 10 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let profile = sampler.stop();
+    stop.store(true, Ordering::Relaxed);
+    let tokio_id = id_of(&h);
+    let mine: Vec<_> = profile
+        .stacks()
+        .filter(|s| s.tokio_id() == Some(tokio_id))
+        .collect();
+    let on_cpu = mine.iter().filter(|s| s.weights().cpu_ns > 0).count();
+    assert!(on_cpu > 0, "no on-CPU sample of the spinning root");
+    let task_id = mine[0].task_id();
+    for s in &mine {
+        assert_eq!(s.group(), "sampler_tokio::left", "{:?}", s.weights());
+        assert_eq!(s.task_id(), task_id);
+        assert_eq!(s.state(), SampleState::OnCpu);
+        let first = s.frames().next();
+        assert!(
+            matches!(first, Some(async_stack::sampler::FrameRef::Async { function, .. })
+                if function == "sampler_tokio::spinner"),
+            "{first:?}"
+        );
+    }
+    // Every on-CPU sample of the thread that runs the spinner is one of
+    // this tokio task's.
+    assert!(profile.stacks().all(|s| s.weights().cpu_ns == 0
+        || s.tokio_id() == Some(tokio_id)
+        || s.group() == "[outside tasks]"));
+
+    drop(ta);
     rt.block_on(h).unwrap();
 }
