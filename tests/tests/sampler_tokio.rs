@@ -134,6 +134,18 @@ fn runtimes() -> Vec<(&'static str, tokio::runtime::Runtime)> {
     ]
 }
 
+/// A runtime of one worker, which a spinning root holds (so that it
+/// stays inside its poll, deterministically), and the flag that stops
+/// [`spinner`].
+fn one_worker() -> (tokio::runtime::Runtime, Arc<AtomicBool>) {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    (rt, Arc::new(AtomicBool::new(false)))
+}
+
 /// A root polled once by hand on this thread, outside any tokio task.
 fn poll_outside_tokio(f: &mut Pin<Box<impl Future<Output = ()>>>) {
     let mut cx = Context::from_waker(Waker::noop());
@@ -256,13 +268,7 @@ fn the_roots_take_the_first_name_or_spawn_site_among_them() {
 #[test]
 fn a_tokio_task_with_a_busy_root_gives_that_root_s_running_path() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    // One worker: the spinning root holds it, deterministically.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
+    let (rt, stop) = one_worker();
     let (tb, rb) = oneshot::channel();
     let spin = stop.clone();
     let h = rt.spawn(async move {
@@ -297,12 +303,7 @@ fn a_tokio_task_with_a_busy_root_gives_that_root_s_running_path() {
 #[test]
 fn on_cpu_samples_of_a_second_root_fall_in_the_first_root_s_group() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
+    let (rt, stop) = one_worker();
     let (ta, ra) = oneshot::channel();
     let spin = stop.clone();
     let h = rt.spawn(async move {

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::Sampling;
 use crate::sampler::cache::TaskCache;
 use crate::sampler::profile::{
-    FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, Weights,
+    FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, StackSample, Weights,
 };
 use crate::task::registry;
 use crate::task::spawned;
@@ -58,13 +58,7 @@ fn stacks_named(p: &Profile, name: &str) -> Vec<(u64, String, Vec<String>, Sampl
     p.stacks()
         .filter(|s| s.task_name() == name)
         .map(|s| {
-            let frames = s
-                .frames()
-                .map(|f| match f {
-                    FrameRef::Async { function, .. } => function.to_owned(),
-                    other => format!("{other:?}"),
-                })
-                .collect();
+            let frames = functions(&s);
             (
                 s.task_id(),
                 s.group().to_owned(),
@@ -72,6 +66,16 @@ fn stacks_named(p: &Profile, name: &str) -> Vec<(u64, String, Vec<String>, Sampl
                 s.state(),
                 s.weights(),
             )
+        })
+        .collect()
+}
+
+/// The functions of a stack's frames, root first.
+fn functions(s: &StackSample<'_>) -> Vec<String> {
+    s.frames()
+        .map(|f| match f {
+            FrameRef::Async { function, .. } => function.to_owned(),
+            other => format!("{other:?}"),
         })
         .collect()
 }
@@ -349,18 +353,11 @@ fn stacks_of_tokio_task(
     p.stacks()
         .filter(|s| s.tokio_id() == Some(tokio_id))
         .map(|s| {
-            let frames = s
-                .frames()
-                .map(|f| match f {
-                    FrameRef::Async { function, .. } => function.to_owned(),
-                    other => format!("{other:?}"),
-                })
-                .collect();
             (
                 s.task_id(),
                 s.group().to_owned(),
                 s.task_name().to_owned(),
-                frames,
+                functions(&s),
                 s.state(),
                 s.weights(),
             )
