@@ -236,6 +236,12 @@ fn go_pprof_reads_the_fixture_as_folded_says() {
         }
     }
 
+    // `worker` is filed under tokio task 34; `api` under none.
+    for t in &traces {
+        let filed = t.labels.iter().any(|l| l == "tokio_task_id=34");
+        assert_eq!(filed, t.stack.contains(&"worker".to_owned()), "{t:?}");
+    }
+
     let raw = exported.pprof(&["-raw"]);
     for want in [
         "async-stack stats: ticks=200 late_ticks=0 attempted=31 ok=31 retried=2",

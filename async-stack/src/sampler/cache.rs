@@ -10,10 +10,15 @@
 //! - [`SiteFrames`]: site id to frame id. A site is resolved to text and
 //!   interned once per profile epoch.
 //! - [`TaskCache`]: per record index, the task the record held when last
-//!   sampled, the sources of its labels (group and name), and its last
-//!   sample: the *shape* (the state and the site path of every stack it
-//!   gave) with the entry each stack was added to. A task sampled again
-//!   with the same shape adds its weights to those entries directly.
+//!   sampled, the sources of its labels (group and name), the tokio task
+//!   it is filed under (which the tick's scan reads: see
+//!   [`crate::sampler::tokio_tasks`]), and its last sample: the *shape*
+//!   (the state and the site path of every stack it gave) with the entry
+//!   each stack was added to. A task sampled again with the same shape
+//!   adds its weights to those entries directly.
+//!   A tokio task of several roots, sampled as one task, keeps its last
+//!   sample in its first root's slot, with the task ids of the roots its
+//!   labels come from.
 //!
 //! # Invariants
 //!
@@ -30,6 +35,10 @@
 //! - A shape determines its entries: the entry key is (group, task, name,
 //!   state, stack), the group and name are the task's (for its root site,
 //!   the first site of every path), and the stack is the path's frames.
+//!   For a tokio task of several roots, the group and name come from the
+//!   roots its sources' key names (the first, the first named, the first
+//!   with a spawn location), and from the first root's root site: a
+//!   change of any of them drops its last sample.
 //!
 //! Weights are added exactly as an insertion by text would add them, and
 //! new ids are interned in the same order, so the profile is the same
@@ -37,12 +46,15 @@
 //!
 //! # Memory
 //!
-//! The per-record cache takes 152 bytes per slot (a 64-byte hot line and
-//! the rest), plus the shapes that do not fit the hot line, and has at
-//! most [`TaskCache::slots_for_budget`] slots: the profile's memory budget
-//! divided by 152, rounded down to a power of two, and at least 1,024. So
+//! The per-record cache takes 184 bytes per slot (a 64-byte hot line, the
+//! rest, the tokio task, and a pointer to a tokio task's last sample),
+//! plus the shapes that do not fit the hot line and the last samples of
+//! tokio tasks of several roots (168 bytes each, in their first root's
+//! slot, so at most one per slot), and has at most
+//! [`TaskCache::slots_for_budget`] slots: the profile's memory budget
+//! divided by 184, rounded down to a power of two, and at least 1,024. So
 //! it holds about as much as the budget whatever the number of tasks (a
-//! million tasks would otherwise hold 152 MB). It grows with the highest
+//! million tasks would otherwise hold 184 MB). It grows with the highest
 //! record index sampled, up to that bound; past it, record `i` takes slot
 //! `i mod slots`. Slots are tagged with the task id (ids are never
 //! reused), so a task whose slot another task took since is read as a new
@@ -57,12 +69,15 @@
 use std::sync::Arc;
 
 use super::MAX_DEPTH;
-use super::labels::{group_of, resolve_site, site_frame};
+use super::labels::{Sources, group_of, resolve_site, site_frame};
 use super::profile::{EntryKey, Profile, SampleState, Weights};
 use crate::record::site::CallSite;
 use crate::record::site::SiteId;
-use crate::task::record::{RawTask, TaskName};
+use crate::sync::Ordering;
+use crate::task::TaskState;
+use crate::task::record::{RawTask, TaskName, TaskRecord, spawn};
 use crate::task::stack::StackCopy;
+use crate::task::tokio_task::TokioTask;
 
 /// Site ids from this one up are looked up every time rather than cached
 /// (ids are handed out in order from 1, so programs stay far below it; the
@@ -79,9 +94,22 @@ pub(crate) struct SiteFrames {
     /// By call-site id, and by await-site id.
     calls: Vec<u32>,
     awaits: Vec<u32>,
+    /// Scratch: the frame ids of a path.
+    path: Vec<u32>,
 }
 
 impl SiteFrames {
+    /// The stack id of the site path `sites` (root first) in `profile`,
+    /// interned (with its frames) if new.
+    pub(crate) fn stack(&mut self, profile: &mut Profile, sites: &[u32]) -> u32 {
+        let mut path = std::mem::take(&mut self.path);
+        path.clear();
+        path.extend(sites.iter().map(|&site| self.frame(profile, site)));
+        let stack = profile.stack(&path);
+        self.path = path;
+        stack
+    }
+
     /// The frame id of site field `site` (see [`word`]) in `profile`,
     /// interned if new.
     #[inline]
@@ -137,12 +165,39 @@ impl SiteFrames {
 pub(crate) struct TaskCache {
     hot: Vec<Hot>,
     cold: Vec<Cold>,
+    /// The tokio task of each slot's task, for the tick's scan; grown
+    /// only when a task filed under one is sampled.
+    filed: Vec<Filed>,
+    /// The last sample of the tokio task of several roots whose first
+    /// root last held the slot; grown only when one is sampled.
+    several: Vec<Option<Box<TokioSample>>>,
     /// The most slots (a power of two).
     max_slots: usize,
 }
 
 /// Bytes of one slot of the per-record cache, shapes that spill aside.
-pub(crate) const SLOT_BYTES: usize = std::mem::size_of::<Hot>() + std::mem::size_of::<Cold>();
+pub(crate) const SLOT_BYTES: usize = std::mem::size_of::<Hot>()
+    + std::mem::size_of::<Cold>()
+    + std::mem::size_of::<Filed>()
+    + std::mem::size_of::<Option<Box<TokioSample>>>();
+
+/// The tokio task a slot's task is filed under (see
+/// [`crate::sampler::tokio_tasks`]), tagged with that task's id (`0`:
+/// none), which the scan reads instead of the record's extension.
+#[derive(Clone, Copy, Debug)]
+struct Filed {
+    task_id: u64,
+    tokio: TokioTask,
+}
+
+impl Default for Filed {
+    fn default() -> Self {
+        Filed {
+            task_id: 0,
+            tokio: TokioTask { id: 0, order: 0 },
+        }
+    }
+}
 
 /// Shape words a record's hot line holds: the state, the length and up to
 /// 8 sites of a sample with one stack.
@@ -205,6 +260,8 @@ impl TaskCache {
         TaskCache {
             hot: Vec::new(),
             cold: Vec::new(),
+            filed: Vec::new(),
+            several: Vec::new(),
             max_slots: 1 << max_slots.max(1).ilog2(),
         }
     }
@@ -238,6 +295,18 @@ impl TaskCache {
         }
     }
 
+    /// Asks the processor for the last sample of the tokio task whose
+    /// first root is in record `index`, if it has one.
+    #[inline]
+    pub(crate) fn prefetch_tokio(&self, index: u32) {
+        if let Some(Some(t)) = self.several.get(self.slot(index)) {
+            // The two lines a hit reads.
+            let p = std::ptr::from_ref::<TokioSample>(t).cast::<u8>();
+            crate::sync::prefetch(p);
+            crate::sync::prefetch(p.wrapping_add(64));
+        }
+    }
+
     /// Whether a read of task `id` in record `index` must load what the
     /// task was spawned with (its name and spawn location): it is not the
     /// task last seen in its slot.
@@ -248,10 +317,26 @@ impl TaskCache {
             .is_none_or(|h| h.task_id != id)
     }
 
+    /// The tokio task the task `id` that the scan found in record `index`
+    /// (`record`) is filed under, if any: a load of the record's `spawn`
+    /// word for a task filed under none, the cached tokio task for one
+    /// sampled before, and otherwise the record's extension (not
+    /// validated: the read that samples the task checks its id).
+    #[inline]
+    pub(crate) fn tokio_of(&self, index: u32, id: u64, record: &TaskRecord) -> Option<TokioTask> {
+        if !spawn::in_tokio(record.spawn.load(Ordering::Relaxed)) {
+            return None;
+        }
+        match self.filed.get(self.slot(index)) {
+            Some(f) if f.task_id == id => Some(f.tokio),
+            _ => record.tokio_task(index),
+        }
+    }
+
     /// Takes in a read of record `index`: a new task starts afresh, its
-    /// labels' sources from `raw` (which then holds its spawn metadata: see
-    /// [`wants_ext`](Self::wants_ext)). Every other method takes a record
-    /// observed.
+    /// labels' sources (and its tokio task) from `raw` (which then holds
+    /// its spawn metadata: see [`wants_ext`](Self::wants_ext)). Every
+    /// other method takes a record observed.
     #[inline]
     pub(crate) fn observe(&mut self, index: u32, raw: &RawTask) {
         let i = self.slot(index);
@@ -259,15 +344,50 @@ impl TaskCache {
             self.grow(i);
         }
         if self.hot[i].task_id != raw.id {
-            self.hot[i] = Hot {
-                task_id: raw.id,
-                ..Hot::default()
-            };
-            let cold = &mut self.cold[i];
-            cold.name.clone_from(&raw.name);
-            cold.location = raw.location;
-            cold.labels = None;
+            self.renew(i, raw);
         }
+    }
+
+    /// Slot `i` now holds the task of `raw`.
+    #[cold]
+    #[inline(never)]
+    fn renew(&mut self, i: usize, raw: &RawTask) {
+        self.hot[i] = Hot {
+            task_id: raw.id,
+            ..Hot::default()
+        };
+        let cold = &mut self.cold[i];
+        cold.name.clone_from(&raw.name);
+        cold.location = raw.location;
+        cold.labels = None;
+        if let Some(tokio) = raw.tokio {
+            if self.filed.len() <= i {
+                self.filed.resize(self.hot.len(), Filed::default());
+            }
+            self.filed[i] = Filed {
+                task_id: raw.id,
+                tokio,
+            };
+        }
+    }
+
+    /// The name and spawn location of the task of record `index`
+    /// (observed).
+    pub(crate) fn sources(
+        &self,
+        index: u32,
+    ) -> (Option<&Arc<TaskName>>, Option<&'static CallSite>) {
+        let cold = &self.cold[self.slot(index)];
+        (cold.name.as_ref(), cold.location)
+    }
+
+    /// The id of the tokio task the task of slot `i` is filed under (`0`:
+    /// none).
+    fn tokio_id(&self, i: usize) -> u64 {
+        self.filed
+            .get(i)
+            .filter(|f| f.task_id == self.hot[i].task_id)
+            .map_or(0, |f| f.tokio.id)
     }
 
     /// The entries of record `index`'s last sample, if it had this shape
@@ -296,35 +416,23 @@ impl TaskCache {
         profile: &mut Profile,
         sites: &mut SiteFrames,
         shape: &Shape,
-        frames: &mut Vec<u32>,
         weights: impl Fn(usize) -> Weights,
     ) {
         let i = self.slot(index);
-        let task_id = self.hot[i].task_id;
+        let task = (self.hot[i].task_id, self.tokio_id(i));
         let cold = &mut self.cold[i];
-        cold.entries.clear();
-        let mut complete = true;
-        for (j, path) in shape.paths().enumerate() {
-            frames.clear();
-            for &site in path {
-                frames.push(sites.frame(profile, site));
-            }
-            let stack = profile.stack(frames);
-            let (group, task_name) = cold.labels(profile, path.first().copied().unwrap_or(0));
-            let key = EntryKey {
-                group,
-                task_id,
-                task_name,
-                state: shape.state(),
-                stack,
-            };
-            match profile.add_interned(key, weights(j)) {
-                Some(entry) => cold.entries.push(entry),
-                // The budget renumbered the tables: the entries so far are
-                // void (the next paths resolve afresh).
-                None => complete = false,
-            }
-        }
+        let complete = add_paths(
+            profile,
+            sites,
+            shape,
+            task,
+            |p, root_site| {
+                let name = cold.name.as_deref();
+                label_ids(&mut cold.labels, p, name, cold.location, root_site)
+            },
+            weights,
+            &mut cold.entries,
+        );
         let hot = &mut self.hot[i];
         hot.len = 0;
         if !complete {
@@ -341,31 +449,171 @@ impl TaskCache {
             hot.len = SPILLED;
         }
     }
+
+    /// Adds the stacks of `shape`, the `j`-th with `weights(j)`, to
+    /// `profile` for the roots of tokio task `tokio_id`, the first of which
+    /// is in record `first` (observed), their labels from `sources`: to the
+    /// entries of its last sample if it had this shape and these sources,
+    /// else interned afresh (and remembered in the first root's slot).
+    pub(crate) fn add_tokio(
+        &mut self,
+        (first, tokio_id): (u32, u64),
+        sources: &Sources,
+        profile: &mut Profile,
+        sites: &mut SiteFrames,
+        shape: &Shape,
+        weights: impl Fn(usize) -> Weights,
+    ) {
+        let i = self.slot(first);
+        if self.several.len() <= i {
+            self.several.resize_with(self.hot.len(), || None);
+        }
+        let t = self.several[i].get_or_insert_with(Box::default);
+        let key = sources.key();
+        // Word by word: the key was just written, and a wide load of it
+        // would wait for the stores.
+        if (0..3).any(|w| t.sources[w] != key[w]) {
+            t.sources = key;
+            t.labels = None;
+            t.len = 0;
+        }
+        let epoch = profile.epoch();
+        if t.epoch == epoch && t.len > 0 {
+            let (entries, words) = t.memo().split_at(t.stacks as usize);
+            if Shape::same(words, &shape.words) {
+                for (j, &entry) in entries.iter().enumerate() {
+                    profile.add_to_entry(entry, weights(j));
+                }
+                return;
+            }
+        }
+        let mut entries = std::mem::take(&mut t.spilled);
+        let complete = add_paths(
+            profile,
+            sites,
+            shape,
+            (sources.task_id(), tokio_id),
+            |p, _| {
+                let (name, location) = (sources.name(), sources.location());
+                label_ids(&mut t.labels, p, name, location, sources.root_site())
+            },
+            weights,
+            &mut entries,
+        );
+        t.len = 0;
+        if complete {
+            t.epoch = profile.epoch();
+            t.stacks = entries.len() as u32;
+            entries.extend_from_slice(&shape.words);
+            t.len = entries.len() as u32;
+            if let Some(inline) = t.inline.get_mut(..entries.len()) {
+                inline.copy_from_slice(&entries);
+            }
+        }
+        t.spilled = entries;
+    }
 }
 
-impl Cold {
-    /// The group and name ids of this task with root site `root_site`, in
-    /// `profile`'s epoch; interned if new.
-    fn labels(&mut self, profile: &mut Profile, root_site: u32) -> (u32, u32) {
-        let epoch = profile.epoch();
-        if let Some(l) = self.labels
-            && l.epoch == epoch
-            && l.root_site.is_none_or(|r| r == root_site)
-        {
-            return (l.group, l.name);
-        }
-        let name = self.name.as_deref();
-        let (group, of_root) = group_of(name, self.location, root_site, profile.grouping);
-        let group = profile.string(&group);
-        let name = profile.string(name.map_or("", TaskName::as_str));
-        self.labels = Some(Labels {
-            epoch,
-            root_site: of_root.then_some(root_site),
-            group,
-            name,
-        });
-        (group, name)
+/// The last sample of a tokio task of several roots (see
+/// [`crate::sampler::tokio_tasks`]), kept in its first root's slot: what
+/// [`Hot`] and [`Cold`] keep of a task's. A hit reads its first two lines
+/// only, when its entries and shape fit in `inline` (two roots each
+/// waiting 7 frames deep do).
+#[derive(Debug, Default)]
+#[repr(C)]
+struct TokioSample {
+    /// The [key](Sources::key) of its labels' sources (its first root's
+    /// task id first).
+    sources: [u64; 3],
+    /// The epoch of its entries.
+    epoch: u64,
+    /// Its *memo*: the entries of its stacks (`stacks` of them), then its
+    /// shape, `len` words in all (`0`: none); in `inline` if they fit,
+    /// else in `spilled`.
+    stacks: u32,
+    len: u32,
+    inline: [u32; MEMO_WORDS],
+    labels: Option<Labels>,
+    spilled: Vec<u32>,
+}
+
+/// Words of a [`TokioSample`]'s memo kept inline.
+const MEMO_WORDS: usize = 20;
+
+impl TokioSample {
+    /// Its memo (see [`TokioSample::stacks`]).
+    fn memo(&self) -> &[u32] {
+        self.inline
+            .get(..self.len as usize)
+            .unwrap_or(&self.spilled)
     }
+}
+
+/// Adds the stacks of `shape`, the `j`-th with `weights(j)`, to `profile`
+/// as samples of `task` (task id, tokio id), each with the group and name
+/// ids `labels(profile, root site of its path)` gives, interning what is
+/// new; `entries` gets the entry of each stack. `false` if the budget
+/// renumbered the tables on the way: the entries are then void (the paths
+/// after it were added afresh).
+fn add_paths(
+    profile: &mut Profile,
+    sites: &mut SiteFrames,
+    shape: &Shape,
+    (task_id, tokio_id): (u64, u64),
+    mut labels: impl FnMut(&mut Profile, u32) -> (u32, u32),
+    weights: impl Fn(usize) -> Weights,
+    entries: &mut Vec<u32>,
+) -> bool {
+    entries.clear();
+    let mut complete = true;
+    for (j, path) in shape.paths().enumerate() {
+        let stack = sites.stack(profile, path);
+        let (group, task_name) = labels(profile, path.first().copied().unwrap_or(0));
+        let key = EntryKey {
+            group,
+            task_id,
+            task_name,
+            state: shape.state(),
+            stack,
+        };
+        match profile.add_interned(key, tokio_id, weights(j)) {
+            Some(entry) => entries.push(entry),
+            None => complete = false,
+        }
+    }
+    complete
+}
+
+/// The group and name ids of a task with this name, spawn location and
+/// root site in `profile`'s epoch, from `cached` if they were found for
+/// them (the root site matters only to a group that is the root's
+/// function); found, interned if new, and cached otherwise. A cache holds
+/// the labels of one task (whose name and location do not change), or of
+/// one tokio task's sources.
+fn label_ids(
+    cached: &mut Option<Labels>,
+    profile: &mut Profile,
+    name: Option<&TaskName>,
+    location: Option<&'static CallSite>,
+    root_site: u32,
+) -> (u32, u32) {
+    let epoch = profile.epoch();
+    if let Some(l) = *cached
+        && l.epoch == epoch
+        && l.root_site.is_none_or(|r| r == root_site)
+    {
+        return (l.group, l.name);
+    }
+    let (group, of_root) = group_of(name, location, root_site, profile.grouping);
+    let group = profile.string(&group);
+    let name = profile.string(name.map_or("", TaskName::as_str));
+    *cached = Some(Labels {
+        epoch,
+        root_site: of_root.then_some(root_site),
+        group,
+        name,
+    });
+    (group, name)
 }
 
 /// A sample's shape: its state, then the site path (root first) of each
@@ -386,6 +634,32 @@ impl Shape {
             SampleState::OffCpu => 1,
         });
         self.paths = 0;
+    }
+
+    /// Appends the paths of a task read with stack `copy` (not empty) in
+    /// state `state`: running, the path to the frame it polls; suspended,
+    /// the path to each pending branch (each leaf of the tree).
+    #[inline]
+    pub(crate) fn push_sample(&mut self, copy: &StackCopy, state: TaskState) {
+        let frames = &copy.frames;
+        if state == TaskState::Running {
+            // The path to the polled frame; without one (the polled frame
+            // holds no slot, or the platform does not tag the current
+            // word), the running path as far as it is known.
+            let end = frames
+                .iter()
+                .position(|f| f.innermost)
+                .or_else(|| frames.iter().rposition(|f| f.running))
+                .unwrap_or(0);
+            self.push_path(copy, end);
+        } else {
+            for i in 0..frames.len() {
+                let next_depth = frames.get(i + 1).map(|f| f.depth);
+                if next_depth.is_none_or(|d| d <= frames[i].depth) {
+                    self.push_path(copy, i);
+                }
+            }
+        }
     }
 
     /// Appends the path from the root to `copy.frames[end]`, cut at
@@ -439,10 +713,11 @@ mod tests {
         use super::{SLOT_BYTES, TaskCache};
         use crate::sampler::profile::{DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET};
 
-        assert_eq!(SLOT_BYTES, 152);
+        assert_eq!(SLOT_BYTES, 184);
+        assert_eq!(std::mem::size_of::<super::TokioSample>(), 168);
         assert_eq!(TaskCache::slots_for_budget(MIN_BUDGET), 1024);
         assert_eq!(TaskCache::slots_for_budget(DEFAULT_BUDGET), 16_384);
-        assert_eq!(TaskCache::slots_for_budget(MAX_BUDGET), 131_072);
+        assert_eq!(TaskCache::slots_for_budget(MAX_BUDGET), 65_536);
         for budget in [DEFAULT_BUDGET, MAX_BUDGET] {
             let bytes = TaskCache::slots_for_budget(budget) * SLOT_BYTES;
             assert!(

@@ -2,12 +2,16 @@
 //! what one tick does: every running task and a reservoir of the others
 //! read ([`Sampling::tick`]), each copy checked, and its samples
 //! aggregated through the caches ([`super::cache`]) into the profile.
-//! The on-CPU drain runs after each tick ([`Sampling::step`]).
+//! The roots of one tokio task are one task of the tick
+//! ([`super::tokio_tasks`]). The on-CPU drain runs after each tick
+//! ([`Sampling::step`]).
 
 use std::time::Duration;
 
 use super::cache::{Shape, SiteFrames, TaskCache};
+use super::labels::Sources;
 use super::profile::{Profile, SampleState, Weights};
+use super::tokio_tasks::{Root, TokioTasks, Unit};
 #[cfg(all(target_os = "linux", not(async_stack_loom)))]
 use crate::sampler::oncpu::OnCpu;
 use crate::task::TaskState;
@@ -24,18 +28,17 @@ const TICK_COPY_ATTEMPTS: u32 = 64;
 pub(crate) struct Sampling {
     pub(crate) profile: Profile,
     pub(crate) interval: Duration,
-    max_tasks: usize,
-    rng: u64,
     /// The sampler thread's CPU time at the end of the last tick.
     last_cpu: u64,
     pub(crate) copy: StackCopy,
-    /// Scratch: the tick's running tasks and reservoir, with their record
-    /// indices.
-    running: Vec<(u32, &'static TaskRecord)>,
-    reservoir: Vec<(u32, &'static TaskRecord)>,
-    /// Scratch: a stack's frame ids, and a sample's shape.
-    frame_ids: Vec<u32>,
+    /// The tick's running tasks and reservoir.
+    pick: Pick,
+    /// The tick's tokio tasks (see [`super::tokio_tasks`]).
+    pub(crate) tokio_tasks: TokioTasks,
+    /// Scratch: a sample's shape, and the on-CPU paths of a tokio task's
+    /// roots.
     shape: Shape,
+    running_shape: Shape,
     /// Profile ids remembered between samples (see [`super::cache`]).
     pub(crate) site_frames: SiteFrames,
     pub(crate) tasks: TaskCache,
@@ -52,14 +55,18 @@ impl Sampling {
         Sampling {
             profile,
             interval,
-            max_tasks,
-            rng: seed | 1,
             last_cpu: 0,
             copy: StackCopy::default(),
-            running: Vec::new(),
-            reservoir: Vec::new(),
-            frame_ids: Vec::new(),
+            pick: Pick {
+                running: Vec::new(),
+                reservoir: Vec::new(),
+                max: max_tasks,
+                others: 0,
+                rng: seed | 1,
+            },
+            tokio_tasks: TokioTasks::default(),
             shape: Shape::default(),
+            running_shape: Shape::default(),
             site_frames: SiteFrames::default(),
             tasks: TaskCache::new(slots),
             #[cfg(all(target_os = "linux", not(async_stack_loom)))]
@@ -78,7 +85,7 @@ impl Sampling {
         self.tick();
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
         if let Some(on_cpu) = &mut self.on_cpu {
-            on_cpu.drain(&mut self.profile);
+            on_cpu.drain(&mut self.profile, &self.tokio_tasks);
         }
         let cpu = thread_cpu_ns();
         self.profile.stats.sampler_cpu_ns = self
@@ -98,43 +105,33 @@ impl Sampling {
     pub(crate) fn finish(mut self) -> Profile {
         #[cfg(all(target_os = "linux", not(async_stack_loom)))]
         if let Some(on_cpu) = self.on_cpu.take() {
-            on_cpu.stop(&mut self.profile);
+            on_cpu.stop(&mut self.profile, &self.tokio_tasks);
         }
         self.profile
     }
 
     /// One wall-clock tick: every running task, and a reservoir of the
-    /// others.
+    /// others (a tokio task's roots count as one task, running if one
+    /// is).
     pub(crate) fn tick(&mut self) {
         self.profile.stats.ticks += 1;
         let now_ms = crate::clock::system_ms();
-        self.running.clear();
-        self.reservoir.clear();
-        let k = self.max_tasks;
-        let mut others = 0u64;
-        let mut rng = self.rng;
-        let (running, reservoir) = (&mut self.running, &mut self.reservoir);
-        registry::for_each_record(|index, r| {
-            let Some((_, state, _)) = r.peek(now_ms) else {
+        self.pick.begin();
+        self.tokio_tasks.begin();
+        let (pick, tasks, tokio_tasks) = (&mut self.pick, &self.tasks, &mut self.tokio_tasks);
+        registry::for_each_record(|index, record| {
+            let Some((id, state, _)) = record.peek(now_ms) else {
                 return;
             };
-            if state == TaskState::Running {
-                running.push((index, r));
-                return;
-            }
-            others += 1;
-            if reservoir.len() < k {
-                reservoir.push((index, r));
-            } else {
-                // Algorithm R: keep the n-th with probability k/n.
-                let j = next_random(&mut rng) % others;
-                if (j as usize) < k {
-                    reservoir[j as usize] = (index, r);
-                }
+            let running = state == TaskState::Running;
+            match tasks.tokio_of(index, id, record) {
+                Some(tokio) => tokio_tasks.file(tokio, Root { index, id, record }, running),
+                None => pick.offer(Unit::Task(index, record), running),
             }
         });
-        self.rng = rng;
-        let kept = self.reservoir.len() as u64;
+        tokio_tasks.finish(|unit, running| pick.offer(unit, running));
+        let others = self.pick.others;
+        let kept = self.pick.reservoir.len() as u64;
         self.profile.stats.reservoir_skipped += others - kept;
         // Each kept task stands for `others / kept` tasks: whole samples,
         // with the remainder spread one each over the first ones, so the
@@ -143,20 +140,130 @@ impl Sampling {
             Some(per) => (per, others % kept),
             None => (1, 0),
         };
-        let running = std::mem::take(&mut self.running);
-        for &(index, r) in &running {
-            self.sample(index, r, now_ms, 1);
+        let running = std::mem::take(&mut self.pick.running);
+        for &unit in &running {
+            self.sample_unit(unit, now_ms, 1);
         }
-        self.running = running;
-        let reservoir = std::mem::take(&mut self.reservoir);
-        for (i, &(index, r)) in reservoir.iter().enumerate() {
-            if let Some(&(ahead, record)) = reservoir.get(i + PREFETCH_AHEAD) {
-                record.prefetch();
-                self.tasks.prefetch(ahead);
+        self.pick.running = running;
+        let reservoir = std::mem::take(&mut self.pick.reservoir);
+        for (i, &unit) in reservoir.iter().enumerate() {
+            if let Some(&ahead) = reservoir.get(i + PREFETCH_AHEAD) {
+                self.prefetch(ahead);
             }
-            self.sample(index, r, now_ms, per + u64::from((i as u64) < extra));
+            self.sample_unit(unit, now_ms, per + u64::from((i as u64) < extra));
         }
-        self.reservoir = reservoir;
+        self.pick.reservoir = reservoir;
+    }
+
+    /// Asks the processor for what sampling `unit` reads first: its
+    /// record(s) and their cache lines.
+    #[inline]
+    fn prefetch(&self, unit: Unit) {
+        match unit {
+            Unit::Task(index, record) => {
+                record.prefetch();
+                self.tasks.prefetch(index);
+            }
+            Unit::Tokio(k) => {
+                let roots = self.tokio_tasks.roots(self.tokio_tasks.several(k));
+                for root in roots.iter().take(PREFETCH_ROOTS) {
+                    root.record.prefetch();
+                    self.tasks.prefetch(root.index);
+                }
+                self.tasks.prefetch_tokio(roots[0].index);
+            }
+        }
+    }
+
+    /// Samples `unit`, standing for `times` tasks.
+    #[inline]
+    fn sample_unit(&mut self, unit: Unit, now_ms: u64, times: u64) {
+        match unit {
+            Unit::Task(index, record) => self.sample(index, record, now_ms, times),
+            Unit::Tokio(k) => self.sample_tokio(k, now_ms, times),
+        }
+    }
+
+    /// Reads the roots of the tick's tokio task `k` (see
+    /// [`super::tokio_tasks`]) and adds its sample(s), standing for
+    /// `times` tasks: one sample, whose stacks are those of its running
+    /// root(s) if any runs, else those of every root, in order. A root
+    /// that ended since the scan is left out; if any other cannot be
+    /// copied (torn) or is inconsistent, the whole sample is dropped and
+    /// counted as for one task.
+    fn sample_tokio(&mut self, k: u32, now_ms: u64, times: u64) {
+        let several = self.tokio_tasks.several(k);
+        self.shape.start(SampleState::OffCpu);
+        self.running_shape.start(SampleState::OnCpu);
+        let mut sources = Sources::default();
+        let (mut read, mut retried, mut truncated) = (false, 0, false);
+        let (mut torn, mut inconsistent) = (false, false);
+        let mut first = 0;
+        for j in 0..several.len() {
+            let root = self.tokio_tasks.roots(several)[j];
+            let tasks = &self.tasks;
+            let raw = root.record.read_tries_with(
+                root.index,
+                &mut self.copy,
+                now_ms,
+                TICK_COPY_ATTEMPTS,
+                |id, _| tasks.wants_ext(root.index, id),
+            );
+            // Not the task the scan found: it ended since.
+            let Some(raw) = raw.filter(|raw| raw.id == root.id) else {
+                continue;
+            };
+            read = true;
+            retried += u64::from(raw.torn);
+            torn = !raw.stack_copied;
+            inconsistent = self.copy.frames.is_empty();
+            if torn || inconsistent {
+                break;
+            }
+            truncated |= self.copy.hidden > 0;
+            self.tasks.observe(root.index, &raw);
+            if sources.first.is_none() {
+                first = root.index;
+            }
+            let (name, location) = self.tasks.sources(root.index);
+            sources.add(raw.id, raw.root_site, name, location);
+            if raw.state == TaskState::Running {
+                self.running_shape.push_sample(&self.copy, raw.state);
+            } else {
+                self.shape.push_sample(&self.copy, raw.state);
+            }
+        }
+        if !read {
+            // Every root ended between the scan and the read.
+            return;
+        }
+        let stats = &mut self.profile.stats;
+        stats.attempted += 1;
+        stats.retried += retried;
+        if torn {
+            stats.dropped_torn += 1;
+            return;
+        }
+        if inconsistent {
+            stats.dropped_inconsistent += 1;
+            return;
+        }
+        stats.ok += 1;
+        stats.truncated += u64::from(truncated);
+        let shape = if self.running_shape.len() > 0 {
+            &self.running_shape
+        } else {
+            &self.shape
+        };
+        let weights = weights(self.interval, shape.len(), times);
+        self.tasks.add_tokio(
+            (first, several.tokio_id),
+            &sources,
+            &mut self.profile,
+            &mut self.site_frames,
+            shape,
+            weights,
+        );
     }
 
     /// Reads one task (record `index`) and adds its sample(s), standing
@@ -202,44 +309,14 @@ impl Sampling {
     #[inline]
     pub(crate) fn aggregate(&mut self, index: u32, raw: &RawTask, times: u64) {
         let tasks = &mut self.tasks;
-        let frames = &self.copy.frames;
         tasks.observe(index, raw);
-        let wall = self.interval.as_nanos() as u64 * times;
         let shape = &mut self.shape;
-        if raw.state == TaskState::Running {
-            // The path to the polled frame; without one (the polled frame
-            // holds no slot, or the platform does not tag the current
-            // word), the running path as far as it is known.
-            let end = frames
-                .iter()
-                .position(|f| f.innermost)
-                .or_else(|| frames.iter().rposition(|f| f.running))
-                .unwrap_or(0);
-            shape.start(SampleState::OnCpu);
-            shape.push_path(&self.copy, end);
-        } else {
-            // Suspended: one stack per pending branch (leaf of the tree).
-            shape.start(SampleState::OffCpu);
-            for i in 0..frames.len() {
-                let next_depth = frames.get(i + 1).map(|f| f.depth);
-                if next_depth.is_none_or(|d| d <= frames[i].depth) {
-                    shape.push_path(&self.copy, i);
-                }
-            }
-        }
-        // The wall time is shared among the branches, the remainder to the
-        // first, so the task's total is exact (one branch, the usual case,
-        // without dividing).
-        let n = shape.len() as u64;
-        let weights = |j: usize| Weights {
-            samples: times,
-            wall_ns: match (n, j) {
-                (1, _) => wall,
-                (_, 0) => wall / n + wall % n,
-                _ => wall / n,
-            },
-            cpu_ns: 0,
-        };
+        shape.start(match raw.state {
+            TaskState::Running => SampleState::OnCpu,
+            _ => SampleState::OffCpu,
+        });
+        shape.push_sample(&self.copy, raw.state);
+        let weights = weights(self.interval, shape.len(), times);
         if let Some(entries) = tasks.entries_for(index, shape, self.profile.epoch()) {
             for (j, &entry) in entries.iter().enumerate() {
                 self.profile.add_to_entry(entry, weights(j));
@@ -251,9 +328,46 @@ impl Sampling {
             &mut self.profile,
             &mut self.site_frames,
             shape,
-            &mut self.frame_ids,
             weights,
         );
+    }
+}
+
+/// The units a tick samples: every running one, and a uniform random
+/// subset of at most `max` of the others (reservoir sampling).
+struct Pick {
+    running: Vec<Unit>,
+    reservoir: Vec<Unit>,
+    max: usize,
+    /// The units not running offered this tick.
+    others: u64,
+    rng: u64,
+}
+
+impl Pick {
+    fn begin(&mut self) {
+        self.running.clear();
+        self.reservoir.clear();
+        self.others = 0;
+    }
+
+    /// Takes in `unit`, found running or not.
+    #[inline]
+    fn offer(&mut self, unit: Unit, running: bool) {
+        if running {
+            self.running.push(unit);
+            return;
+        }
+        self.others += 1;
+        if self.reservoir.len() < self.max {
+            self.reservoir.push(unit);
+        } else {
+            // Algorithm R: keep the n-th with probability k/n.
+            let j = next_random(&mut self.rng) % self.others;
+            if (j as usize) < self.max {
+                self.reservoir[j as usize] = unit;
+            }
+        }
     }
 }
 
@@ -261,6 +375,29 @@ impl Sampling {
 /// of (the reservoir's records were scanned a while ago, and are mostly
 /// out of cache again with many tasks).
 const PREFETCH_AHEAD: usize = 4;
+
+/// The weights of the `j`-th of `n` stacks of a sample standing for
+/// `times` tasks, at ticks `interval` apart: each one sample per task, the
+/// tick's wall time shared among the stacks, the remainder to the first,
+/// so that the task's total is exact (one stack, the usual case, without
+/// dividing).
+#[inline]
+fn weights(interval: Duration, n: usize, times: u64) -> impl Fn(usize) -> Weights {
+    let wall = interval.as_nanos() as u64 * times;
+    let n = n as u64;
+    move |j: usize| Weights {
+        samples: times,
+        wall_ns: match (n, j) {
+            (1, _) => wall,
+            (_, 0) => wall / n + wall % n,
+            _ => wall / n,
+        },
+        cpu_ns: 0,
+    }
+}
+
+/// How many roots of a tokio task a tick prefetches the records of.
+const PREFETCH_ROOTS: usize = 4;
 
 /// This thread's CPU time, in nanoseconds (`0` where unknown).
 pub(crate) fn thread_cpu_ns() -> u64 {

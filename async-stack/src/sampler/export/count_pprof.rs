@@ -4,9 +4,9 @@
 //!
 //! It shares the sampler's pprof tables ([`PprofBuilder`]) and encoding, so
 //! that both read alike in `go tool pprof`: the same function names and
-//! files, the same label keys (`task_id`, `task_name`, `state`). Each
-//! distinct frame (function, file, line, column) is one location; each
-//! stack one sample of value 1.
+//! files, the same label keys (`task_id`, `task_name`, `tokio_task_id`,
+//! `state`). Each distinct frame (function, file, line, column) is one
+//! location; each stack one sample of value 1.
 
 use std::collections::HashMap;
 use std::io::{self, Write};

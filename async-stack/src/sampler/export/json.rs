@@ -28,6 +28,7 @@ impl Profile {
     ///     {
     ///       "group": "api",
     ///       "task_id": 1,               // 0 for a [cleared] stack
+    ///       "tokio_id": 34,             // the tokio task's id, null outside tokio
     ///       "task_name": "api",         // "" when unnamed
     ///       "state": "off_cpu",         // or "on_cpu"
     ///       "weights": { "samples": 5, "wall_ns": 50000000, "cpu_ns": 0 },
@@ -53,7 +54,8 @@ impl Profile {
     /// a return address (symbolised as the call before it), and a symbol's
     /// `file` and `line` are `null` when the module has no debug info for
     /// them. Readers should ignore members they do not know: later versions
-    /// of the same `version` may add some.
+    /// of the same `version` may add some (`tokio_id` came so: see
+    /// [`StackSample::tokio_id`](crate::sampler::StackSample::tokio_id)).
     ///
     /// ```
     /// use async_stack::sampler::Sampler;
@@ -88,6 +90,7 @@ impl Profile {
                 .map(|e| JsonStack {
                     group: self.str(e.group),
                     task_id: e.task_id,
+                    tokio_id: (e.tokio_id != 0).then_some(e.tokio_id),
                     task_name: self.str(e.task_name),
                     state: e.state,
                     weights: e.weights,
@@ -158,6 +161,7 @@ struct JsonProfile<'a> {
 struct JsonStack<'a> {
     group: &'a str,
     task_id: u64,
+    tokio_id: Option<u64>,
     task_name: &'a str,
     state: SampleState,
     weights: Weights,

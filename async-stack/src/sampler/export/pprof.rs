@@ -18,8 +18,12 @@ impl Profile {
     ///   period is one tick, `1e9 / frequency_hz` nanoseconds of wall time.
     /// - **Samples**: one per aggregated stack ([`Profile::stacks`]), with
     ///   the labels `task_id` (a number; left out for `[cleared]` stacks),
-    ///   `task_name` (left out when empty) and `state` (`on-cpu` or
-    ///   `off-cpu`). Locations are leaf first, as pprof expects, and the
+    ///   `tokio_task_id` (a number, the tokio task's id, which
+    ///   `JoinHandle::id()` displays, as in the debug endpoint's goroutine
+    ///   profile: see
+    ///   [`StackSample::tokio_id`](crate::sampler::StackSample::tokio_id);
+    ///   left out outside tokio), `task_name` (left out when empty) and
+    ///   `state` (`on-cpu` or `off-cpu`). Locations are leaf first, as pprof expects, and the
     ///   outermost is the group: a synthetic function named after it.
     /// - **Locations**: one per distinct frame. An async frame is a
     ///   function (name and file) at a line (and column). A native frame is
@@ -145,6 +149,9 @@ impl Profile {
             b.string("task_name"),
             b.string("state"),
         ];
+        // Interned at its first use, so that a profile without tokio tasks
+        // has the string table it always had.
+        let mut tokio_key = None;
         let mut samples = Vec::with_capacity(self.entries.len());
         for e in &self.entries {
             let group = *group_locations.entry(e.group).or_insert_with(|| {
@@ -158,11 +165,18 @@ impl Profile {
                 .map(|&f| frame_locations[f as usize])
                 .collect();
             location_id.push(group);
-            let mut label = Vec::with_capacity(3);
+            let mut label = Vec::with_capacity(4);
             if e.task_id != 0 {
                 label.push(proto::Label {
                     key: keys[0],
                     num: int64(e.task_id),
+                    ..Default::default()
+                });
+            }
+            if e.tokio_id != 0 {
+                label.push(proto::Label {
+                    key: *tokio_key.get_or_insert_with(|| b.string("tokio_task_id")),
+                    num: int64(e.tokio_id),
                     ..Default::default()
                 });
             }

@@ -3,7 +3,8 @@
 
 use super::pprof::proto;
 use crate::sampler::profile::{
-    DEFAULT_BUDGET, FrameRef, MIN_BUDGET, Profile, RawFrame, SampleState, Stats, Weights,
+    DEFAULT_BUDGET, FrameRef, MIN_BUDGET, Profile, RawFrame, SampleState, SampledTask, Stats,
+    Weights,
 };
 
 /// The folded text of the fixture, exactly.
@@ -192,17 +193,17 @@ fn pprof_holds_every_sample_with_its_stack_and_labels() {
         (
             "tour+0x5678:0 < tour+0x1234:0 < tour::crunch:60 < worker:0",
             vec![7, 70 * ms, 70 * ms],
-            "task_id=4,state=on-cpu",
+            "task_id=4,tokio_task_id=34,state=on-cpu",
         ),
         (
             "tour+0x1234:0 < tour::crunch:60 < worker:0",
             vec![1, 10 * ms, 10 * ms],
-            "task_id=4,state=on-cpu",
+            "task_id=4,tokio_task_id=34,state=on-cpu",
         ),
         (
             "tour::crunch:62 < worker:0",
             vec![6, 60 * ms, 0],
-            "task_id=4,state=off-cpu",
+            "task_id=4,tokio_task_id=34,state=off-cpu",
         ),
     ];
     let want: Vec<_> = want
@@ -292,7 +293,8 @@ fn json_follows_the_documented_schema() {
     assert_eq!(
         stacks[0],
         serde_json::json!({
-            "group": "api", "task_id": 1, "task_name": "api", "state": "off_cpu",
+            "group": "api", "task_id": 1, "tokio_id": null, "task_name": "api",
+            "state": "off_cpu",
             "weights": {"samples": 5, "wall_ns": 50_000_000u64, "cpu_ns": 0},
             "frames": [
                 {"kind": "async", "function": "tour::serve", "file": "src/tour.rs",
@@ -304,6 +306,7 @@ fn json_follows_the_documented_schema() {
     );
     assert_eq!(stacks[5]["state"], "on_cpu");
     assert_eq!(stacks[5]["task_name"], "");
+    assert_eq!(stacks[5]["tokio_id"], 34);
     assert_eq!(
         stacks[5]["frames"][2],
         serde_json::json!({
@@ -405,8 +408,9 @@ fn svg_shows_groups_and_frames() {
 ///
 /// Two groups: `api`, with two tasks off-CPU at the same `.await`, a
 /// `join!`-like pair of branches, and a function whose name holds a
-/// `;`; and `worker`, on-CPU with two native frames of `/usr/bin/tour`,
-/// and off-CPU. At 100 Hz for 2 s, 31 samples in all.
+/// `;`; and `worker`, a task filed under tokio task 34, on-CPU with two
+/// native frames of `/usr/bin/tour`, and off-CPU. At 100 Hz for 2 s, 31
+/// samples in all.
 pub(super) fn testing_profile() -> Profile {
     let at = |function, line, column| RawFrame::Async {
         function,
@@ -451,10 +455,15 @@ pub(super) fn testing_profile() -> Profile {
     let decode = at("<[u8; 4] as tour::Codec>::decode", 70, 13);
     p.add(api, 1, api, state, &[serve, decode], off(2));
     let on_cpu = [crunch, native(0x1234, true), native(0x5678, false)];
-    p.add(worker, 4, "", SampleState::OnCpu, &on_cpu, on(7));
-    p.add(worker, 4, "", SampleState::OnCpu, &on_cpu[..2], on(1));
+    let task = SampledTask {
+        id: 4,
+        tokio_id: 34,
+        name: "",
+    };
+    p.add_task(worker, task, SampleState::OnCpu, &on_cpu, on(7));
+    p.add_task(worker, task, SampleState::OnCpu, &on_cpu[..2], on(1));
     let waiting = at("tour::crunch", 62, 13);
-    p.add(worker, 4, "", state, &[waiting], off(6));
+    p.add_task(worker, task, state, &[waiting], off(6));
     p.stats = Stats {
         ticks: 200,
         attempted: 31,

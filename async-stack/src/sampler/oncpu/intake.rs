@@ -3,16 +3,21 @@
 //! against the published stack ([`crate::read::verify`]), keeps the native
 //! frames above the innermost poll as (module, build id, offset) triples
 //! ([`crate::sampler::native`]), and labels the task
-//! ([`crate::sampler::labels`]).
+//! ([`crate::sampler::labels`]): a root filed under a tokio task as the
+//! roots of that tokio task, as the wall-clock tick does
+//! ([`crate::sampler::tokio_tasks`]).
 
 use super::buffers::Sample;
 use crate::read::verify;
 use crate::sampler::MAX_DEPTH;
-use crate::sampler::labels::{group_of, site_frame};
+use crate::sampler::labels::{Sources, group_of, site_frame};
 use crate::sampler::native::modules::Modules;
-use crate::sampler::profile::{Grouping, Profile, RawFrame, SampleState, Weights};
+use crate::sampler::profile::{Grouping, Profile, RawFrame, SampleState, SampledTask, Weights};
+use crate::sampler::tokio_tasks::TokioTasks;
+use crate::task::record::RawTask;
 use crate::task::registry;
 use crate::task::stack::StackCopy;
+use crate::task::tokio_task::TokioTask;
 
 /// What the intake keeps between samples.
 pub(super) struct Intake {
@@ -32,8 +37,15 @@ impl Intake {
         }
     }
 
-    /// Adds the sample `s`, from a timer of period `period_ns`, to `profile`.
-    pub(super) fn take(&mut self, profile: &mut Profile, s: &Sample, period_ns: u64) {
+    /// Adds the sample `s`, from a timer of period `period_ns`, to
+    /// `profile`; `tokio` is the last tick's tokio tasks.
+    pub(super) fn take(
+        &mut self,
+        profile: &mut Profile,
+        s: &Sample,
+        period_ns: u64,
+        tokio: &TokioTasks,
+    ) {
         let stats = &mut profile.stats;
         stats.signals += 1;
         stats.attempted += 1;
@@ -60,24 +72,22 @@ impl Intake {
                 call: n.3,
             });
         }
-        let (group, name) = if s.record == 0 || live.is_empty() {
-            ("[outside tasks]".to_owned(), String::new())
+        let (group, task_id, tokio_id, name) = if s.record == 0 || live.is_empty() {
+            ("[outside tasks]".to_owned(), s.task_id, 0, String::new())
         } else {
-            self.labels(profile.grouping, s)
+            self.labels(profile.grouping, s, tokio)
         };
         let weights = Weights {
             samples: 1,
             wall_ns: 0,
             cpu_ns: period_ns,
         };
-        profile.add(
-            &group,
-            s.task_id,
-            &name,
-            SampleState::OnCpu,
-            &frames,
-            weights,
-        );
+        let task = SampledTask {
+            id: task_id,
+            tokio_id,
+            name: &name,
+        };
+        profile.add_task(&group, task, SampleState::OnCpu, &frames, weights);
     }
 
     /// Compares the live chain (innermost first) with the published stack
@@ -90,8 +100,15 @@ impl Intake {
         }
     }
 
-    /// The group and name of the task a sample caught.
-    fn labels(&mut self, grouping: Grouping, s: &Sample) -> (String, String) {
+    /// The group, task id, tokio id (`0`: none) and name of the task a
+    /// sample caught: a root filed under a tokio task is labelled as the
+    /// roots of that tokio task.
+    fn labels(
+        &mut self,
+        grouping: Grouping,
+        s: &Sample,
+        tokio: &TokioTasks,
+    ) -> (String, u64, u64, String) {
         let now = crate::clock::system_ms();
         let mut copy = StackCopy::default();
         // The record by its index, never by the address the handler took
@@ -99,21 +116,29 @@ impl Intake {
         let read = registry::index_of(s.record, &mut self.record_page)
             .and_then(|index| registry::record(index)?.read(index, &mut copy, now));
         match read {
-            Some(raw) if raw.id == s.task_id => (
-                group_of(raw.name.as_deref(), raw.location, raw.root_site, grouping)
-                    .0
-                    .into_owned(),
-                raw.name
-                    .as_deref()
-                    .map_or(String::new(), |n| n.as_str().to_owned()),
-            ),
+            Some(raw) if raw.id == s.task_id => {
+                let tokio_id = raw.tokio.map_or(0, |t| t.id);
+                let sources = match raw.tokio {
+                    Some(t) => tokio_sources(raw, t, tokio, &mut copy, now),
+                    None => {
+                        let mut sources = Sources::default();
+                        sources.add(raw.id, raw.root_site, raw.name.as_ref(), raw.location);
+                        sources
+                    }
+                };
+                let (name, location) = (sources.name(), sources.location());
+                let group = group_of(name, location, sources.root_site(), grouping).0;
+                let name = name.map_or(String::new(), |n| n.as_str().to_owned());
+                (group.into_owned(), sources.task_id(), tokio_id, name)
+            }
             // The task ended since: named after its root.
             _ => {
                 let root = s.live[s.n_live as usize - 1];
-                match site_frame(root) {
-                    RawFrame::Async { function, .. } => (function.to_owned(), String::new()),
-                    RawFrame::Native { .. } => (String::new(), String::new()),
-                }
+                let group = match site_frame(root) {
+                    RawFrame::Async { function, .. } => function.to_owned(),
+                    RawFrame::Native { .. } => String::new(),
+                };
+                (group, s.task_id, 0, String::new())
             }
         }
     }
@@ -130,6 +155,36 @@ impl Intake {
     }
 }
 
+/// The labels' sources of the roots of tokio task `t`, whose root `raw`
+/// a sample caught: the roots the last tick found under it that still
+/// live, and `raw`, in the order of their first poll.
+fn tokio_sources(
+    raw: RawTask,
+    t: TokioTask,
+    tokio: &TokioTasks,
+    copy: &mut StackCopy,
+    now_ms: u64,
+) -> Sources {
+    let mut roots = vec![(t.order, raw)];
+    for root in tokio.roots_of(t.id) {
+        if root.id == roots[0].1.id {
+            continue;
+        }
+        if let Some(other) = root.record.read(root.index, copy, now_ms)
+            && other.id == root.id
+            && let Some(order) = other.tokio.map(|o| o.order)
+        {
+            roots.push((order, other));
+        }
+    }
+    roots.sort_by_key(|&(order, _)| order);
+    let mut sources = Sources::default();
+    for (_, r) in &roots {
+        sources.add(r.id, r.root_site, r.name.as_ref(), r.location);
+    }
+    sources
+}
+
 /// How many of the captured native frames (innermost first) belong above
 /// the async chain: up to the first physical frame that holds a
 /// `Traced::poll` (the innermost poll, whose inlined frames above the poll
@@ -143,4 +198,63 @@ fn native_frames_to_keep(pcs: &[usize]) -> usize {
         }
     }
     pcs.len().min(1)
+}
+
+#[cfg(all(test, feature = "tokio"))]
+mod tests {
+    use super::*;
+    use crate::sampler::profile::Profile;
+    use crate::sampler::wall::Sampling;
+    use crate::task::spawned;
+    use crate::task::traced::TracedExt;
+
+    /// A root a signal caught is labelled as the roots of its tokio task:
+    /// those the last tick found, in order, with it among them; with no
+    /// tick yet, as itself.
+    #[test]
+    fn a_caught_root_takes_the_labels_of_its_tokio_task() {
+        let rt = ::tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let a = std::future::pending::<()>().traced_named("intake-root-a");
+        let b =
+            spawned(std::future::pending::<()>().traced_named("intake-root-b")).named("intake-b");
+        let h = rt.spawn(async move {
+            ::tokio::join!(a, b);
+        });
+        let tokio_id: u64 = h.id().to_string().parse().unwrap();
+        rt.block_on(::tokio::task::yield_now());
+        let now = crate::clock::system_ms();
+        let mut roots = Vec::new();
+        let mut copy = StackCopy::default();
+        registry::for_each_record(|index, r| {
+            if let Some(raw) = r.read(index, &mut copy, now)
+                && raw.tokio.is_some_and(|t| t.id == tokio_id)
+            {
+                roots.push(raw);
+            }
+        });
+        roots.sort_by_key(|r| r.tokio.map(|t| t.order));
+        let [a, b] = &roots[..] else {
+            panic!("two roots under tokio task {tokio_id}: {roots:?}");
+        };
+        let mut labels = |raw: &RawTask, tokio: &TokioTasks| {
+            let s = tokio_sources(raw.clone(), raw.tokio.unwrap(), tokio, &mut copy, now);
+            let name = s.name().map(|n| n.as_str().to_owned());
+            (s.task_id(), name, s.root_site())
+        };
+        let b_alone = labels(b, &TokioTasks::default());
+        assert_eq!(b_alone, (b.id, Some("intake-b".to_owned()), b.root_site));
+        let mut s = Sampling::new(
+            Profile::default(),
+            std::time::Duration::from_millis(10),
+            usize::MAX,
+            1,
+        );
+        s.tick();
+        let want = (a.id, Some("intake-b".to_owned()), a.root_site);
+        assert_eq!(labels(a, &s.tokio_tasks), want);
+        assert_eq!(labels(b, &s.tokio_tasks), want);
+        drop(rt);
+    }
 }

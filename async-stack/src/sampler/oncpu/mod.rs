@@ -84,6 +84,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::sampler::profile::Profile;
+use crate::sampler::tokio_tasks::TokioTasks;
 pub(crate) use buffers::buffers_allocated;
 use buffers::own_buf;
 use intake::Intake;
@@ -110,17 +111,19 @@ impl OnCpu {
     /// Gives new threads a timer, takes every captured sample into
     /// `profile`, and retires the buffers of threads that are gone;
     /// nothing while [`hold_drain`] holds it.
-    pub(crate) fn drain(&mut self, profile: &mut Profile) {
+    /// `tokio` is the last tick's tokio tasks, whose roots a sample is
+    /// labelled as one task with.
+    pub(crate) fn drain(&mut self, profile: &mut Profile, tokio: &TokioTasks) {
         if HOLD.load(Ordering::Relaxed) {
             return;
         }
-        self.session.drain(profile, &mut self.intake);
+        self.session.drain(profile, &mut self.intake, tokio);
     }
 
     /// Ends the session, taking what is left in the buffers into
     /// `profile`.
-    pub(crate) fn stop(mut self, profile: &mut Profile) {
-        self.session.stop(profile, &mut self.intake);
+    pub(crate) fn stop(mut self, profile: &mut Profile, tokio: &TokioTasks) {
+        self.session.stop(profile, &mut self.intake, tokio);
     }
 }
 

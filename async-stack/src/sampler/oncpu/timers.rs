@@ -16,6 +16,7 @@ use super::signal::{claim_signal, keep_handler};
 use crate::record::threads::Listed;
 use crate::sampler::native::modules::Modules;
 use crate::sampler::profile::Profile;
+use crate::sampler::tokio_tasks::TokioTasks;
 
 /// Periods of CPU time a thread runs with no signal before its signals
 /// count as stopped.
@@ -112,18 +113,18 @@ impl Session {
     /// Gives new threads a timer, takes in every captured sample, drains
     /// and frees the buffers of threads that are gone, and now and then
     /// counts the signals that stopped arriving.
-    pub(super) fn drain(&mut self, profile: &mut Profile, intake: &mut Intake) {
+    pub(super) fn drain(&mut self, profile: &mut Profile, intake: &mut Intake, tokio: &TokioTasks) {
         self.sync_threads();
         let period = self.period_ns;
         for t in self.timers.iter_mut().flatten() {
-            t.taken += drain_buf(t.buf, period, profile, intake);
+            t.taken += drain_buf(t.buf, period, profile, (intake, tokio));
         }
         self.retiring.retain(|&b| {
             if !b.ring.try_hold() {
                 // Its thread is inside the handler: next tick.
                 return true;
             }
-            drain_buf(b, period, profile, intake);
+            drain_buf(b, period, profile, (intake, tokio));
             free_buf(b, true);
             false
         });
@@ -135,14 +136,14 @@ impl Session {
 
     /// The session ends: deletes its timers, takes in what is left in
     /// the buffers, and gives them back.
-    pub(super) fn stop(mut self, profile: &mut Profile, intake: &mut Intake) {
+    pub(super) fn stop(mut self, profile: &mut Profile, intake: &mut Intake, tokio: &TokioTasks) {
         let period = self.period_ns;
         for b in self.retire_all() {
             let held = hold_within(b, STOP_WAIT);
             // The consumer may drain while a producer runs (see
             // `crate::sampler::ring`); holding `busy` only makes sure none
             // runs after. A buffer not held is emptied by whoever takes it.
-            drain_buf(b, period, profile, intake);
+            drain_buf(b, period, profile, (intake, tokio));
             free_buf(b, held);
         }
         // Ends the session, now that its buffers are free.
@@ -328,12 +329,18 @@ fn create(
     Some(TimerId(id))
 }
 
-/// Takes in the samples of `b` and its count of lost ones: the signals
-/// the handler took since the last drain.
-fn drain_buf(b: &ThreadBuf, period_ns: u64, profile: &mut Profile, intake: &mut Intake) -> u64 {
+/// Takes in the samples of `b` through `intake`, with the last tick's
+/// tokio tasks, and its count of lost ones: the signals the handler took
+/// since the last drain.
+fn drain_buf(
+    b: &ThreadBuf,
+    period_ns: u64,
+    profile: &mut Profile,
+    (intake, tokio): (&mut Intake, &TokioTasks),
+) -> u64 {
     let mut taken = 0;
     while let Some(s) = b.ring.pop() {
-        intake.take(profile, &s, period_ns);
+        intake.take(profile, &s, period_ns, tokio);
         taken += 1;
     }
     let lost = b.ring.take_lost();

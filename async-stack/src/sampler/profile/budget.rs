@@ -175,7 +175,11 @@ impl Profile {
         let mut frames = Vec::new();
         for i in 0..self.entries.len() {
             let e = self.entries[i];
-            let key = fold(self, i).unwrap_or_else(|| e.key());
+            // A folded entry stands for several tasks: no tokio task.
+            let (key, tokio_id) = match fold(self, i) {
+                Some(key) => (key, 0),
+                None => (e.key(), e.tokio_id),
+            };
             let stack = if key.stack == u32::MAX {
                 let c = fresh.intern_frame(Frame::Cleared);
                 fresh.stack(&[c])
@@ -193,7 +197,7 @@ impl Profile {
                 state: key.state,
                 stack,
             };
-            fresh.add_entry(new_key, e.weights);
+            fresh.add_entry(new_key, tokio_id, e.weights);
         }
         *self = fresh;
     }

@@ -47,11 +47,24 @@ pub(crate) enum Frame {
 pub(crate) struct Entry {
     pub(crate) group: u32,
     pub(crate) task_id: u64,
+    /// The tokio task the sampled task is filed under (`0`: none; tokio
+    /// ids start at 1). Not part of the [key](EntryKey): the task id
+    /// determines it, so the first sample's holds.
+    pub(crate) tokio_id: u64,
     /// The task's name (string id; `0` is the empty string).
     pub(crate) task_name: u32,
     pub(crate) state: SampleState,
     pub(crate) stack: u32,
     pub(crate) weights: Weights,
+}
+
+/// The task a sample is of, as the profile records it: its id, the tokio
+/// task it is filed under (`0`: none) and its name.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SampledTask<'a> {
+    pub(crate) id: u64,
+    pub(crate) tokio_id: u64,
+    pub(crate) name: &'a str,
 }
 
 /// What an entry is aggregated by: ids of the profile's tables (of one
@@ -83,7 +96,7 @@ pub(super) fn entry_hash(key: &EntryKey) -> u64 {
 }
 
 /// The hasher of the tables keyed by integer ids (see `Cargo.toml`).
-pub(super) type Fx = BuildHasherDefault<FxHasher>;
+pub(crate) type Fx = BuildHasherDefault<FxHasher>;
 
 /// An interning table: values by id, ids by value, hashed by `S`.
 ///

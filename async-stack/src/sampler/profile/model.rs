@@ -8,7 +8,8 @@ use hashbrown::HashTable;
 
 use crate::read::verify::{MAX_MISMATCHES, Mismatch};
 use crate::sampler::profile::interning::{
-    Entry, EntryKey, Frame, Fx, INTERN_OVERHEAD, Interner, Module, RawFrame, entry_hash,
+    Entry, EntryKey, Frame, Fx, INTERN_OVERHEAD, Interner, Module, RawFrame, SampledTask,
+    entry_hash,
 };
 use crate::sampler::profile::stats::{Grouping, SampleState, Stats, Weights};
 
@@ -272,9 +273,9 @@ impl Profile {
     }
 
     /// Adds one sample (or one reweighted sample) of a stack, given root
-    /// first, and keeps the profile within its budget.
-    // Only on-CPU samples (not under loom) and tests add by text.
-    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    /// first, of a task filed under no tokio task (see
+    /// [`add_task`](Self::add_task)).
+    #[cfg(test)]
     pub(crate) fn add(
         &mut self,
         group: &str,
@@ -284,16 +285,36 @@ impl Profile {
         frames: &[RawFrame<'_>],
         weights: Weights,
     ) {
+        let task = SampledTask {
+            id: task_id,
+            tokio_id: 0,
+            name: task_name,
+        };
+        self.add_task(group, task, state, frames, weights);
+    }
+
+    /// Adds one sample (or one reweighted sample) of a stack, given root
+    /// first, of `task`, and keeps the profile within its budget.
+    // Only on-CPU samples (not under loom) and tests add by text.
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) fn add_task(
+        &mut self,
+        group: &str,
+        task: SampledTask<'_>,
+        state: SampleState,
+        frames: &[RawFrame<'_>],
+        weights: Weights,
+    ) {
         let ids: Vec<u32> = frames.iter().map(|f| self.frame(f)).collect();
         let stack = self.stack(&ids);
         let key = EntryKey {
             group: self.string(group),
-            task_id,
-            task_name: self.string(task_name),
+            task_id: task.id,
+            task_name: self.string(task.name),
             state,
             stack,
         };
-        self.add_interned(key, weights);
+        self.add_interned(key, task.tokio_id, weights);
     }
 
     /// How many times the tables were rebuilt by the budget. Every id this
@@ -304,12 +325,18 @@ impl Profile {
         self.epoch
     }
 
-    /// [`add`](Self::add) with the strings and the stack already interned
-    /// (ids of the current epoch). Returns the entry's index, for
+    /// [`add_task`](Self::add_task) with the strings and the stack
+    /// already interned (ids of the current epoch), of a task filed under
+    /// tokio task `tokio_id` (`0`: none). Returns the entry's index, for
     /// [`add_to_entry`](Self::add_to_entry), or `None` when the insertion
     /// took the profile over its budget and it shed (a new epoch).
-    pub(crate) fn add_interned(&mut self, key: EntryKey, weights: Weights) -> Option<u32> {
-        let entry = self.add_entry(key, weights);
+    pub(crate) fn add_interned(
+        &mut self,
+        key: EntryKey,
+        tokio_id: u64,
+        weights: Weights,
+    ) -> Option<u32> {
+        let entry = self.add_entry(key, tokio_id, weights);
         if self.bytes > self.budget {
             self.shed();
             return None;
@@ -325,7 +352,7 @@ impl Profile {
         self.entries[entry as usize].weights.add(weights);
     }
 
-    pub(super) fn add_entry(&mut self, key: EntryKey, weights: Weights) -> u32 {
+    pub(super) fn add_entry(&mut self, key: EntryKey, tokio_id: u64, weights: Weights) -> u32 {
         let hash = entry_hash(&key);
         let entries = &self.entries;
         match self
@@ -342,6 +369,7 @@ impl Profile {
                 self.entries.push(Entry {
                     group: key.group,
                     task_id: key.task_id,
+                    tokio_id,
                     task_name: key.task_name,
                     state: key.state,
                     stack: key.stack,
@@ -421,9 +449,20 @@ impl<'a> StackSample<'a> {
         self.profile.str(self.entry.group)
     }
 
-    /// The sampled task's id (`0` for a `[cleared]` stack).
+    /// The sampled task's id (`0` for a `[cleared]` stack): for the roots
+    /// of one tokio task, the first root's (see "Tasks" in
+    /// [`crate::sampler`]).
     pub fn task_id(&self) -> u64 {
         self.entry.task_id
+    }
+
+    /// The id of the tokio task the sampled task is filed under (feature
+    /// `tokio`): the number `JoinHandle::id()` displays. Every traced root
+    /// polled inside one plain `tokio::spawn` is one task of the profile
+    /// (see "Tasks" in [`crate::sampler`]); `None` outside tokio, and for
+    /// a `[cleared]` stack.
+    pub fn tokio_id(&self) -> Option<u64> {
+        (self.entry.tokio_id != 0).then_some(self.entry.tokio_id)
     }
 
     /// The sampled task's name (empty when unnamed or cleared).

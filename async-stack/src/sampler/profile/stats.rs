@@ -55,7 +55,10 @@ impl SampleState {
     }
 }
 
-/// How samples are grouped: the first frame of every exported stack.
+/// How samples are grouped: the first frame of every exported stack. The
+/// roots of one tokio task are one task, with the name and spawn site of
+/// the first root that has one and the root function of the first (see
+/// "Tasks" in [`crate::sampler`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Grouping {
@@ -77,14 +80,16 @@ pub struct Stats {
     /// Ticks that started more than one interval late (the sampler thread
     /// was descheduled or a tick overran).
     pub late_ticks: u64,
-    /// Task stacks the sampler tried to read: `ok + dropped_torn +
-    /// dropped_inconsistent`.
+    /// Tasks the sampler tried to read (the roots of one tokio task count
+    /// as one: see "Tasks" in [`crate::sampler`]), and on-CPU samples
+    /// taken: `ok + dropped_torn + dropped_inconsistent`.
     pub attempted: u64,
     /// Samples recorded.
     pub ok: u64,
     /// Copies that raced with the task's thread and were retried.
     pub retried: u64,
-    /// Samples dropped because every copy raced with a writer.
+    /// Samples dropped because every copy raced with a writer (of any
+    /// root, for a tokio task's).
     pub dropped_torn: u64,
     /// Samples dropped because what was read did not form one stack (no
     /// root, or an on-CPU signal found a half-written stack).
@@ -93,7 +98,7 @@ pub struct Stats {
     /// the published stack could not hold.
     pub truncated: u64,
     /// Tasks skipped by the per-tick limit (their weight went to the
-    /// sampled ones).
+    /// sampled ones), a tokio task's roots counting as one.
     pub reservoir_skipped: u64,
     /// On-CPU signals taken (Linux).
     pub signals: u64,

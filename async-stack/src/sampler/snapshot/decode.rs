@@ -126,7 +126,7 @@ pub(super) fn decode_payload(minor: u16, payload: &[u8]) -> Result<Profile, Snap
     let core_len = r.varint("core_len")?;
     let core = r.take("core", core_len)?;
     let mut c = Reader::new(core);
-    let profile = decode_core(&mut c)?;
+    let mut profile = decode_core(&mut c)?;
     if c.remaining() != 0 {
         return Err(SnapshotError::LengthMismatch {
             what: "core",
@@ -134,13 +134,18 @@ pub(super) fn decode_payload(minor: u16, payload: &[u8]) -> Result<Profile, Snap
             actual: c.pos as u64,
         });
     }
-    skip_extensions(minor, &mut r)?;
+    decode_extensions(minor, &mut r, &mut profile)?;
     Ok(profile)
 }
 
-/// Checks the framing of the extension records and skips them: this
-/// version defines none.
-pub(super) fn skip_extensions(minor: u16, r: &mut Reader<'_>) -> Result<(), SnapshotError> {
+/// Checks the framing of the extension records, reads those this version
+/// defines into `profile` (minor 1: [`decode_tokio_ids`]) and skips the
+/// others.
+pub(super) fn decode_extensions(
+    minor: u16,
+    r: &mut Reader<'_>,
+    profile: &mut Profile,
+) -> Result<(), SnapshotError> {
     let mut last = 0;
     while r.remaining() > 0 {
         let record = r.varint("extension minor")?;
@@ -151,7 +156,54 @@ pub(super) fn skip_extensions(minor: u16, r: &mut Reader<'_>) -> Result<(), Snap
             });
         }
         last = record;
-        r.bytes("extension body")?;
+        let body = r.bytes("extension body")?;
+        if record == 1 {
+            let mut b = Reader::new(body);
+            decode_tokio_ids(&mut b, &mut profile.entries)?;
+            if b.remaining() != 0 {
+                return Err(SnapshotError::LengthMismatch {
+                    what: "tokio ids",
+                    declared: body.len() as u64,
+                    actual: b.pos as u64,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The record of minor 1: the tokio ids of entries, as
+/// `list(entry: id(entries), tokio_id: varint)`, at least one, entries
+/// strictly increasing, tokio ids at least 1.
+pub(super) fn decode_tokio_ids(
+    r: &mut Reader<'_>,
+    entries: &mut [Entry],
+) -> Result<(), SnapshotError> {
+    let n = r.count("tokio ids", TOKIO_IDS)?;
+    if n == 0 || n > entries.len() {
+        return Err(SnapshotError::InvalidValue {
+            what: "tokio ids count",
+            value: n as u64,
+        });
+    }
+    let mut next = 0;
+    for _ in 0..n {
+        let entry = r.id("tokio id entry", entries.len())?;
+        if entry < next {
+            return Err(SnapshotError::InvalidValue {
+                what: "tokio id entry",
+                value: entry.into(),
+            });
+        }
+        next = entry + 1;
+        let tokio_id = r.varint("tokio id")?;
+        if tokio_id == 0 {
+            return Err(SnapshotError::InvalidValue {
+                what: "tokio id",
+                value: 0,
+            });
+        }
+        entries[entry as usize].tokio_id = tokio_id;
     }
     Ok(())
 }
@@ -285,6 +337,7 @@ pub(super) fn decode_core(r: &mut Reader<'_>) -> Result<Profile, SnapshotError> 
         entries.push(Entry {
             group,
             task_id,
+            tokio_id: 0,
             task_name,
             state,
             stack,

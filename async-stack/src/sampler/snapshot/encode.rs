@@ -111,6 +111,27 @@ pub(super) fn encode_tables(p: &Profile, w: &mut Writer) {
     }
 }
 
+/// The extension records of `p`, after its core, and the minor version
+/// that defines the last of them (`0`: none). Minor 1: the tokio ids of
+/// the entries that have one, if any.
+pub(super) fn encode_extensions(p: &Profile, w: &mut Writer) -> u16 {
+    let filed = p.entries.iter().filter(|e| e.tokio_id != 0).count();
+    if filed == 0 {
+        return 0;
+    }
+    let mut body = Writer::default();
+    body.varint(filed as u64);
+    for (i, e) in p.entries.iter().enumerate() {
+        if e.tokio_id != 0 {
+            body.varint(i as u64);
+            body.varint(e.tokio_id);
+        }
+    }
+    w.varint(1);
+    w.bytes(&body.0);
+    1
+}
+
 pub(super) fn encode_mismatches(mismatches: &[Mismatch], w: &mut Writer) {
     w.varint(mismatches.len() as u64);
     for m in mismatches {

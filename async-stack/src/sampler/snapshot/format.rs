@@ -74,6 +74,11 @@ pub(super) const ENTRIES: MinSize = MinSize {
     each: 8,
     shorter: 0,
 };
+/// The tokio ids of entries (minor 1): an entry id and a tokio id.
+pub(super) const TOKIO_IDS: MinSize = MinSize {
+    each: 2,
+    shorter: 0,
+};
 
 /// The size of the fixed header.
 pub(super) const HEADER_LEN: usize = 24;

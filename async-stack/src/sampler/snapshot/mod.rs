@@ -23,7 +23,8 @@
 //! - **The format is canonical.** Varints must be in their shortest form
 //!   and every table item must be unique, so a valid snapshot decodes to
 //!   one profile and that profile encodes back to the same bytes (less any
-//!   extension records, which this version skips).
+//!   extension records of a minor this version does not define, which it
+//!   skips, and with the lowest minor version that holds its records).
 //! - **A save never leaves a half-written file.** [`Profile::save`] writes
 //!   a temporary file beside the target, syncs it to disk, and renames it
 //!   over the target: readers see the old snapshot or the new one.
@@ -37,7 +38,7 @@
 //! |-------:|-----:|---------------|---------|
 //! | 0      | 8    | `magic`       | `89 41 53 50 52 4F 46 0A` (`"\x89ASPROF\n"`) |
 //! | 8      | 2    | `major`       | `u16`; `1`. A reader rejects any major it does not know |
-//! | 10     | 2    | `minor`       | `u16`; `0`. A reader accepts any minor of its major (see *Extensions*) |
+//! | 10     | 2    | `minor`       | `u16`; the lowest minor whose extension records the snapshot holds: `1` if it has tokio ids, else `0`. A reader accepts any minor of its major (see *Extensions*) |
 //! | 12     | 8    | `payload_len` | `u64`; bytes after the header: exactly the rest of the file, at most [`MAX_SNAPSHOT_PAYLOAD`] |
 //! | 20     | 4    | `checksum`    | `u32`; CRC-32 (IEEE 802.3, as zlib's `crc32`) of header bytes 0..20, then of the payload |
 //!
@@ -97,9 +98,18 @@
 //! | `len`   | `varint` | bytes of the body |
 //! | `body`  | `len` bytes | defined by that minor version |
 //!
-//! This version (`1.0`) defines no extension: it checks each record's
-//! framing and skips its body, so it reads snapshots of any `1.x`. A
-//! `1.0` snapshot has no extension records.
+//! This version (`1.1`) defines the record of minor 1, and checks the
+//! framing of every other record and skips its body, so it reads snapshots
+//! of any `1.x`. A `1.0` snapshot has no extension records.
+//!
+//! **Minor 1: tokio ids.** The id of the tokio task each entry's task is
+//! filed under (see [`StackSample::tokio_id`](crate::sampler::StackSample::tokio_id)),
+//! for the entries that have one; a snapshot with none has no record of
+//! minor 1. Its body is exactly:
+//!
+//! | field       | type | meaning |
+//! |-------------|------|---------|
+//! | `tokio_ids` | `list(pair)` | at least one item; `pair` = `entry: id(entries)`, strictly increasing from pair to pair, then `tokio_id: varint`, at least 1 |
 //!
 //! # Limits
 //!
@@ -116,7 +126,7 @@
 //!   byte: `""` takes 1 byte and the 128 one-byte strings 2, every other
 //!   string at least 3; modules and stacks likewise at least 3 (all but
 //!   128 and 129 of them); frames at least 4 (all but `[cleared]`);
-//!   entries at least 8; stack frame ids and mismatch strings 1;
+//!   entries at least 8; tokio ids 2; stack frame ids and mismatch strings 1;
 //! - each list of a mismatch holds at most [`STACK_CAPACITY`](crate::task::STACK_CAPACITY) (63)
 //!   strings, the most frames the sampler reads (else
 //!   [`SnapshotError::TooManyItems`]);
@@ -286,7 +296,9 @@ impl Profile {
         let mut payload = Writer(Vec::with_capacity(core.0.len() + 10));
         payload.varint(core.0.len() as u64);
         payload.0.extend_from_slice(&core.0);
-        seal(SNAPSHOT_MAJOR, SNAPSHOT_MINOR, &payload.0)
+        let minor = encode_extensions(self, &mut payload);
+        debug_assert!(minor <= SNAPSHOT_MINOR);
+        seal(SNAPSHOT_MAJOR, minor, &payload.0)
     }
 
     /// Decodes a snapshot made by [`to_snapshot`](Self::to_snapshot) or

@@ -8,7 +8,7 @@ use super::*;
 use crate::read::verify::{MAX_MISMATCHES, Mismatch};
 use crate::sampler::profile::{
     DEFAULT_BUDGET, Frame, FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, RawFrame, SampleState,
-    Stats, Weights,
+    SampledTask, Stats, Weights,
 };
 use crate::task::STACK_CAPACITY;
 use proptest::prelude::*;
@@ -22,7 +22,7 @@ fn w(samples: u64) -> Weights {
 }
 
 /// A profile that uses every kind of frame, multi-byte varints, empty
-/// and non-ASCII strings, an empty stack, and every counter.
+/// and non-ASCII strings, an empty stack, every counter, and a tokio id.
 fn sample_profile() -> Profile {
     let mut p = Profile::new(DEFAULT_BUDGET);
     p.frequency_hz = 99;
@@ -71,7 +71,14 @@ fn sample_profile() -> Profile {
         &[root.clone(), leaf, libc, app],
         w(2),
     );
-    p.add("src/main.rs:20", 7, "", off, &[root], w(1));
+    // A task filed under a tokio task (minor 1), with a tokio id of
+    // several bytes.
+    let filed = SampledTask {
+        id: 7,
+        tokio_id: 300,
+        name: "",
+    };
+    p.add_task("src/main.rs:20", filed, off, &[root], w(1));
     p.add(
         "ünïcode ✓",
         u64::MAX,
@@ -114,10 +121,20 @@ fn sample_profile() -> Profile {
     p
 }
 
+/// [`sample_profile`] without its tokio id: a `1.0` snapshot, with no
+/// extension record.
+fn sample_profile_1_0() -> Profile {
+    let mut p = sample_profile();
+    for e in &mut p.entries {
+        e.tokio_id = 0;
+    }
+    p
+}
+
 /// The stacks as a user reads them.
 type View<'a> = Vec<(
     &'a str,
-    u64,
+    (u64, Option<u64>),
     &'a str,
     SampleState,
     Weights,
@@ -130,7 +147,7 @@ fn view(p: &Profile) -> View<'_> {
             let frames = s.frames().collect();
             (
                 s.group(),
-                s.task_id(),
+                (s.task_id(), s.tokio_id()),
                 s.task_name(),
                 s.state(),
                 s.weights(),
@@ -356,6 +373,73 @@ fn rejects_bad_magic() {
     assert!(matches!(err(&[0; 64]), SnapshotError::BadMagic));
 }
 
+/// Tokio ids are the record of minor 1, written only when an entry has
+/// one (a profile with none is still a `1.0` snapshot), and read back.
+#[test]
+fn tokio_ids_are_the_record_of_minor_1() {
+    let p = sample_profile();
+    let bytes = p.to_snapshot();
+    assert_eq!(u16::from_le_bytes([bytes[10], bytes[11]]), 1);
+    // Entry 2 of tokio task 300 (a two-byte varint).
+    assert!(bytes.ends_with(&[1, 4, 1, 2, 0xac, 0x02]), "{bytes:?}");
+    let loaded = Profile::from_snapshot(&bytes).unwrap();
+    assert_same(&p, &loaded);
+    let tokio: Vec<_> = loaded.stacks().map(|s| s.tokio_id()).collect();
+    assert_eq!(tokio, [None, None, Some(300), None]);
+
+    let bytes = sample_profile_1_0().to_snapshot();
+    assert_eq!(u16::from_le_bytes([bytes[10], bytes[11]]), 0);
+    assert_eq!(Profile::from_snapshot(&bytes).unwrap().to_snapshot(), bytes);
+}
+
+#[test]
+fn malformed_tokio_ids_are_errors() {
+    let p = sample_profile_1_0();
+    let with_record = |body: &[u8]| {
+        let mut pl = payload(&p.to_snapshot()).to_vec();
+        pl.push(1);
+        pl.push(body.len() as u8);
+        pl.extend_from_slice(body);
+        err(&seal(1, 1, &pl))
+    };
+    let invalid = |what, value| SnapshotError::InvalidValue { what, value };
+    for (body, want) in [
+        (&[0][..], invalid("tokio ids count", 0)),
+        (
+            &[5, 0, 1, 1, 1, 2, 1, 3, 1, 0, 1],
+            invalid("tokio ids count", 5),
+        ),
+        (&[2, 1, 1, 1, 1], invalid("tokio id entry", 1)),
+        (&[1, 0, 0], invalid("tokio id", 0)),
+        (
+            &[1, 9, 1],
+            SnapshotError::IndexOutOfRange {
+                what: "tokio id entry",
+                index: 9,
+                len: 4,
+            },
+        ),
+        (
+            &[1, 0, 1, 7],
+            SnapshotError::LengthMismatch {
+                what: "tokio ids",
+                declared: 4,
+                actual: 3,
+            },
+        ),
+        (
+            &[3, 0, 1],
+            SnapshotError::CountTooLarge {
+                what: "tokio ids",
+                count: 3,
+                remaining: 2,
+            },
+        ),
+    ] {
+        assert_eq!(with_record(body).to_string(), want.to_string(), "{body:?}");
+    }
+}
+
 #[test]
 fn rejects_unknown_major_versions() {
     for major in [0, 2, u16::MAX] {
@@ -371,8 +455,9 @@ fn rejects_unknown_major_versions() {
 fn reads_newer_minors_skipping_their_extensions() {
     let p = sample_profile();
     let mut ext = payload(&p.to_snapshot()).to_vec();
-    ext.extend_from_slice(&[1, 2, 0xaa, 0xbb, 3, 0]);
+    ext.extend_from_slice(&[2, 2, 0xaa, 0xbb, 3, 0]);
     assert_same(&p, &Profile::from_snapshot(&seal(1, 3, &ext)).unwrap());
+    let p = sample_profile_1_0();
     let rejected = |minor: u16, records: &[u8]| {
         let mut ext = payload(&p.to_snapshot()).to_vec();
         ext.extend_from_slice(records);
@@ -532,7 +617,7 @@ fn huge_counts_with_a_tiny_body_are_refused_before_allocating() {
             available: 0
         }
     ));
-    let mut p = sample_profile();
+    let mut p = sample_profile_1_0();
     p.mismatches[0].live = vec![String::new(); 3];
     let mut bytes = p.to_snapshot();
     // The mismatch is last: `live` count 3, three empty strings, then

@@ -10,7 +10,7 @@ use std::time::Duration;
 use super::Sampling;
 use crate::sampler::cache::TaskCache;
 use crate::sampler::profile::{
-    FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, Weights,
+    FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, StackSample, Weights,
 };
 use crate::task::registry;
 use crate::task::spawned;
@@ -58,13 +58,7 @@ fn stacks_named(p: &Profile, name: &str) -> Vec<(u64, String, Vec<String>, Sampl
     p.stacks()
         .filter(|s| s.task_name() == name)
         .map(|s| {
-            let frames = s
-                .frames()
-                .map(|f| match f {
-                    FrameRef::Async { function, .. } => function.to_owned(),
-                    other => format!("{other:?}"),
-                })
-                .collect();
+            let frames = functions(&s);
             (
                 s.task_id(),
                 s.group().to_owned(),
@@ -72,6 +66,16 @@ fn stacks_named(p: &Profile, name: &str) -> Vec<(u64, String, Vec<String>, Sampl
                 s.state(),
                 s.weights(),
             )
+        })
+        .collect()
+}
+
+/// The functions of a stack's frames, root first.
+fn functions(s: &StackSample<'_>) -> Vec<String> {
+    s.frames()
+        .map(|f| match f {
+            FrameRef::Async { function, .. } => function.to_owned(),
+            other => format!("{other:?}"),
         })
         .collect()
 }
@@ -337,4 +341,115 @@ fn same_profile_as_by_text(budget: usize, slots: Option<usize>) {
     assert_eq!(s.profile.epoch(), reference.epoch());
     assert_eq!(s.profile.stats(), reference.stats());
     assert_eq!(s.profile.to_snapshot(), reference.to_snapshot());
+}
+
+/// The stacks of tokio task `tokio_id`: task id, group, task name,
+/// function names root first, state and weights.
+#[cfg(feature = "tokio")]
+fn stacks_of_tokio_task(
+    p: &Profile,
+    tokio_id: u64,
+) -> Vec<(u64, String, String, Vec<String>, SampleState, Weights)> {
+    p.stacks()
+        .filter(|s| s.tokio_id() == Some(tokio_id))
+        .map(|s| {
+            (
+                s.task_id(),
+                s.group().to_owned(),
+                s.task_name().to_owned(),
+                functions(&s),
+                s.state(),
+                s.weights(),
+            )
+        })
+        .collect()
+}
+
+/// The roots of one tokio task, sampled tick by tick while they move and
+/// end, through the caches and afresh (a new cache every tick): one task,
+/// the first root's id, the name of the root that has one, the tick's
+/// interval shared among the roots' stacks; and the same profile either
+/// way. When the named root ends, the other is a task of its own again,
+/// in its own group.
+#[cfg(feature = "tokio")]
+#[test]
+fn the_roots_of_a_tokio_task_are_one_task_through_the_caches() {
+    use ::tokio::sync::oneshot;
+
+    let rt = ::tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let (step_a, at_a) = oneshot::channel::<()>();
+    let (end_b, at_b) = oneshot::channel::<()>();
+    let a = async move {
+        let _ = at_a.traced_named("tt-a1").await;
+        std::future::pending::<()>().traced_named("tt-a2").await;
+    }
+    .traced_named("tt-root-a");
+    let b = spawned(
+        async move {
+            let _ = at_b.traced_named("tt-b1").await;
+        }
+        .traced_named("tt-root-b"),
+    )
+    .named("tt-b");
+    let h = rt.spawn(async move {
+        ::tokio::join!(a, b);
+    });
+    let tokio_id: u64 = h.id().to_string().parse().unwrap();
+    let drive = || {
+        rt.block_on(async {
+            for _ in 0..4 {
+                ::tokio::task::yield_now().await;
+            }
+        })
+    };
+    drive();
+    let mut cached = sampling(MIN_BUDGET * 4);
+    let mut fresh = sampling(MIN_BUDGET * 4);
+    let tick = |cached: &mut Sampling, fresh: &mut Sampling| {
+        cached.tick();
+        fresh.tasks = TaskCache::new(1024);
+        fresh.tick();
+    };
+    tick(&mut cached, &mut fresh);
+    tick(&mut cached, &mut fresh);
+    step_a.send(()).unwrap();
+    drive();
+    tick(&mut cached, &mut fresh);
+    end_b.send(()).unwrap();
+    drive();
+    tick(&mut cached, &mut fresh);
+    tick(&mut cached, &mut fresh);
+
+    let got = stacks_of_tokio_task(&cached.profile, tokio_id);
+    let id = got[0].0;
+    let s = |v: &[&str]| v.iter().map(|&f| f.to_owned()).collect::<Vec<_>>();
+    let half = |samples: u64| Weights {
+        samples,
+        wall_ns: samples * INTERVAL.as_nanos() as u64 / 2,
+        cpu_ns: 0,
+    };
+    let named = |frames: &[&str], w| {
+        let (group, name) = ("tt-b".to_owned(), "tt-b".to_owned());
+        (id, group, name, s(frames), SampleState::OffCpu, w)
+    };
+    assert_eq!(
+        got,
+        [
+            named(&["tt-root-a", "tt-a1"], half(2)),
+            named(&["tt-root-b", "tt-b1"], half(3)),
+            named(&["tt-root-a", "tt-a2"], half(1)),
+            (
+                id,
+                "tt-root-a".to_owned(),
+                String::new(),
+                s(&["tt-root-a", "tt-a2"]),
+                SampleState::OffCpu,
+                off_cpu(2)
+            ),
+        ]
+    );
+    assert_eq!(got, stacks_of_tokio_task(&fresh.profile, tokio_id));
+    drop(rt);
 }
