@@ -153,6 +153,15 @@ pub use wake::workload;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
+/// Drop-in `Mutex`, `RwLock` and `Semaphore` that record who holds and
+/// who waits for them (feature `tokio`); see [`deadlocks()`].
+///
+/// Meant to be reached as `async_stack::sync` once the crate's internal
+/// `sync` module is renamed.
+#[cfg(all(feature = "tokio", not(async_stack_loom)))]
+pub mod locks;
+mod waits;
+
 #[cfg(all(feature = "http", not(async_stack_loom)))]
 pub mod http;
 
@@ -172,6 +181,9 @@ pub use record::site::{AwaitSite, CallSite};
 pub use task::TaskState;
 pub use task::record::layout::current_task_id;
 pub use task::traced::{Traced, TracedExt};
+#[cfg(not(async_stack_loom))]
+pub use waits::report::deadlocks;
+pub use waits::report::{Deadlock, ResourceKind, WaitEdge};
 
 /// Items used by the `#[traced_async]` expansion. Not a public API.
 #[doc(hidden)]

@@ -1,0 +1,164 @@
+//! The pieces every wrapper shares: the acquire future that records a
+//! wait from its first `Pending` to its end, and the hold records that
+//! guards end when dropped.
+
+use std::borrow::Borrow;
+use std::future::Future;
+use std::panic::Location;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::task::record::layout::current_task_id;
+use crate::waits::resource::{Ask, Resource};
+
+/// The traced root polled now, or the unknown task `0`.
+#[inline]
+pub(crate) fn current_task() -> u64 {
+    current_task_id().unwrap_or(0)
+}
+
+/// A recorded wait; dropping it ends the wait.
+#[derive(Debug)]
+struct WaitRecord {
+    resource: Arc<Resource>,
+    generation: u64,
+}
+
+impl Drop for WaitRecord {
+    fn drop(&mut self) {
+        self.resource.end_wait(self.generation);
+    }
+}
+
+/// Polls a tokio acquire future, recording a wait while it is queued.
+#[pin_project::pin_project]
+#[derive(Debug)]
+pub(crate) struct Acquiring<R, F> {
+    /// Declared first: dropped (the wait ended) before `inner` leaves
+    /// tokio's queue, so no recorded wait outlives its queue entry.
+    wait: Option<WaitRecord>,
+    #[pin]
+    inner: F,
+    resource: R,
+    at: &'static Location<'static>,
+    ask: Ask,
+}
+
+impl<R: Borrow<Arc<Resource>>, F> Acquiring<R, F> {
+    pub(crate) fn new(resource: R, at: &'static Location<'static>, ask: Ask, inner: F) -> Self {
+        Acquiring {
+            wait: None,
+            inner,
+            resource,
+            at,
+            ask,
+        }
+    }
+}
+
+impl<R: Borrow<Arc<Resource>>, F: Future> Future for Acquiring<R, F> {
+    type Output = F::Output;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        match this.inner.poll(cx) {
+            Poll::Ready(out) => {
+                *this.wait = None;
+                Poll::Ready(out)
+            }
+            Poll::Pending => {
+                if this.wait.is_none() {
+                    start(
+                        this.wait,
+                        Borrow::borrow(&*this.resource),
+                        *this.at,
+                        *this.ask,
+                    );
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn start(
+    wait: &mut Option<WaitRecord>,
+    resource: &Arc<Resource>,
+    at: &'static Location<'static>,
+    ask: Ask,
+) {
+    let generation = resource.start_wait(current_task(), Some(at), ask);
+    *wait = Some(WaitRecord {
+        resource: Arc::clone(resource),
+        generation,
+    });
+}
+
+/// An exclusive hold; dropping it ends the hold. A guard declares it
+/// before the tokio guard, so the hold ends before the resource is handed
+/// on.
+#[derive(Debug)]
+pub(crate) struct ExclusiveHold<R: Borrow<Arc<Resource>>> {
+    resource: R,
+}
+
+impl<R: Borrow<Arc<Resource>>> ExclusiveHold<R> {
+    /// Records the current task as the holder.
+    #[inline]
+    pub(crate) fn new(resource: R, at: &'static Location<'static>) -> Self {
+        resource
+            .borrow()
+            .exclusive
+            .acquire(current_task(), at, crate::clock::now_ms());
+        ExclusiveHold { resource }
+    }
+}
+
+impl<R: Borrow<Arc<Resource>>> Drop for ExclusiveHold<R> {
+    #[inline]
+    fn drop(&mut self) {
+        self.resource.borrow().exclusive.release();
+    }
+}
+
+/// A shared hold (permits, a read lock); dropping it ends the hold. A
+/// guard declares it after the tokio guard, so the hold ends after the
+/// permits went to (and woke) the next waiter.
+#[derive(Debug)]
+pub(crate) struct SharedHold<R: Borrow<Arc<Resource>>> {
+    resource: R,
+    generation: u64,
+}
+
+impl<R: Borrow<Arc<Resource>>> SharedHold<R> {
+    /// Records the current task as holding `permits`.
+    pub(crate) fn new(resource: R, at: &'static Location<'static>, permits: u32) -> Self {
+        let generation = resource.borrow().hold_shared(current_task(), at, permits);
+        SharedHold {
+            resource,
+            generation,
+        }
+    }
+
+    /// The resource held.
+    pub(crate) fn resource(&self) -> &Arc<Resource> {
+        self.resource.borrow()
+    }
+
+    /// Changes the permits held.
+    pub(crate) fn resize(&self, permits: u32) {
+        self.resource
+            .borrow()
+            .resize_shared(self.generation, permits);
+    }
+}
+
+impl<R: Borrow<Arc<Resource>>> Drop for SharedHold<R> {
+    fn drop(&mut self) {
+        self.resource.borrow().release_shared(self.generation);
+    }
+}

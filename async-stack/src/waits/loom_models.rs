@@ -1,0 +1,1 @@
+//! Loom models of the wait-edge protocol.
