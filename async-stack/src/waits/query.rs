@@ -8,7 +8,7 @@
 
 // The dump (a reader above this layer) is to call these; until it does,
 // only the tests do.
-#![cfg_attr(not(test), allow(dead_code))]
+#![cfg_attr(any(not(test), async_stack_loom), allow(dead_code))]
 
 use std::collections::HashMap;
 use std::panic::Location;

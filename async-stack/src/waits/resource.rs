@@ -2,7 +2,10 @@
 //! of the resources that have waits. The protocol is in the parent
 //! module's docs.
 
-use std::collections::HashMap;
+// The writers are the wrappers of feature `tokio` (and the tests).
+#![cfg_attr(not(feature = "tokio"), allow(dead_code))]
+
+use std::collections::BTreeMap;
 use std::panic::Location;
 use std::sync::Arc;
 
@@ -346,7 +349,9 @@ fn now_ms() -> u64 {
 /// The resources that have at least one wait.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    listed: Mutex<HashMap<u64, Arc<Resource>>>,
+    /// By key, so in order of creation (and the same order at every run,
+    /// which the loom models need).
+    listed: Mutex<BTreeMap<u64, Arc<Resource>>>,
 }
 
 impl Registry {
