@@ -19,7 +19,7 @@ pub use ::tokio::task::{AbortHandle, Id, JoinError};
 use crate::task::record::layout::current_task_id;
 use crate::task::spawned;
 use crate::task::tokio_task::id_number;
-use crate::waits::resource::{Ask, Kind, Registry, Resource};
+use crate::waits::resource::{Ask, Kind, Registry, Resource, WaitRecord};
 
 /// An owned permission to await a spawned task: tokio's `JoinHandle`,
 /// whose `.await` is recorded as a wait for the spawned task (its traced
@@ -37,7 +37,7 @@ use crate::waits::resource::{Ask, Kind, Registry, Resource};
 /// ```
 pub struct JoinHandle<T> {
     /// Before `inner`: the wait ends before the handle goes.
-    wait: Option<(Arc<Resource>, u64)>,
+    wait: Option<WaitRecord>,
     inner: ::tokio::task::JoinHandle<T>,
     spawned_at: &'static Location<'static>,
 }
@@ -120,6 +120,22 @@ impl<T> JoinHandle<T> {
         self.spawned_at
     }
 
+    /// tokio's own handle, for code that needs that type; awaiting it is
+    /// not recorded.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let h: tokio::task::JoinHandle<u8> = async_stack::tokio::spawn(async { 4 }).into_tokio();
+    /// assert_eq!(h.await.unwrap(), 4);
+    /// # }
+    /// ```
+    pub fn into_tokio(self) -> ::tokio::task::JoinHandle<T> {
+        let JoinHandle { wait, inner, .. } = self;
+        drop(wait);
+        inner
+    }
+
     #[cold]
     #[inline(never)]
     fn start_wait(&mut self) {
@@ -129,14 +145,8 @@ impl<T> JoinHandle<T> {
             Some(id_number(self.inner.id())),
             Registry::global(),
         ));
-        let generation = resource.start_wait(current_task_id().unwrap_or(0), None, Ask::Finish);
-        self.wait = Some((resource, generation));
-    }
-
-    fn end_wait(&mut self) {
-        if let Some((resource, generation)) = self.wait.take() {
-            resource.end_wait(generation);
-        }
+        let task = current_task_id().unwrap_or(0);
+        self.wait = Some(WaitRecord::start(&resource, task, None, Ask::Finish));
     }
 }
 
@@ -148,7 +158,7 @@ impl<T> Future for JoinHandle<T> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll(cx) {
             Poll::Ready(out) => {
-                this.end_wait();
+                this.wait = None;
                 Poll::Ready(out)
             }
             Poll::Pending => {
@@ -158,12 +168,6 @@ impl<T> Future for JoinHandle<T> {
                 Poll::Pending
             }
         }
-    }
-}
-
-impl<T> Drop for JoinHandle<T> {
-    fn drop(&mut self) {
-        self.end_wait();
     }
 }
 

@@ -48,7 +48,7 @@ async fn worker(sh: Arc<Shared>, n: u64) -> u64 {
             }
             _ = tokio::time::sleep(Duration::from_micros(20 + n)) => {}
         }
-        if n % 2 == 0 {
+        if n.is_multiple_of(2) {
             if let Ok(mut w) = tokio::time::timeout(Duration::from_micros(30), sh.l.write()).await {
                 *w += 1;
                 let _p = sh.s.acquire().await.unwrap();

@@ -10,25 +10,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::task::record::layout::current_task_id;
-use crate::waits::resource::{Ask, Resource};
+use crate::waits::resource::{Ask, Resource, WaitRecord};
 
 /// The traced root polled now, or the unknown task `0`.
 #[inline]
 pub(crate) fn current_task() -> u64 {
     current_task_id().unwrap_or(0)
-}
-
-/// A recorded wait; dropping it ends the wait.
-#[derive(Debug)]
-struct WaitRecord {
-    resource: Arc<Resource>,
-    generation: u64,
-}
-
-impl Drop for WaitRecord {
-    fn drop(&mut self) {
-        self.resource.end_wait(self.generation);
-    }
 }
 
 /// Polls a tokio acquire future, recording a wait while it is queued.
@@ -70,12 +57,8 @@ impl<R: Borrow<Arc<Resource>>, F: Future> Future for Acquiring<R, F> {
             }
             Poll::Pending => {
                 if this.wait.is_none() {
-                    start(
-                        this.wait,
-                        Borrow::borrow(&*this.resource),
-                        *this.at,
-                        *this.ask,
-                    );
+                    let at: &'static Location<'static> = this.at;
+                    start(this.wait, Borrow::borrow(&*this.resource), at, *this.ask);
                 }
                 Poll::Pending
             }
@@ -91,11 +74,7 @@ fn start(
     at: &'static Location<'static>,
     ask: Ask,
 ) {
-    let generation = resource.start_wait(current_task(), Some(at), ask);
-    *wait = Some(WaitRecord {
-        resource: Arc::clone(resource),
-        generation,
-    });
+    *wait = Some(WaitRecord::start(resource, current_task(), Some(at), ask));
 }
 
 /// An exclusive hold; dropping it ends the hold. A guard declares it

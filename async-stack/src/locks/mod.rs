@@ -1,6 +1,6 @@
 //! Drop-in wrappers of `tokio::sync`'s `Mutex`, `RwLock` and `Semaphore`
 //! that record who holds them and who waits for them (the waits-for graph
-//! of [`crate::waits`]), so that [`deadlocks()`](crate::waits::report::deadlocks)
+//! of the `waits` module), so that [`deadlocks()`](crate::waits::report::deadlocks)
 //! can name both sides of a deadlock with their lines.
 //!
 //! Each wraps the tokio type and forwards every call to it: same queues,

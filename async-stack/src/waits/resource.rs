@@ -338,6 +338,35 @@ impl Resource {
     }
 }
 
+/// A recorded wait, ended when dropped: what an acquire future (or an
+/// awaited `JoinHandle`) keeps from its first `Pending` to its end.
+#[derive(Debug)]
+pub(crate) struct WaitRecord {
+    resource: Arc<Resource>,
+    generation: u64,
+}
+
+impl WaitRecord {
+    /// Records a wait of `task` for `resource`.
+    pub(crate) fn start(
+        resource: &Arc<Resource>,
+        task: u64,
+        at: Option<&'static Location<'static>>,
+        ask: Ask,
+    ) -> Self {
+        WaitRecord {
+            generation: resource.start_wait(task, at, ask),
+            resource: Arc::clone(resource),
+        }
+    }
+}
+
+impl Drop for WaitRecord {
+    fn drop(&mut self) {
+        self.resource.end_wait(self.generation);
+    }
+}
+
 /// The clock for `since` stamps (the loom models stamp 0).
 fn now_ms() -> u64 {
     #[cfg(not(async_stack_loom))]
