@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use async_stack::ResourceKind as K;
 use async_stack::locks::{Mutex, RwLock, Semaphore};
 use async_stack::tokio::{JoinHandle, spawn_named};
 use async_stack::{Deadlock, ResourceKind, WaitEdge, traced_async};
@@ -48,10 +49,10 @@ fn id() -> u64 {
     async_stack::current_task_id().expect("inside a traced task")
 }
 
-/// What an edge says, in a form to compare.
-fn edge(
-    e: &WaitEdge,
-) -> (
+/// What an edge says, in a form to compare: waiter, waiting-at line,
+/// resource, creation line, holder, acquired-at line, and the line of the
+/// wait it is queued behind.
+type Seen = (
     u64,
     Option<u32>,
     ResourceKind,
@@ -59,7 +60,32 @@ fn edge(
     u64,
     Option<u32>,
     Option<u32>,
-) {
+);
+
+/// An expected edge, its lines named by their markers ("": none).
+fn expected(
+    waiter: u64,
+    waiting_at: &str,
+    resource: ResourceKind,
+    created_at: &str,
+    holder: u64,
+    acquired_at: &str,
+    queued_behind: &str,
+) -> Seen {
+    let line = |marker: &str| (!marker.is_empty()).then(|| line_of(marker));
+    (
+        waiter,
+        line(waiting_at),
+        resource,
+        line_of(created_at),
+        holder,
+        line(acquired_at),
+        line(queued_behind),
+    )
+}
+
+/// What an edge says, in a form to compare.
+fn edge(e: &WaitEdge) -> Seen {
     assert_eq!(e.created_at.file, file!());
     (
         e.waiter,
@@ -113,24 +139,8 @@ fn a_lock_order_inversion_names_both_tasks_and_all_four_lines() {
         let d = deadlock_of(vec![a, b]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         // a holds m1 and waits for m2; b holds m2 and waits for m1.
-        let a_edge = (
-            a,
-            Some(line_of("SECOND_LOCK")),
-            ResourceKind::Mutex,
-            line_of("M2"),
-            b,
-            Some(line_of("FIRST_LOCK")),
-            None,
-        );
-        let b_edge = (
-            b,
-            Some(line_of("SECOND_LOCK")),
-            ResourceKind::Mutex,
-            line_of("M1"),
-            a,
-            Some(line_of("FIRST_LOCK")),
-            None,
-        );
+        let a_edge = expected(a, "SECOND_LOCK", K::Mutex, "M2", b, "FIRST_LOCK", "");
+        let b_edge = expected(b, "SECOND_LOCK", K::Mutex, "M1", a, "FIRST_LOCK", "");
         let want = if a < b {
             vec![a_edge, b_edge]
         } else {
@@ -197,14 +207,14 @@ fn a_self_relock_is_a_cycle_of_one() {
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         assert_eq!(
             got,
-            [(
+            [expected(
                 t,
-                Some(line_of("RELOCK_SECOND")),
-                ResourceKind::Mutex,
-                line_of("M"),
+                "RELOCK_SECOND",
+                K::Mutex,
+                "M",
                 t,
-                Some(line_of("RELOCK_FIRST")),
-                None
+                "RELOCK_FIRST",
+                ""
             )]
         );
     });
@@ -240,33 +250,9 @@ fn a_reader_queued_behind_a_waiting_writer_waits_for_it() {
         go.send(()).unwrap();
         let d = deadlock_of(vec![r, w]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
-        let r_behind_w = (
-            r,
-            Some(line_of("READ_SECOND")),
-            ResourceKind::RwLock,
-            line_of("L"),
-            w,
-            None,
-            Some(line_of("WRITE")),
-        );
-        let w_for_r = (
-            w,
-            Some(line_of("WRITE")),
-            ResourceKind::RwLock,
-            line_of("L"),
-            r,
-            Some(line_of("READ_FIRST")),
-            None,
-        );
-        let r_holds = (
-            r,
-            Some(line_of("READ_SECOND")),
-            ResourceKind::RwLock,
-            line_of("L"),
-            r,
-            Some(line_of("READ_FIRST")),
-            None,
-        );
+        let r_behind_w = expected(r, "READ_SECOND", K::RwLock, "L", w, "", "WRITE");
+        let w_for_r = expected(w, "WRITE", K::RwLock, "L", r, "READ_FIRST", "");
+        let r_holds = expected(r, "READ_SECOND", K::RwLock, "L", r, "READ_FIRST", "");
         let want = if r < w {
             vec![r_behind_w, w_for_r, r_holds]
         } else {
@@ -297,24 +283,8 @@ fn two_tasks_awaiting_each_others_handles() {
         give_b.send(ha).unwrap();
         let d = deadlock_of(vec![a, b]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
-        let a_edge = (
-            a,
-            None,
-            ResourceKind::JoinHandle,
-            line_of("SPAWN_B"),
-            b,
-            None,
-            None,
-        );
-        let b_edge = (
-            b,
-            None,
-            ResourceKind::JoinHandle,
-            line_of("SPAWN_A"),
-            a,
-            None,
-            None,
-        );
+        let a_edge = expected(a, "", K::JoinHandle, "SPAWN_B", b, "", "");
+        let b_edge = expected(b, "", K::JoinHandle, "SPAWN_A", a, "", "");
         let want = if a < b {
             vec![a_edge, b_edge]
         } else {
@@ -389,33 +359,9 @@ fn a_three_party_cycle_through_mutex_semaphore_and_rwlock() {
         let d = deadlock_of(vec![a, b, c]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         let mut want = vec![
-            (
-                a,
-                Some(line_of("WAIT_S")),
-                ResourceKind::Semaphore,
-                line_of("S3"),
-                b,
-                Some(line_of("HOLD_S")),
-                None,
-            ),
-            (
-                b,
-                Some(line_of("WAIT_L")),
-                ResourceKind::RwLock,
-                line_of("L3"),
-                c,
-                Some(line_of("HOLD_L")),
-                None,
-            ),
-            (
-                c,
-                Some(line_of("WAIT_M")),
-                ResourceKind::Mutex,
-                line_of("M3"),
-                a,
-                Some(line_of("HOLD_M")),
-                None,
-            ),
+            expected(a, "WAIT_S", K::Semaphore, "S3", b, "HOLD_S", ""),
+            expected(b, "WAIT_L", K::RwLock, "L3", c, "HOLD_L", ""),
+            expected(c, "WAIT_M", K::Mutex, "M3", a, "HOLD_M", ""),
         ];
         // The cycle starts from the smallest task id.
         let first = want.iter().position(|e| e.0 == a.min(b).min(c)).unwrap();

@@ -10,7 +10,37 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::task::record::layout::current_task_id;
-use crate::waits::resource::{Ask, Resource, WaitRecord};
+use crate::waits::resource::{Ask, Kind, Registry, Resource, WaitRecord};
+
+/// A wrapper's resource: of `kind`, created at the caller's location, in
+/// the process's registry.
+#[track_caller]
+pub(crate) fn new_resource(kind: Kind) -> Arc<Resource> {
+    Arc::new(Resource::new(
+        kind,
+        Location::caller(),
+        None,
+        Registry::global(),
+    ))
+}
+
+/// The tokio type a wrapper keeps in an `Arc`, taken out of it. Only the
+/// owned guards clone that `Arc`, and each keeps an `Arc` of the wrapper,
+/// which a wrapper taken by value (or by `&mut`) rules out.
+pub(crate) fn unwrap_inner<T>(inner: Arc<T>) -> T {
+    match Arc::try_unwrap(inner) {
+        Ok(t) => t,
+        Err(_) => unreachable!("an owned guard outlived its lock"),
+    }
+}
+
+/// [`unwrap_inner`] for a unique borrow.
+pub(crate) fn inner_mut<T: ?Sized>(inner: &mut Arc<T>) -> &mut T {
+    match Arc::get_mut(inner) {
+        Some(t) => t,
+        None => unreachable!("an owned guard outlived its lock"),
+    }
+}
 
 /// The traced root polled now, or the unknown task `0`.
 #[inline]

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use ::tokio::sync as tokio_sync;
 pub use ::tokio::sync::TryLockError;
 
-use crate::locks::acquire::{Acquiring, ExclusiveHold};
-use crate::waits::resource::{Ask, Kind, Registry, Resource};
+use crate::locks::acquire::{Acquiring, ExclusiveHold, inner_mut, new_resource, unwrap_inner};
+use crate::waits::resource::{Ask, Kind, Resource};
 
 /// An asynchronous mutex: `tokio::sync::Mutex`, with the same methods,
 /// that records who holds it and who waits for it, for
@@ -55,12 +55,7 @@ impl<T> Mutex<T> {
     #[track_caller]
     pub fn new(value: T) -> Self {
         Mutex {
-            resource: Arc::new(Resource::new(
-                Kind::Mutex,
-                Location::caller(),
-                None,
-                Registry::global(),
-            )),
+            resource: new_resource(Kind::Mutex),
             inner: Arc::new(tokio_sync::Mutex::new(value)),
         }
     }
@@ -72,12 +67,7 @@ impl<T> Mutex<T> {
     /// assert_eq!(m.into_inner(), "a");
     /// ```
     pub fn into_inner(self) -> T {
-        match Arc::try_unwrap(self.inner) {
-            Ok(m) => m.into_inner(),
-            // Only owned guards clone the inner `Arc`, and each keeps an
-            // `Arc` of `self`, which `self` by value rules out.
-            Err(_) => unreachable!("an owned guard outlived its mutex"),
-        }
+        unwrap_inner(self.inner).into_inner()
     }
 }
 
@@ -179,11 +169,7 @@ impl<T: ?Sized> Mutex<T> {
     /// assert_eq!(m.into_inner(), 2);
     /// ```
     pub fn get_mut(&mut self) -> &mut T {
-        match Arc::get_mut(&mut self.inner) {
-            Some(m) => m.get_mut(),
-            // As in `into_inner`: `&mut self` rules out owned guards.
-            None => unreachable!("an owned guard outlived its mutex"),
-        }
+        inner_mut(&mut self.inner).get_mut()
     }
 }
 

@@ -9,8 +9,10 @@ use std::sync::Arc;
 use ::tokio::sync as tokio_sync;
 use ::tokio::sync::TryLockError;
 
-use crate::locks::acquire::{Acquiring, ExclusiveHold, SharedHold};
-use crate::waits::resource::{Ask, Kind, Registry, Resource};
+use crate::locks::acquire::{
+    Acquiring, ExclusiveHold, SharedHold, inner_mut, new_resource, unwrap_inner,
+};
+use crate::waits::resource::{Ask, Kind, Resource};
 
 /// A reader-writer lock: `tokio::sync::RwLock` (fair, write-preferring:
 /// a reader queued behind a waiting writer waits for it), with the same
@@ -71,12 +73,7 @@ impl<T> RwLock<T> {
     #[track_caller]
     pub fn new(value: T) -> Self {
         RwLock {
-            resource: Arc::new(Resource::new(
-                Kind::RwLock,
-                Location::caller(),
-                None,
-                Registry::global(),
-            )),
+            resource: new_resource(Kind::RwLock),
             inner: Arc::new(tokio_sync::RwLock::new(value)),
         }
     }
@@ -87,12 +84,7 @@ impl<T> RwLock<T> {
     /// assert_eq!(async_stack::locks::RwLock::new(2).into_inner(), 2);
     /// ```
     pub fn into_inner(self) -> T {
-        match Arc::try_unwrap(self.inner) {
-            Ok(l) => l.into_inner(),
-            // Only owned guards clone the inner `Arc`, and each keeps an
-            // `Arc` of `self`, which `self` by value rules out.
-            Err(_) => unreachable!("an owned guard outlived its lock"),
-        }
+        unwrap_inner(self.inner).into_inner()
     }
 }
 
@@ -244,12 +236,7 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(l.into_inner(), 3);
     /// ```
     pub fn get_mut(&mut self) -> &mut T {
-        match Arc::get_mut(&mut self.inner) {
-            Some(l) => l.get_mut(),
-            // `&mut self` rules out owned guards, the inner `Arc`'s only
-            // other owners.
-            None => unreachable!("an owned guard outlived its lock"),
-        }
+        inner_mut(&mut self.inner).get_mut()
     }
 }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use ::tokio::sync as tokio_sync;
 pub use ::tokio::sync::{AcquireError, TryAcquireError};
 
-use crate::locks::acquire::{Acquiring, SharedHold};
-use crate::waits::resource::{Ask, Kind, Registry, Resource};
+use crate::locks::acquire::{Acquiring, SharedHold, new_resource};
+use crate::waits::resource::{Ask, Kind, Resource};
 
 /// A counting semaphore: `tokio::sync::Semaphore` (fair: FIFO), with the
 /// same methods, recording which tasks hold permits and which wait.
@@ -65,12 +65,7 @@ impl Semaphore {
     #[track_caller]
     pub fn new(permits: usize) -> Self {
         Semaphore {
-            resource: Arc::new(Resource::new(
-                Kind::Semaphore,
-                Location::caller(),
-                None,
-                Registry::global(),
-            )),
+            resource: new_resource(Kind::Semaphore),
             inner: Arc::new(tokio_sync::Semaphore::new(permits)),
         }
     }
