@@ -75,20 +75,50 @@ pub(crate) struct Found {
     pub(crate) edges: Vec<Edge>,
 }
 
+/// The tasks a pass asks the [`TaskView`] about: it may leave out all
+/// others.
+#[derive(Debug, Default)]
+pub(crate) struct Interest {
+    /// Waiting tasks.
+    pub(crate) tasks: BTreeSet<u64>,
+    /// Awaited tokio tasks (their roots).
+    pub(crate) tokio: BTreeSet<u64>,
+}
+
+impl Interest {
+    fn of<'a>(copies: impl IntoIterator<Item = &'a ResourceCopy>) -> Interest {
+        let mut i = Interest::default();
+        for r in copies {
+            i.tasks
+                .extend(r.waits.iter().map(|w| w.task).filter(|&t| t != 0));
+            i.tokio.extend(r.target);
+        }
+        i
+    }
+}
+
 /// Finds the deadlocks among the resources listed in `registry`. `view`
-/// is called once per pass, and reads the tasks then.
-pub(crate) fn detect<V: TaskView>(registry: &Registry, mut view: impl FnMut() -> V) -> Vec<Found> {
+/// is called once per pass, and reads the tasks of interest then.
+pub(crate) fn detect<V: TaskView>(
+    registry: &Registry,
+    mut view: impl FnMut(&Interest) -> V,
+) -> Vec<Found> {
     if registry.is_empty() {
         return Vec::new();
     }
     let resources = registry.listed();
     let copies: Vec<Arc<ResourceCopy>> = resources.iter().map(|r| Arc::new(r.copy())).collect();
-    let first = view();
+    let first = view(&Interest::of(copies.iter().map(|c| &**c)));
     let candidates = candidates(&copies, &first);
     if candidates.is_empty() {
         return Vec::new();
     }
-    let second = view();
+    let mut again = Interest::default();
+    for c in &candidates {
+        again.tasks.extend(&c.members);
+        again.tokio.extend(&c.targets);
+    }
+    let second = view(&again);
     candidates
         .into_iter()
         .filter(|c| confirmed(c, &resources, &first, &second))

@@ -55,7 +55,7 @@ fn a_cycle_never_whole_at_one_instant_is_never_reported() {
                 a.start_wait(2, None, Ask::Exclusive);
             })
         };
-        let found = detect(reg, || Idle);
+        let found = detect(reg, |_| Idle);
         assert!(found.is_empty(), "{:?}", found[0].edges);
         writer.join().unwrap();
     });
@@ -81,12 +81,12 @@ fn a_wait_that_ended_is_never_reported() {
             })
         };
         let before = ended.load(Ordering::SeqCst);
-        let found = detect(reg, || Idle);
+        let found = detect(reg, |_| Idle);
         if before == 1 {
             assert!(found.is_empty());
         }
         writer.join().unwrap();
-        assert!(detect(reg, || Idle).is_empty());
+        assert!(detect(reg, |_| Idle).is_empty());
     });
 }
 

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use crate::sync::Ordering;
 use crate::task::TaskState;
 use crate::task::registry;
-use crate::waits::detect::TaskView;
+use crate::waits::detect::{Interest, TaskView};
 
 /// The live tasks at one pass.
 #[derive(Debug, Default)]
@@ -18,17 +18,24 @@ pub(crate) struct Tasks {
 }
 
 impl Tasks {
-    /// Reads every record once.
-    pub(crate) fn read() -> Tasks {
+    /// Reads every record once, keeping the tasks of `interest` and the
+    /// roots of its tokio tasks.
+    pub(crate) fn read(interest: &Interest) -> Tasks {
         let now = crate::clock::now_ms();
         let mut out = Tasks::default();
         registry::for_each_record(|index, r| {
             let Some((id, state, _)) = r.peek(now) else {
                 return;
             };
+            let wanted = interest.tasks.contains(&id);
+            if !wanted && interest.tokio.is_empty() {
+                return;
+            }
             let wakes = r.woken_count();
-            let tokio = r.tokio_task(index);
-            if r.id.load(Ordering::Acquire) != id {
+            let tokio = r
+                .tokio_task(index)
+                .filter(|t| interest.tokio.contains(&t.id));
+            if (!wanted && tokio.is_none()) || r.id.load(Ordering::Acquire) != id {
                 return;
             }
             let idle = (state == TaskState::Idle).then_some(wakes);
