@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::task::record::layout::current_task_id;
-use crate::waits::resource::{Ask, Kind, Registry, Resource, WaitRecord};
+use crate::waits::resource::{Ask, Kind, Registry, Resource, WaitRecord, stamp};
 
 /// A wrapper's resource: of `kind`, created at the caller's location, in
 /// the process's registry.
@@ -119,11 +119,20 @@ impl<R: Borrow<Arc<Resource>>> ExclusiveHold<R> {
     /// Records the current task as the holder.
     #[inline]
     pub(crate) fn new(resource: R, at: &'static Location<'static>) -> Self {
-        resource
-            .borrow()
-            .exclusive
-            .acquire(current_task(), at, crate::clock::now_ms());
+        let task = current_task();
+        resource.borrow().exclusive.acquire(task, at, stamp(task));
         ExclusiveHold { resource }
+    }
+}
+
+impl<R: Borrow<Arc<Resource>> + Clone> ExclusiveHold<R> {
+    /// Turns the hold into a shared hold of one permit (an `RwLock`'s
+    /// downgrade), recorded first, so the resource is never seen free
+    /// meanwhile.
+    pub(crate) fn downgrade(self, at: &'static Location<'static>) -> SharedHold<R> {
+        let read = SharedHold::new(self.resource.clone(), at, 1);
+        drop(self);
+        read
     }
 }
 

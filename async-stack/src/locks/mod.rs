@@ -18,6 +18,8 @@ pub(crate) mod acquire;
 pub mod mutex;
 pub mod rwlock;
 pub mod semaphore;
+#[cfg(test)]
+mod tests;
 
 pub use mutex::{Mutex, MutexGuard, OwnedMutexGuard};
 pub use rwlock::{

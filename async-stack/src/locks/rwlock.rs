@@ -260,6 +260,61 @@ impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
     }
 }
 
+impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
+    /// Turns the write lock into a read lock without letting a writer in
+    /// (tokio's `downgrade`); this call's location is where the read lock
+    /// was acquired.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let l = async_stack::locks::RwLock::new(1);
+    /// let mut w = l.write().await;
+    /// *w = 2;
+    /// let r = w.downgrade();
+    /// assert_eq!((*r, *l.try_read().unwrap()), (2, 2));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn downgrade(self) -> RwLockReadGuard<'a, T> {
+        let RwLockWriteGuard {
+            _hold: write,
+            inner,
+        } = self;
+        let read = write.downgrade(Location::caller());
+        RwLockReadGuard {
+            inner: inner.downgrade(),
+            _hold: read,
+        }
+    }
+}
+
+impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
+    /// [`RwLockWriteGuard::downgrade`] for an owned guard.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let l = std::sync::Arc::new(async_stack::locks::RwLock::new(1));
+    /// let r = l.clone().write_owned().await.downgrade();
+    /// assert_eq!(*r, 1);
+    /// assert!(l.try_write().is_err());
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn downgrade(self) -> OwnedRwLockReadGuard<T> {
+        let OwnedRwLockWriteGuard {
+            _hold: write,
+            inner,
+        } = self;
+        let read = write.downgrade(Location::caller());
+        OwnedRwLockReadGuard {
+            inner: inner.downgrade(),
+            _hold: read,
+        }
+    }
+}
+
 macro_rules! read_guard_impls {
     ($guard:ident $(<$l:lifetime>)?) => {
         impl<$($l,)? T: ?Sized> Deref for $guard<$($l,)? T> {

@@ -248,7 +248,7 @@ impl Resource {
         lists.holds.push(Hold {
             task,
             at,
-            since_ms: now_ms(),
+            since_ms: stamp(task),
             generation,
             permits,
         });
@@ -294,7 +294,7 @@ impl Resource {
             task,
             at,
             ask,
-            since_ms: now_ms(),
+            since_ms: stamp(task),
             generation,
         });
         lists.version += 1;
@@ -367,11 +367,17 @@ impl Drop for WaitRecord {
     }
 }
 
-/// The clock for `since` stamps (the loom models stamp 0).
-fn now_ms() -> u64 {
+/// The `since` stamp of a record of `task`: the clock's time, or 0 for
+/// the unknown task, whose records are never shown with a time (so that
+/// code outside traced tasks never starts the clock), and in the loom
+/// models.
+#[inline]
+pub(crate) fn stamp(task: u64) -> u64 {
     #[cfg(not(async_stack_loom))]
-    return crate::clock::now_ms();
-    #[cfg(async_stack_loom)]
+    if task != 0 {
+        return crate::clock::now_ms();
+    }
+    let _ = task;
     0
 }
 
