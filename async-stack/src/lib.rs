@@ -124,7 +124,11 @@
 //!    [`workload`] it replays), and [`debug`] (the descriptor that debugger
 //!    scripts read, built from the addresses of statics); on top of them,
 //!    `http` (feature `http`), the debug endpoint that serves what they
-//!    read.
+//!    read. Beside them, `waits/`, the waits-for graph: each wrapped
+//!    resource's holds and waits, and the detector behind [`deadlocks()`];
+//!    its writers are `locks` (feature `tokio`: the `Mutex`, `RwLock` and
+//!    `Semaphore` wrappers) and the `JoinHandle` of `tokio`, and only
+//!    they (and this root) import it.
 //! 5. **Reports**: [`panic`](mod@panic), [`signal`] and [`stall`], which print what
 //!    the readers find; then this crate root, which declares the modules
 //!    and re-exports the public API.
