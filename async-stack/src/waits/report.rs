@@ -134,12 +134,10 @@ impl fmt::Display for Deadlock {
     /// A report in the manner of Go's: a heading, then one paragraph per
     /// edge.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let n = self.tasks().len();
-        write!(
-            f,
-            "deadlock: {n} task{} wait for each other",
-            if n == 1 { "" } else { "s" }
-        )?;
+        match self.tasks().len() {
+            1 => f.write_str("deadlock: 1 task waits for itself")?,
+            n => write!(f, "deadlock: {n} tasks wait for each other")?,
+        }
         for e in &self.edges {
             write!(f, "\n\n{e}")?;
         }
