@@ -100,9 +100,16 @@ pub(crate) fn next_generation() -> u64 {
 ///   generation back to 0.
 /// - `read`: the generation (acquire), the fields, an acquire fence, the
 ///   generation again; equal and non-zero means the fields are the hold's.
+///
+/// A slot numbers its own holds 1, 2, 3, ... (`last`): holds of one slot
+/// are compared only with each other, and the lock orders its holders, so
+/// a plain load and store suffice where a process-wide number would cost
+/// a thread-local access.
 #[derive(Debug)]
 pub(crate) struct HoldSlot {
     generation: AtomicU64,
+    /// The generation of the latest hold; written only by holders.
+    last: AtomicU64,
     task: AtomicU64,
     /// Always null or a `&'static Location<'static>`.
     at: AtomicPtr<Location<'static>>,
@@ -113,6 +120,7 @@ impl HoldSlot {
     pub(crate) fn new() -> Self {
         HoldSlot {
             generation: AtomicU64::new(0),
+            last: AtomicU64::new(0),
             task: AtomicU64::new(0),
             at: AtomicPtr::new(std::ptr::null_mut()),
             since_ms: AtomicU64::new(0),
@@ -122,7 +130,8 @@ impl HoldSlot {
     /// Records `task` as the holder; returns the hold's generation.
     #[inline]
     pub(crate) fn acquire(&self, task: u64, at: &'static Location<'static>, since_ms: u64) -> u64 {
-        let generation = next_generation();
+        let generation = self.last.load(Ordering::Relaxed) + 1;
+        self.last.store(generation, Ordering::Relaxed);
         fence(Ordering::Release);
         self.task.store(task, Ordering::Relaxed);
         self.at
