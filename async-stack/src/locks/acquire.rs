@@ -48,47 +48,73 @@ pub(crate) fn current_task() -> u64 {
     current_task_id().unwrap_or(0)
 }
 
-/// Polls a tokio acquire future, recording a wait while it is queued.
+/// Polls a tokio acquire future, recording a wait while it is queued, and
+/// turns what it gives into the wrapper's guard with `finish` (which
+/// records the hold), all in one future: no second state machine around
+/// tokio's.
 #[pin_project::pin_project]
 #[derive(Debug)]
-pub(crate) struct Acquiring<R, F> {
+pub(crate) struct Acquiring<R, F, M> {
     /// Declared first: dropped (the wait ended) before `inner` leaves
     /// tokio's queue, so no recorded wait outlives its queue entry.
     wait: Option<WaitRecord>,
     #[pin]
     inner: F,
-    resource: R,
+    /// Taken by `finish` when `inner` is ready.
+    resource: Option<R>,
     at: &'static Location<'static>,
     ask: Ask,
+    finish: M,
 }
 
-impl<R: Borrow<Arc<Resource>>, F> Acquiring<R, F> {
-    pub(crate) fn new(resource: R, at: &'static Location<'static>, ask: Ask, inner: F) -> Self {
+impl<R: Borrow<Arc<Resource>>, F: Future, M> Acquiring<R, F, M> {
+    pub(crate) fn new<G>(
+        resource: R,
+        at: &'static Location<'static>,
+        ask: Ask,
+        inner: F,
+        finish: M,
+    ) -> Self
+    where
+        M: Fn(F::Output, R, &'static Location<'static>) -> G,
+    {
         Acquiring {
             wait: None,
             inner,
-            resource,
+            resource: Some(resource),
             at,
             ask,
+            finish,
         }
     }
 }
 
-impl<R: Borrow<Arc<Resource>>, F: Future> Future for Acquiring<R, F> {
-    type Output = F::Output;
+impl<R, F, M, G> Future for Acquiring<R, F, M>
+where
+    R: Borrow<Arc<Resource>>,
+    F: Future,
+    M: Fn(F::Output, R, &'static Location<'static>) -> G,
+{
+    type Output = G;
 
     #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<G> {
         let this = self.project();
         match this.inner.poll(cx) {
             Poll::Ready(out) => {
                 *this.wait = None;
-                Poll::Ready(out)
+                let resource = this
+                    .resource
+                    .take()
+                    .expect("an acquire future polled after it completed");
+                Poll::Ready((this.finish)(out, resource, this.at))
             }
             Poll::Pending => {
-                if this.wait.is_none() {
+                if this.wait.is_none()
+                    && let Some(resource) = this.resource.as_ref()
+                {
                     let at: &'static Location<'static> = this.at;
-                    start(this.wait, Borrow::borrow(&*this.resource), at, *this.ask);
+                    start(this.wait, resource.borrow(), at, *this.ask);
                 }
                 Poll::Pending
             }

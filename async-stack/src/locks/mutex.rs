@@ -86,14 +86,16 @@ impl<T: ?Sized> Mutex<T> {
     #[track_caller]
     pub fn lock(&self) -> impl Future<Output = MutexGuard<'_, T>> {
         let at = Location::caller();
-        let acquire = Acquiring::new(&self.resource, at, Ask::Exclusive, self.inner.lock());
-        async move {
-            let inner = acquire.await;
-            MutexGuard {
-                _hold: ExclusiveHold::new(&self.resource, at),
+        Acquiring::new(
+            &self.resource,
+            at,
+            Ask::Exclusive,
+            self.inner.lock(),
+            |inner, resource, at| MutexGuard {
+                _hold: ExclusiveHold::new(resource, at),
                 inner,
-            }
-        }
+            },
+        )
     }
 
     /// Locks the mutex if it is free.
@@ -128,20 +130,16 @@ impl<T: ?Sized> Mutex<T> {
     #[track_caller]
     pub fn lock_owned(self: Arc<Self>) -> impl Future<Output = OwnedMutexGuard<T>> {
         let at = Location::caller();
-        let resource = Arc::clone(&self.resource);
-        let acquire = Acquiring::new(
-            Arc::clone(&resource),
+        Acquiring::new(
+            Arc::clone(&self.resource),
             at,
             Ask::Exclusive,
             Arc::clone(&self.inner).lock_owned(),
-        );
-        async move {
-            let inner = acquire.await;
-            OwnedMutexGuard {
+            |inner, resource, at| OwnedMutexGuard {
                 _hold: ExclusiveHold::new(resource, at),
                 inner,
-            }
-        }
+            },
+        )
     }
 
     /// [`lock_owned`](Self::lock_owned) if the mutex is free.

@@ -101,14 +101,16 @@ impl<T: ?Sized> RwLock<T> {
     #[track_caller]
     pub fn read(&self) -> impl Future<Output = RwLockReadGuard<'_, T>> {
         let at = Location::caller();
-        let acquire = Acquiring::new(&self.resource, at, Ask::Shared(1), self.inner.read());
-        async move {
-            let inner = acquire.await;
-            RwLockReadGuard {
+        Acquiring::new(
+            &self.resource,
+            at,
+            Ask::Shared(1),
+            self.inner.read(),
+            |inner, resource, at| RwLockReadGuard {
                 inner,
-                _hold: SharedHold::new(&self.resource, at, 1),
-            }
-        }
+                _hold: SharedHold::new(resource, at, 1),
+            },
+        )
     }
 
     /// Locks for writing, waiting in tokio's FIFO queue.
@@ -124,14 +126,16 @@ impl<T: ?Sized> RwLock<T> {
     #[track_caller]
     pub fn write(&self) -> impl Future<Output = RwLockWriteGuard<'_, T>> {
         let at = Location::caller();
-        let acquire = Acquiring::new(&self.resource, at, Ask::Exclusive, self.inner.write());
-        async move {
-            let inner = acquire.await;
-            RwLockWriteGuard {
-                _hold: ExclusiveHold::new(&self.resource, at),
+        Acquiring::new(
+            &self.resource,
+            at,
+            Ask::Exclusive,
+            self.inner.write(),
+            |inner, resource, at| RwLockWriteGuard {
+                _hold: ExclusiveHold::new(resource, at),
                 inner,
-            }
-        }
+            },
+        )
     }
 
     /// [`read`](Self::read) for a lock in an `Arc`.
@@ -146,20 +150,16 @@ impl<T: ?Sized> RwLock<T> {
     #[track_caller]
     pub fn read_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockReadGuard<T>> {
         let at = Location::caller();
-        let resource = Arc::clone(&self.resource);
-        let acquire = Acquiring::new(
-            Arc::clone(&resource),
+        Acquiring::new(
+            Arc::clone(&self.resource),
             at,
             Ask::Shared(1),
             Arc::clone(&self.inner).read_owned(),
-        );
-        async move {
-            let inner = acquire.await;
-            OwnedRwLockReadGuard {
+            |inner, resource, at| OwnedRwLockReadGuard {
                 inner,
                 _hold: SharedHold::new(resource, at, 1),
-            }
-        }
+            },
+        )
     }
 
     /// [`write`](Self::write) for a lock in an `Arc`.
@@ -175,20 +175,16 @@ impl<T: ?Sized> RwLock<T> {
     #[track_caller]
     pub fn write_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
         let at = Location::caller();
-        let resource = Arc::clone(&self.resource);
-        let acquire = Acquiring::new(
-            Arc::clone(&resource),
+        Acquiring::new(
+            Arc::clone(&self.resource),
             at,
             Ask::Exclusive,
             Arc::clone(&self.inner).write_owned(),
-        );
-        async move {
-            let inner = acquire.await;
-            OwnedRwLockWriteGuard {
+            |inner, resource, at| OwnedRwLockWriteGuard {
                 _hold: ExclusiveHold::new(resource, at),
                 inner,
-            }
-        }
+            },
+        )
     }
 
     /// Locks for reading if no writer holds or waits for the lock.

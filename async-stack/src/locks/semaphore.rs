@@ -158,19 +158,19 @@ impl Semaphore {
         at: &'static Location<'static>,
         n: u32,
     ) -> impl Future<Output = Result<SemaphorePermit<'_>, AcquireError>> {
-        let acquire = Acquiring::new(
+        Acquiring::new(
             &self.resource,
             at,
             Ask::Shared(n),
             self.inner.acquire_many(n),
-        );
-        async move {
-            let inner = acquire.await?;
-            Ok(SemaphorePermit {
-                inner,
-                hold: SharedHold::new(&self.resource, at, n),
-            })
-        }
+            move |out, resource, at| {
+                let inner = out?;
+                Ok(SemaphorePermit {
+                    inner,
+                    hold: SharedHold::new(resource, at, n),
+                })
+            },
+        )
     }
 
     /// [`acquire`](Self::acquire) for a semaphore in an `Arc`.
@@ -213,20 +213,19 @@ impl Semaphore {
         at: &'static Location<'static>,
         n: u32,
     ) -> impl Future<Output = Result<OwnedSemaphorePermit, AcquireError>> {
-        let resource = Arc::clone(&self.resource);
-        let acquire = Acquiring::new(
-            Arc::clone(&resource),
+        Acquiring::new(
+            Arc::clone(&self.resource),
             at,
             Ask::Shared(n),
             Arc::clone(&self.inner).acquire_many_owned(n),
-        );
-        async move {
-            let inner = acquire.await?;
-            Ok(OwnedSemaphorePermit {
-                inner,
-                hold: SharedHold::new(resource, at, n),
-            })
-        }
+            move |out, resource, at| {
+                let inner = out?;
+                Ok(OwnedSemaphorePermit {
+                    inner,
+                    hold: SharedHold::new(resource, at, n),
+                })
+            },
+        )
     }
 
     /// One permit, if available now.
