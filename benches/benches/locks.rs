@@ -52,34 +52,30 @@ where
         .expect("the timed task does not panic")
 }
 
+/// `iters` locks and unlocks of a free mutex by one traced task.
+macro_rules! lock_alone {
+    ($rt:expr, $m:expr, $iters:expr) => {{
+        let (m, iters) = ($m, $iters);
+        in_traced_task($rt, async move {
+            let start = benches::clock::now();
+            for _ in 0..iters {
+                *black_box(&m).lock().await += 1;
+            }
+            benches::clock::now() - start
+        })
+    }};
+}
+
 fn uncontended(c: &mut Criterion<BenchClock>) {
     let rt = runtime();
     let mut group = c.benchmark_group("locks_uncontended");
     let theirs = Arc::new(tokio::sync::Mutex::new(0u64));
     group.bench_function(TOKIO, |b| {
-        b.iter_custom(|iters| {
-            let m = theirs.clone();
-            in_traced_task(&rt, async move {
-                let start = benches::clock::now();
-                for _ in 0..iters {
-                    *black_box(&m).lock().await += 1;
-                }
-                benches::clock::now() - start
-            })
-        });
+        b.iter_custom(|iters| lock_alone!(&rt, theirs.clone(), iters));
     });
     let ours = Arc::new(async_stack::locks::Mutex::new(0u64));
     group.bench_function(ASYNC_STACK, |b| {
-        b.iter_custom(|iters| {
-            let m = ours.clone();
-            in_traced_task(&rt, async move {
-                let start = benches::clock::now();
-                for _ in 0..iters {
-                    *black_box(&m).lock().await += 1;
-                }
-                benches::clock::now() - start
-            })
-        });
+        b.iter_custom(|iters| lock_alone!(&rt, ours.clone(), iters));
     });
     group.finish();
 }
