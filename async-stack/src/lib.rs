@@ -124,7 +124,11 @@
 //!    [`workload`] it replays), and [`debug`] (the descriptor that debugger
 //!    scripts read, built from the addresses of statics); on top of them,
 //!    `http` (feature `http`), the debug endpoint that serves what they
-//!    read.
+//!    read. Beside them, `waits/`, the waits-for graph: each wrapped
+//!    resource's holds and waits, and the detector behind [`deadlocks()`];
+//!    its writers are `locks` (feature `tokio`: the `Mutex`, `RwLock` and
+//!    `Semaphore` wrappers) and the `JoinHandle` of `tokio`, and only
+//!    they (and this root) import it.
 //! 5. **Reports**: [`panic`](mod@panic), [`signal`] and [`stall`], which print what
 //!    the readers find; then this crate root, which declares the modules
 //!    and re-exports the public API.
@@ -153,6 +157,18 @@ pub use wake::workload;
 #[cfg(feature = "tokio")]
 pub mod tokio;
 
+/// Drop-in `Mutex`, `RwLock` and `Semaphore` that record who holds and
+/// who waits for them (feature `tokio`); see [`deadlocks()`].
+///
+/// Meant to be reached as `async_stack::sync` once the crate's internal
+/// `sync` module is renamed.
+#[cfg(all(feature = "tokio", not(async_stack_loom)))]
+pub mod locks;
+// Under loom, `deadlocks()` and the wrappers are left out: only the
+// models use the graph.
+#[cfg_attr(async_stack_loom, allow(dead_code))]
+mod waits;
+
 #[cfg(all(feature = "http", not(async_stack_loom)))]
 pub mod http;
 
@@ -172,6 +188,9 @@ pub use record::site::{AwaitSite, CallSite};
 pub use task::TaskState;
 pub use task::record::layout::current_task_id;
 pub use task::traced::{Traced, TracedExt};
+#[cfg(not(async_stack_loom))]
+pub use waits::report::deadlocks;
+pub use waits::report::{Deadlock, ResourceKind, WaitEdge};
 
 /// Items used by the `#[traced_async]` expansion. Not a public API.
 #[doc(hidden)]

@@ -3,13 +3,182 @@
 //! Plain `tokio::spawn(traced_future)` already registers the task: any
 //! traced future polled with no traced frame active is a task root. These
 //! helpers add what the root cannot know by itself: the spawn location, the
-//! spawning task, and a name.
+//! spawning task, and a name. They return a [`JoinHandle`] whose `.await`
+//! is recorded in the waits-for graph, so that two tasks awaiting each
+//! other's handles are reported by [`deadlocks()`](crate::waits::report::deadlocks).
 
+use std::fmt;
 use std::future::Future;
+use std::panic::Location;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use ::tokio::task::JoinHandle;
+pub use ::tokio::task::{AbortHandle, Id, JoinError};
 
+use crate::task::record::layout::current_task_id;
 use crate::task::spawned;
+use crate::task::tokio_task::id_number;
+use crate::waits::resource::{Ask, Kind, Registry, Resource, WaitRecord};
+
+/// An owned permission to await a spawned task: tokio's `JoinHandle`,
+/// whose `.await` is recorded as a wait for the spawned task (its traced
+/// roots), ended when the task ends or the `.await` is dropped.
+///
+/// Dropping the handle detaches the task, as tokio's does.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let h = async_stack::tokio::spawn(async { 2 });
+/// assert!(!h.id().to_string().is_empty());
+/// assert_eq!(h.await.unwrap(), 2);
+/// # }
+/// ```
+pub struct JoinHandle<T> {
+    /// Before `inner`: the wait ends before the handle goes.
+    wait: Option<WaitRecord>,
+    inner: ::tokio::task::JoinHandle<T>,
+    spawned_at: &'static Location<'static>,
+}
+
+impl<T> JoinHandle<T> {
+    fn new(inner: ::tokio::task::JoinHandle<T>, spawned_at: &'static Location<'static>) -> Self {
+        JoinHandle {
+            wait: None,
+            inner,
+            spawned_at,
+        }
+    }
+
+    /// Cancels the task (as tokio's `abort`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let h = async_stack::tokio::spawn(std::future::pending::<()>());
+    /// h.abort();
+    /// assert!(h.await.unwrap_err().is_cancelled());
+    /// # }
+    /// ```
+    pub fn abort(&self) {
+        self.inner.abort();
+    }
+
+    /// A handle that can cancel the task without awaiting it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let h = async_stack::tokio::spawn(std::future::pending::<()>());
+    /// h.abort_handle().abort();
+    /// assert!(h.await.unwrap_err().is_cancelled());
+    /// # }
+    /// ```
+    pub fn abort_handle(&self) -> AbortHandle {
+        self.inner.abort_handle()
+    }
+
+    /// Whether the task has ended.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let h = async_stack::tokio::spawn(std::future::pending::<()>());
+    /// assert!(!h.is_finished());
+    /// # }
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.inner.is_finished()
+    }
+
+    /// The task's tokio id, as dumps show it (`TaskInfo::tokio_id`).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let h = async_stack::tokio::spawn(async {});
+    /// let id = h.id();
+    /// h.await.unwrap();
+    /// assert!(id.to_string().parse::<u64>().is_ok());
+    /// # }
+    /// ```
+    pub fn id(&self) -> Id {
+        self.inner.id()
+    }
+
+    /// Where the task was spawned.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let h = async_stack::tokio::spawn(async {}); let line = line!();
+    /// assert_eq!(h.spawned_at().line(), line);
+    /// # }
+    /// ```
+    pub fn spawned_at(&self) -> &'static Location<'static> {
+        self.spawned_at
+    }
+
+    /// tokio's own handle, for code that needs that type; awaiting it is
+    /// not recorded.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let h: tokio::task::JoinHandle<u8> = async_stack::tokio::spawn(async { 4 }).into_tokio();
+    /// assert_eq!(h.await.unwrap(), 4);
+    /// # }
+    /// ```
+    pub fn into_tokio(self) -> ::tokio::task::JoinHandle<T> {
+        let JoinHandle { wait, inner, .. } = self;
+        drop(wait);
+        inner
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn start_wait(&mut self) {
+        let resource = Arc::new(Resource::new(
+            Kind::JoinHandle,
+            self.spawned_at,
+            Some(id_number(self.inner.id())),
+            Registry::global(),
+        ));
+        let task = current_task_id().unwrap_or(0);
+        self.wait = Some(WaitRecord::start(&resource, task, None, Ask::Finish));
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // `JoinHandle` is `Unpin` (its fields are).
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll(cx) {
+            Poll::Ready(out) => {
+                this.wait = None;
+                Poll::Ready(out)
+            }
+            Poll::Pending => {
+                if this.wait.is_none() {
+                    this.start_wait();
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<T> fmt::Debug for JoinHandle<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JoinHandle")
+            .field("id", &self.inner.id())
+            .field("spawned_at", &self.spawned_at)
+            .finish()
+    }
+}
 
 /// Spawns `fut` on the current tokio runtime, recording this call's
 /// location and the current task as the new task's parent.
@@ -29,16 +198,24 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    ::tokio::spawn(spawned(fut))
+    JoinHandle::new(::tokio::spawn(spawned(fut)), Location::caller())
 }
 
 /// Like [`spawn`], and names the task (the name appears in dumps, panic
 /// reports and stall reports).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let h = async_stack::tokio::spawn_named("worker", async { 3 });
+/// assert_eq!(h.await.unwrap(), 3);
+/// # }
+/// ```
 #[track_caller]
 pub fn spawn_named<F>(name: impl Into<String>, fut: F) -> JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    ::tokio::spawn(spawned(fut).named(name))
+    JoinHandle::new(::tokio::spawn(spawned(fut).named(name)), Location::caller())
 }

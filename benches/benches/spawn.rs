@@ -93,7 +93,7 @@ fn variants() -> [(&'static str, SpawnOne); 5] {
         (names::UNTRACED, |_, p| tokio::spawn(plain(p))),
         (names::ASYNC_STACK, |_, p| tokio::spawn(traced(p))),
         (names::ASYNC_STACK_SPAWN_HELPER, |_, p| {
-            async_stack::tokio::spawn(traced(p))
+            async_stack::tokio::spawn(traced(p)).into_tokio()
         }),
         (names::ASYNC_BACKTRACE, |_, p| tokio::spawn(framed(p))),
         (names::AWAIT_TREE, |r, p| {
@@ -188,7 +188,7 @@ fn check_premises(driver: Driver, rt: &Runtime, registry: &Registry) {
         [
             join(tokio::spawn(plain_probe())).await,
             join(tokio::spawn(traced_probe())).await,
-            join(async_stack::tokio::spawn(traced_probe())).await,
+            join(async_stack::tokio::spawn(traced_probe()).into_tokio()).await,
             join(tokio::spawn(framed_probe())).await,
             join(tokio::spawn(
                 registry

@@ -331,7 +331,7 @@ async fn parent_task() -> (
     u64,
     u32,
     tokio::sync::oneshot::Sender<()>,
-    tokio::task::JoinHandle<()>,
+    async_stack::tokio::JoinHandle<()>,
 ) {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let line = line!() + 1;

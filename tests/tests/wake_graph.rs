@@ -22,7 +22,7 @@ fn start() {
 
 /// Spawns `fut` as a traced task named `name`.
 #[track_caller]
-fn spawn<F>(name: &str, fut: F) -> tokio::task::JoinHandle<F::Output>
+fn spawn<F>(name: &str, fut: F) -> async_stack::tokio::JoinHandle<F::Output>
 where
     F: Future + Send + 'static,
     F::Output: Send + 'static,

@@ -46,7 +46,7 @@ pub(crate) fn current() -> Option<u64> {
 /// over a `NonZeroU64`); should that ever change, the number is parsed
 /// from its `Display` instead, which tokio documents as the id.
 #[cfg(all(feature = "tokio", not(async_stack_loom)))]
-fn id_number(id: ::tokio::task::Id) -> u64 {
+pub(crate) fn id_number(id: ::tokio::task::Id) -> u64 {
     use std::hash::{Hash, Hasher};
 
     /// Keeps the one `u64` hashed into it; anything else spoils it.

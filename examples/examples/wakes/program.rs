@@ -21,7 +21,7 @@ fn spin(d: Duration) {
     }
 }
 
-fn spawn<F>(name: &str, fut: F) -> tokio::task::JoinHandle<()>
+fn spawn<F>(name: &str, fut: F) -> async_stack::tokio::JoinHandle<()>
 where
     F: std::future::Future<Output = ()> + Send + 'static,
 {

@@ -47,8 +47,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::tokio::JoinHandle;
 use ::tokio::sync::mpsc;
-use ::tokio::task::JoinHandle;
 
 use super::{Workload, WorkloadError};
 use crate::task::traced::TracedExt;

@@ -1,0 +1,208 @@
+//! The pieces every wrapper shares: the acquire future that records a
+//! wait from its first `Pending` to its end, and the hold records that
+//! guards end when dropped.
+
+use std::borrow::Borrow;
+use std::future::Future;
+use std::panic::Location;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use crate::task::record::layout::current_task_id;
+use crate::waits::resource::{Ask, Kind, Registry, Resource, WaitRecord, stamp};
+
+/// A wrapper's resource: of `kind`, created at the caller's location, in
+/// the process's registry.
+#[track_caller]
+pub(crate) fn new_resource(kind: Kind) -> Arc<Resource> {
+    Arc::new(Resource::new(
+        kind,
+        Location::caller(),
+        None,
+        Registry::global(),
+    ))
+}
+
+/// The tokio type a wrapper keeps in an `Arc`, taken out of it. Only the
+/// owned guards clone that `Arc`, and each keeps an `Arc` of the wrapper,
+/// which a wrapper taken by value (or by `&mut`) rules out.
+pub(crate) fn unwrap_inner<T>(inner: Arc<T>) -> T {
+    match Arc::try_unwrap(inner) {
+        Ok(t) => t,
+        Err(_) => unreachable!("an owned guard outlived its lock"),
+    }
+}
+
+/// [`unwrap_inner`] for a unique borrow.
+pub(crate) fn inner_mut<T: ?Sized>(inner: &mut Arc<T>) -> &mut T {
+    match Arc::get_mut(inner) {
+        Some(t) => t,
+        None => unreachable!("an owned guard outlived its lock"),
+    }
+}
+
+/// The traced root polled now, or the unknown task `0`.
+#[inline]
+pub(crate) fn current_task() -> u64 {
+    current_task_id().unwrap_or(0)
+}
+
+/// Polls a tokio acquire future, recording a wait while it is queued, and
+/// turns what it gives into the wrapper's guard with `finish` (which
+/// records the hold), all in one future: no second state machine around
+/// tokio's.
+#[pin_project::pin_project]
+#[derive(Debug)]
+pub(crate) struct Acquiring<R, F, M> {
+    /// Declared first: dropped (the wait ended) before `inner` leaves
+    /// tokio's queue, so no recorded wait outlives its queue entry.
+    wait: Option<WaitRecord>,
+    #[pin]
+    inner: F,
+    /// Taken by `finish` when `inner` is ready.
+    resource: Option<R>,
+    at: &'static Location<'static>,
+    ask: Ask,
+    finish: M,
+}
+
+impl<R: Borrow<Arc<Resource>>, F: Future, M> Acquiring<R, F, M> {
+    pub(crate) fn new<G>(
+        resource: R,
+        at: &'static Location<'static>,
+        ask: Ask,
+        inner: F,
+        finish: M,
+    ) -> Self
+    where
+        M: Fn(F::Output, R, &'static Location<'static>) -> G,
+    {
+        Acquiring {
+            wait: None,
+            inner,
+            resource: Some(resource),
+            at,
+            ask,
+            finish,
+        }
+    }
+}
+
+impl<R, F, M, G> Future for Acquiring<R, F, M>
+where
+    R: Borrow<Arc<Resource>>,
+    F: Future,
+    M: Fn(F::Output, R, &'static Location<'static>) -> G,
+{
+    type Output = G;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<G> {
+        let this = self.project();
+        match this.inner.poll(cx) {
+            Poll::Ready(out) => {
+                *this.wait = None;
+                let resource = this
+                    .resource
+                    .take()
+                    .expect("an acquire future polled after it completed");
+                Poll::Ready((this.finish)(out, resource, this.at))
+            }
+            Poll::Pending => {
+                if this.wait.is_none()
+                    && let Some(resource) = this.resource.as_ref()
+                {
+                    let at: &'static Location<'static> = this.at;
+                    start(this.wait, resource.borrow(), at, *this.ask);
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn start(
+    wait: &mut Option<WaitRecord>,
+    resource: &Arc<Resource>,
+    at: &'static Location<'static>,
+    ask: Ask,
+) {
+    *wait = Some(WaitRecord::start(resource, current_task(), Some(at), ask));
+}
+
+/// An exclusive hold; dropping it ends the hold. A guard declares it
+/// before the tokio guard, so the hold ends before the resource is handed
+/// on.
+#[derive(Debug)]
+pub(crate) struct ExclusiveHold<R: Borrow<Arc<Resource>>> {
+    resource: R,
+}
+
+impl<R: Borrow<Arc<Resource>>> ExclusiveHold<R> {
+    /// Records the current task as the holder.
+    #[inline]
+    pub(crate) fn new(resource: R, at: &'static Location<'static>) -> Self {
+        let task = current_task();
+        resource.borrow().exclusive.acquire(task, at, stamp(task));
+        ExclusiveHold { resource }
+    }
+}
+
+impl<R: Borrow<Arc<Resource>> + Clone> ExclusiveHold<R> {
+    /// Turns the hold into a shared hold of one permit (an `RwLock`'s
+    /// downgrade), recorded first, so the resource is never seen free
+    /// meanwhile.
+    pub(crate) fn downgrade(self, at: &'static Location<'static>) -> SharedHold<R> {
+        let read = SharedHold::new(self.resource.clone(), at, 1);
+        drop(self);
+        read
+    }
+}
+
+impl<R: Borrow<Arc<Resource>>> Drop for ExclusiveHold<R> {
+    #[inline]
+    fn drop(&mut self) {
+        self.resource.borrow().exclusive.release();
+    }
+}
+
+/// A shared hold (permits, a read lock); dropping it ends the hold. A
+/// guard declares it after the tokio guard, so the hold ends after the
+/// permits went to (and woke) the next waiter.
+#[derive(Debug)]
+pub(crate) struct SharedHold<R: Borrow<Arc<Resource>>> {
+    resource: R,
+    generation: u64,
+}
+
+impl<R: Borrow<Arc<Resource>>> SharedHold<R> {
+    /// Records the current task as holding `permits`.
+    pub(crate) fn new(resource: R, at: &'static Location<'static>, permits: u32) -> Self {
+        let generation = resource.borrow().hold_shared(current_task(), at, permits);
+        SharedHold {
+            resource,
+            generation,
+        }
+    }
+
+    /// The resource held.
+    pub(crate) fn resource(&self) -> &Arc<Resource> {
+        self.resource.borrow()
+    }
+
+    /// Changes the permits held.
+    pub(crate) fn resize(&self, permits: u32) {
+        self.resource
+            .borrow()
+            .resize_shared(self.generation, permits);
+    }
+}
+
+impl<R: Borrow<Arc<Resource>>> Drop for SharedHold<R> {
+    fn drop(&mut self) {
+        self.resource.borrow().release_shared(self.generation);
+    }
+}

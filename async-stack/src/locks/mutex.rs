@@ -1,0 +1,222 @@
+//! [`Mutex`]: `tokio::sync::Mutex`, recording its holder and waiters.
+
+use std::fmt;
+use std::future::Future;
+use std::ops::{Deref, DerefMut};
+use std::panic::Location;
+use std::sync::Arc;
+
+use ::tokio::sync as tokio_sync;
+pub use ::tokio::sync::TryLockError;
+
+use crate::locks::acquire::{Acquiring, ExclusiveHold, inner_mut, new_resource, unwrap_inner};
+use crate::waits::resource::{Ask, Kind, Resource};
+
+/// An asynchronous mutex: `tokio::sync::Mutex`, with the same methods,
+/// that records who holds it and who waits for it, for
+/// [`deadlocks()`](crate::waits::report::deadlocks) and dumps.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// use async_stack::locks::Mutex;
+///
+/// let m = Mutex::new(1);
+/// *m.lock().await += 1;
+/// assert_eq!(*m.lock().await, 2);
+/// # }
+/// ```
+pub struct Mutex<T: ?Sized> {
+    resource: Arc<Resource>,
+    inner: Arc<tokio_sync::Mutex<T>>,
+}
+
+/// A lock on a [`Mutex`]: derefs to the data; dropping it unlocks.
+pub struct MutexGuard<'a, T: ?Sized> {
+    /// Before `inner`: the hold ends before the lock is handed on.
+    _hold: ExclusiveHold<&'a Arc<Resource>>,
+    inner: tokio_sync::MutexGuard<'a, T>,
+}
+
+/// A lock on a [`Mutex`] in an `Arc`, from [`Mutex::lock_owned`].
+pub struct OwnedMutexGuard<T: ?Sized> {
+    _hold: ExclusiveHold<Arc<Resource>>,
+    inner: tokio_sync::OwnedMutexGuard<T>,
+}
+
+impl<T> Mutex<T> {
+    /// A new unlocked mutex; records this call's location as where it was
+    /// created.
+    ///
+    /// ```
+    /// let m = async_stack::locks::Mutex::new(5);
+    /// assert_eq!(m.into_inner(), 5);
+    /// ```
+    #[track_caller]
+    pub fn new(value: T) -> Self {
+        Mutex {
+            resource: new_resource(Kind::Mutex),
+            inner: Arc::new(tokio_sync::Mutex::new(value)),
+        }
+    }
+
+    /// Consumes the mutex, returning the data.
+    ///
+    /// ```
+    /// let m = async_stack::locks::Mutex::new("a");
+    /// assert_eq!(m.into_inner(), "a");
+    /// ```
+    pub fn into_inner(self) -> T {
+        unwrap_inner(self.inner).into_inner()
+    }
+}
+
+impl<T: ?Sized> Mutex<T> {
+    /// Locks the mutex, waiting in tokio's FIFO queue. This call's
+    /// location is where the task waits and where it acquired the lock.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let m = async_stack::locks::Mutex::new(0);
+    /// *m.lock().await = 3;
+    /// assert_eq!(*m.lock().await, 3);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn lock(&self) -> impl Future<Output = MutexGuard<'_, T>> {
+        let at = Location::caller();
+        Acquiring::new(
+            &self.resource,
+            at,
+            Ask::Exclusive,
+            self.inner.lock(),
+            |inner, resource, at| MutexGuard {
+                _hold: ExclusiveHold::new(resource, at),
+                inner,
+            },
+        )
+    }
+
+    /// Locks the mutex if it is free.
+    ///
+    /// ```
+    /// let m = async_stack::locks::Mutex::new(1);
+    /// let g = m.try_lock().unwrap();
+    /// assert!(m.try_lock().is_err());
+    /// drop(g);
+    /// ```
+    #[track_caller]
+    pub fn try_lock(&self) -> Result<MutexGuard<'_, T>, TryLockError> {
+        let at = Location::caller();
+        let inner = self.inner.try_lock()?;
+        Ok(MutexGuard {
+            _hold: ExclusiveHold::new(&self.resource, at),
+            inner,
+        })
+    }
+
+    /// Locks a mutex in an `Arc`, for a guard that owns it.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use std::sync::Arc;
+    /// let m = Arc::new(async_stack::locks::Mutex::new(1));
+    /// let g = m.clone().lock_owned().await;
+    /// assert_eq!(*g, 1);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn lock_owned(self: Arc<Self>) -> impl Future<Output = OwnedMutexGuard<T>> {
+        let at = Location::caller();
+        Acquiring::new(
+            Arc::clone(&self.resource),
+            at,
+            Ask::Exclusive,
+            Arc::clone(&self.inner).lock_owned(),
+            |inner, resource, at| OwnedMutexGuard {
+                _hold: ExclusiveHold::new(resource, at),
+                inner,
+            },
+        )
+    }
+
+    /// [`lock_owned`](Self::lock_owned) if the mutex is free.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let m = Arc::new(async_stack::locks::Mutex::new(1));
+    /// assert!(m.clone().try_lock_owned().is_ok());
+    /// ```
+    #[track_caller]
+    pub fn try_lock_owned(self: Arc<Self>) -> Result<OwnedMutexGuard<T>, TryLockError> {
+        let at = Location::caller();
+        let inner = Arc::clone(&self.inner).try_lock_owned()?;
+        Ok(OwnedMutexGuard {
+            _hold: ExclusiveHold::new(Arc::clone(&self.resource), at),
+            inner,
+        })
+    }
+
+    /// The data, through a unique borrow (no locking needed).
+    ///
+    /// ```
+    /// let mut m = async_stack::locks::Mutex::new(1);
+    /// *m.get_mut() = 2;
+    /// assert_eq!(m.into_inner(), 2);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        inner_mut(&mut self.inner).get_mut()
+    }
+}
+
+impl<T: Default> Default for Mutex<T> {
+    #[track_caller]
+    fn default() -> Self {
+        Mutex::new(T::default())
+    }
+}
+
+impl<T> From<T> for Mutex<T> {
+    #[track_caller]
+    fn from(value: T) -> Self {
+        Mutex::new(value)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for Mutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+macro_rules! guard_impls {
+    ($guard:ident $(<$l:lifetime>)?) => {
+        impl<$($l,)? T: ?Sized> Deref for $guard<$($l,)? T> {
+            type Target = T;
+            fn deref(&self) -> &T {
+                &self.inner
+            }
+        }
+        impl<$($l,)? T: ?Sized> DerefMut for $guard<$($l,)? T> {
+            fn deref_mut(&mut self) -> &mut T {
+                &mut self.inner
+            }
+        }
+        impl<$($l,)? T: ?Sized + fmt::Debug> fmt::Debug for $guard<$($l,)? T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&*self.inner, f)
+            }
+        }
+        impl<$($l,)? T: ?Sized + fmt::Display> fmt::Display for $guard<$($l,)? T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&*self.inner, f)
+            }
+        }
+    };
+}
+pub(crate) use guard_impls;
+
+guard_impls!(MutexGuard<'a>);
+guard_impls!(OwnedMutexGuard);

@@ -1,0 +1,338 @@
+//! [`RwLock`]: `tokio::sync::RwLock`, recording its holders and waiters.
+
+use std::fmt;
+use std::future::Future;
+use std::ops::{Deref, DerefMut};
+use std::panic::Location;
+use std::sync::Arc;
+
+use ::tokio::sync as tokio_sync;
+use ::tokio::sync::TryLockError;
+
+use crate::locks::acquire::{
+    Acquiring, ExclusiveHold, SharedHold, inner_mut, new_resource, unwrap_inner,
+};
+use crate::waits::resource::{Ask, Kind, Resource};
+
+/// A reader-writer lock: `tokio::sync::RwLock` (fair, write-preferring:
+/// a reader queued behind a waiting writer waits for it), with the same
+/// methods, recording who holds it and who waits for it.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let l = async_stack::locks::RwLock::new(1);
+/// {
+///     let (a, b) = (l.read().await, l.read().await);
+///     assert_eq!(*a + *b, 2);
+/// }
+/// *l.write().await = 5;
+/// assert_eq!(*l.read().await, 5);
+/// # }
+/// ```
+pub struct RwLock<T: ?Sized> {
+    resource: Arc<Resource>,
+    inner: Arc<tokio_sync::RwLock<T>>,
+}
+
+/// A read lock on an [`RwLock`].
+pub struct RwLockReadGuard<'a, T: ?Sized> {
+    /// Before `hold`: the read lock is released (waking a writer) before
+    /// the hold ends.
+    inner: tokio_sync::RwLockReadGuard<'a, T>,
+    _hold: SharedHold<&'a Arc<Resource>>,
+}
+
+/// A write lock on an [`RwLock`].
+pub struct RwLockWriteGuard<'a, T: ?Sized> {
+    /// Before `inner`: the hold ends before the lock is handed on.
+    _hold: ExclusiveHold<&'a Arc<Resource>>,
+    inner: tokio_sync::RwLockWriteGuard<'a, T>,
+}
+
+/// A read lock on an [`RwLock`] in an `Arc`.
+pub struct OwnedRwLockReadGuard<T: ?Sized> {
+    inner: tokio_sync::OwnedRwLockReadGuard<T>,
+    _hold: SharedHold<Arc<Resource>>,
+}
+
+/// A write lock on an [`RwLock`] in an `Arc`.
+pub struct OwnedRwLockWriteGuard<T: ?Sized> {
+    _hold: ExclusiveHold<Arc<Resource>>,
+    inner: tokio_sync::OwnedRwLockWriteGuard<T>,
+}
+
+impl<T> RwLock<T> {
+    /// A new unlocked lock; records this call's location as where it was
+    /// created.
+    ///
+    /// ```
+    /// let l = async_stack::locks::RwLock::new(5);
+    /// assert_eq!(l.into_inner(), 5);
+    /// ```
+    #[track_caller]
+    pub fn new(value: T) -> Self {
+        RwLock {
+            resource: new_resource(Kind::RwLock),
+            inner: Arc::new(tokio_sync::RwLock::new(value)),
+        }
+    }
+
+    /// Consumes the lock, returning the data.
+    ///
+    /// ```
+    /// assert_eq!(async_stack::locks::RwLock::new(2).into_inner(), 2);
+    /// ```
+    pub fn into_inner(self) -> T {
+        unwrap_inner(self.inner).into_inner()
+    }
+}
+
+impl<T: ?Sized> RwLock<T> {
+    /// Locks for reading, waiting in tokio's FIFO queue.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let l = async_stack::locks::RwLock::new(1);
+    /// assert_eq!(*l.read().await, 1);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn read(&self) -> impl Future<Output = RwLockReadGuard<'_, T>> {
+        let at = Location::caller();
+        Acquiring::new(
+            &self.resource,
+            at,
+            Ask::Shared(1),
+            self.inner.read(),
+            |inner, resource, at| RwLockReadGuard {
+                inner,
+                _hold: SharedHold::new(resource, at, 1),
+            },
+        )
+    }
+
+    /// Locks for writing, waiting in tokio's FIFO queue.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let l = async_stack::locks::RwLock::new(1);
+    /// *l.write().await += 1;
+    /// assert_eq!(*l.read().await, 2);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn write(&self) -> impl Future<Output = RwLockWriteGuard<'_, T>> {
+        let at = Location::caller();
+        Acquiring::new(
+            &self.resource,
+            at,
+            Ask::Exclusive,
+            self.inner.write(),
+            |inner, resource, at| RwLockWriteGuard {
+                _hold: ExclusiveHold::new(resource, at),
+                inner,
+            },
+        )
+    }
+
+    /// [`read`](Self::read) for a lock in an `Arc`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let l = std::sync::Arc::new(async_stack::locks::RwLock::new(1));
+    /// assert_eq!(*l.clone().read_owned().await, 1);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn read_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockReadGuard<T>> {
+        let at = Location::caller();
+        Acquiring::new(
+            Arc::clone(&self.resource),
+            at,
+            Ask::Shared(1),
+            Arc::clone(&self.inner).read_owned(),
+            |inner, resource, at| OwnedRwLockReadGuard {
+                inner,
+                _hold: SharedHold::new(resource, at, 1),
+            },
+        )
+    }
+
+    /// [`write`](Self::write) for a lock in an `Arc`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let l = std::sync::Arc::new(async_stack::locks::RwLock::new(1));
+    /// *l.clone().write_owned().await = 2;
+    /// assert_eq!(*l.read().await, 2);
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn write_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
+        let at = Location::caller();
+        Acquiring::new(
+            Arc::clone(&self.resource),
+            at,
+            Ask::Exclusive,
+            Arc::clone(&self.inner).write_owned(),
+            |inner, resource, at| OwnedRwLockWriteGuard {
+                _hold: ExclusiveHold::new(resource, at),
+                inner,
+            },
+        )
+    }
+
+    /// Locks for reading if no writer holds or waits for the lock.
+    ///
+    /// ```
+    /// let l = async_stack::locks::RwLock::new(1);
+    /// let w = l.try_write().unwrap();
+    /// assert!(l.try_read().is_err());
+    /// drop(w);
+    /// assert!(l.try_read().is_ok());
+    /// ```
+    #[track_caller]
+    pub fn try_read(&self) -> Result<RwLockReadGuard<'_, T>, TryLockError> {
+        let at = Location::caller();
+        let inner = self.inner.try_read()?;
+        Ok(RwLockReadGuard {
+            inner,
+            _hold: SharedHold::new(&self.resource, at, 1),
+        })
+    }
+
+    /// Locks for writing if the lock is free.
+    ///
+    /// ```
+    /// let l = async_stack::locks::RwLock::new(1);
+    /// let r = l.try_read().unwrap();
+    /// assert!(l.try_write().is_err());
+    /// drop(r);
+    /// ```
+    #[track_caller]
+    pub fn try_write(&self) -> Result<RwLockWriteGuard<'_, T>, TryLockError> {
+        let at = Location::caller();
+        let inner = self.inner.try_write()?;
+        Ok(RwLockWriteGuard {
+            _hold: ExclusiveHold::new(&self.resource, at),
+            inner,
+        })
+    }
+
+    /// The data, through a unique borrow.
+    ///
+    /// ```
+    /// let mut l = async_stack::locks::RwLock::new(1);
+    /// *l.get_mut() = 3;
+    /// assert_eq!(l.into_inner(), 3);
+    /// ```
+    pub fn get_mut(&mut self) -> &mut T {
+        inner_mut(&mut self.inner).get_mut()
+    }
+}
+
+impl<T: Default> Default for RwLock<T> {
+    #[track_caller]
+    fn default() -> Self {
+        RwLock::new(T::default())
+    }
+}
+
+impl<T> From<T> for RwLock<T> {
+    #[track_caller]
+    fn from(value: T) -> Self {
+        RwLock::new(value)
+    }
+}
+
+impl<T: ?Sized + fmt::Debug> fmt::Debug for RwLock<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.inner.fmt(f)
+    }
+}
+
+impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
+    /// Turns the write lock into a read lock without letting a writer in
+    /// (tokio's `downgrade`); this call's location is where the read lock
+    /// was acquired.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let l = async_stack::locks::RwLock::new(1);
+    /// let mut w = l.write().await;
+    /// *w = 2;
+    /// let r = w.downgrade();
+    /// assert_eq!((*r, *l.try_read().unwrap()), (2, 2));
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn downgrade(self) -> RwLockReadGuard<'a, T> {
+        let RwLockWriteGuard {
+            _hold: write,
+            inner,
+        } = self;
+        let read = write.downgrade(Location::caller());
+        RwLockReadGuard {
+            inner: inner.downgrade(),
+            _hold: read,
+        }
+    }
+}
+
+impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
+    /// [`RwLockWriteGuard::downgrade`] for an owned guard.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let l = std::sync::Arc::new(async_stack::locks::RwLock::new(1));
+    /// let r = l.clone().write_owned().await.downgrade();
+    /// assert_eq!(*r, 1);
+    /// assert!(l.try_write().is_err());
+    /// # }
+    /// ```
+    #[track_caller]
+    pub fn downgrade(self) -> OwnedRwLockReadGuard<T> {
+        let OwnedRwLockWriteGuard {
+            _hold: write,
+            inner,
+        } = self;
+        let read = write.downgrade(Location::caller());
+        OwnedRwLockReadGuard {
+            inner: inner.downgrade(),
+            _hold: read,
+        }
+    }
+}
+
+macro_rules! read_guard_impls {
+    ($guard:ident $(<$l:lifetime>)?) => {
+        impl<$($l,)? T: ?Sized> Deref for $guard<$($l,)? T> {
+            type Target = T;
+            fn deref(&self) -> &T {
+                &self.inner
+            }
+        }
+        impl<$($l,)? T: ?Sized + fmt::Debug> fmt::Debug for $guard<$($l,)? T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&*self.inner, f)
+            }
+        }
+        impl<$($l,)? T: ?Sized + fmt::Display> fmt::Display for $guard<$($l,)? T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(&*self.inner, f)
+            }
+        }
+    };
+}
+
+read_guard_impls!(RwLockReadGuard<'a>);
+read_guard_impls!(OwnedRwLockReadGuard);
+crate::locks::mutex::guard_impls!(RwLockWriteGuard<'a>);
+crate::locks::mutex::guard_impls!(OwnedRwLockWriteGuard);

@@ -1,0 +1,395 @@
+//! The detector: the largest set of waiting tasks that nobody outside it
+//! can let go, split into minimal deadlocks, each confirmed by a second
+//! read (the double collect of the parent module's docs).
+//!
+//! # What a deadlock is
+//!
+//! A task waits for (is *blocked by*) every task that could let one of its
+//! waits go:
+//!
+//! - the holders of the resource (the exclusive holder and every task
+//!   holding shared permits: a `Semaphore`'s spread permits, an `RwLock`'s
+//!   readers);
+//! - every task queued ahead of it for the same resource: tokio's queues
+//!   are FIFO, and a waiter ahead takes the permits first (a reader queued
+//!   behind a waiting writer waits for that writer; the writer waits for
+//!   the readers);
+//! - for a `JoinHandle`, every live traced root filed under the awaited
+//!   tokio task.
+//!
+//! A task with several waits at once (a `join!` or `select!` of acquires)
+//! is blocked by the union of them. A task that nobody is known to block
+//! (no holder recorded), that is blocked by the unknown task `0`, or that
+//! is not idle (running, or woken since its last poll) is free. A deadlock
+//! is a set of waiting tasks that every blocker of every member belongs
+//! to: repeatedly dropping the tasks with a blocker outside the set leaves
+//! the largest one, and its strongly connected components that nothing
+//! leaves are the minimal deadlocks reported (a task stuck only because it
+//! waits for a deadlock is not a deadlock of its own).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+use crate::waits::resource::{Hold, Kind, Registry, Resource, ResourceCopy, Wait};
+
+/// What the detector needs to know of tasks, read from the task registry
+/// (or made up by a model).
+pub(crate) trait TaskView {
+    /// The task's wake count if it is live and idle (not running and not
+    /// woken since its last poll began); `None` otherwise.
+    fn idle(&self, task: u64) -> Option<u64>;
+    /// The live traced roots filed under the tokio task `tokio_id`.
+    fn roots_of(&self, tokio_id: u64) -> Vec<u64>;
+    /// The task's name.
+    fn name(&self, task: u64) -> Option<String>;
+}
+
+/// Why a waiter waits for a blocker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Via {
+    /// The blocker holds the resource (or some of its permits).
+    Holds(Hold),
+    /// The blocker is queued ahead for the same resource.
+    QueuedAhead(Wait),
+    /// The blocker is a root of the awaited tokio task.
+    Task,
+}
+
+/// One edge of a deadlock: `wait` (of `waiter`, for `resource`) is
+/// blocked by `blocker`.
+#[derive(Clone, Debug)]
+pub(crate) struct Edge {
+    pub(crate) waiter: u64,
+    pub(crate) wait: Wait,
+    pub(crate) resource: Arc<ResourceCopy>,
+    pub(crate) blocker: u64,
+    pub(crate) via: Via,
+    /// The waiter's name (filled in once confirmed).
+    pub(crate) waiter_name: Option<String>,
+}
+
+/// A confirmed deadlock: its edges, a cycle first (starting from the
+/// smallest task id), then any other edges among its members.
+#[derive(Clone, Debug)]
+pub(crate) struct Found {
+    pub(crate) edges: Vec<Edge>,
+}
+
+/// The tasks a pass asks the [`TaskView`] about: it may leave out all
+/// others.
+#[derive(Debug, Default)]
+pub(crate) struct Interest {
+    /// Waiting tasks.
+    pub(crate) tasks: BTreeSet<u64>,
+    /// Awaited tokio tasks (their roots).
+    pub(crate) tokio: BTreeSet<u64>,
+}
+
+impl Interest {
+    fn of<'a>(copies: impl IntoIterator<Item = &'a ResourceCopy>) -> Interest {
+        let mut i = Interest::default();
+        for r in copies {
+            i.tasks
+                .extend(r.waits.iter().map(|w| w.task).filter(|&t| t != 0));
+            i.tokio.extend(r.target);
+        }
+        i
+    }
+}
+
+/// Finds the deadlocks among the resources listed in `registry`. `view`
+/// is called once per pass, and reads the tasks of interest then.
+pub(crate) fn detect<V: TaskView>(
+    registry: &Registry,
+    mut view: impl FnMut(&Interest) -> V,
+) -> Vec<Found> {
+    if registry.is_empty() {
+        return Vec::new();
+    }
+    let resources = registry.listed();
+    let copies: Vec<Arc<ResourceCopy>> = resources.iter().map(|r| Arc::new(r.copy())).collect();
+    let first = view(&Interest::of(copies.iter().map(|c| &**c)));
+    let candidates = candidates(&copies, &first);
+    if candidates.is_empty() {
+        return Vec::new();
+    }
+    let mut again = Interest::default();
+    for c in &candidates {
+        again.tasks.extend(&c.members);
+        again.tokio.extend(&c.targets);
+    }
+    let second = view(&again);
+    candidates
+        .into_iter()
+        .filter(|c| confirmed(c, &resources, &first, &second))
+        .map(|c| {
+            let mut edges = c.edges;
+            for e in &mut edges {
+                e.waiter_name = second.name(e.waiter);
+            }
+            Found { edges }
+        })
+        .collect()
+}
+
+/// A deadlock of the first pass, with what the second must find again.
+struct Candidate {
+    edges: Vec<Edge>,
+    /// Indices into the resources of the first pass.
+    resources: BTreeSet<usize>,
+    members: BTreeSet<u64>,
+    /// Awaited tokio tasks.
+    targets: BTreeSet<u64>,
+}
+
+/// Whether the second pass finds `c` unchanged.
+fn confirmed<V: TaskView>(
+    c: &Candidate,
+    resources: &[Arc<Resource>],
+    first: &V,
+    second: &V,
+) -> bool {
+    let copies: HashMap<u64, &ResourceCopy> = c
+        .edges
+        .iter()
+        .map(|e| (e.resource.key, &*e.resource))
+        .collect();
+    c.resources.iter().all(|&i| {
+        let r = &resources[i];
+        copies.get(&r.key).is_some_and(|seen| r.unchanged(seen))
+    }) && c.members.iter().all(|&t| {
+        let wakes = first.idle(t);
+        wakes.is_some() && second.idle(t) == wakes
+    }) && c
+        .targets
+        .iter()
+        .all(|&t| first.roots_of(t) == second.roots_of(t))
+}
+
+/// The minimal deadlocks of one pass.
+fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candidate> {
+    // Every edge, by waiter; resource indices by waiter.
+    let mut edges: BTreeMap<u64, Vec<(usize, Edge)>> = BTreeMap::new();
+    for (i, r) in copies.iter().enumerate() {
+        for (k, w) in r.waits.iter().enumerate() {
+            if w.task == 0 {
+                continue;
+            }
+            let out = edges.entry(w.task).or_default();
+            let mut edge = |blocker: u64, via: Via| {
+                out.push((
+                    i,
+                    Edge {
+                        waiter: w.task,
+                        wait: *w,
+                        resource: Arc::clone(r),
+                        blocker,
+                        via,
+                        waiter_name: None,
+                    },
+                ));
+            };
+            let mut any = false;
+            if r.kind == Kind::JoinHandle {
+                for root in r.target.map(|t| view.roots_of(t)).unwrap_or_default() {
+                    edge(root, Via::Task);
+                    any = true;
+                }
+            } else {
+                for h in r.exclusive.iter().chain(&r.holds) {
+                    edge(h.task, Via::Holds(*h));
+                    any = true;
+                }
+                for ahead in &r.waits[..k] {
+                    edge(ahead.task, Via::QueuedAhead(*ahead));
+                    any = true;
+                }
+            }
+            if !any {
+                // Nobody known can let it go: it is free.
+                edge(0, Via::Task);
+            }
+        }
+    }
+
+    // The largest stuck set.
+    let mut stuck: BTreeSet<u64> = edges
+        .keys()
+        .copied()
+        .filter(|&t| view.idle(t).is_some())
+        .collect();
+    loop {
+        let free: Vec<u64> = stuck
+            .iter()
+            .copied()
+            .filter(|t| edges[t].iter().any(|(_, e)| !stuck.contains(&e.blocker)))
+            .collect();
+        if free.is_empty() {
+            break;
+        }
+        for t in free {
+            stuck.remove(&t);
+        }
+    }
+
+    let graph: BTreeMap<u64, BTreeSet<u64>> = stuck
+        .iter()
+        .map(|&t| (t, edges[&t].iter().map(|(_, e)| e.blocker).collect()))
+        .collect();
+    sink_components(&graph)
+        .into_iter()
+        .map(|members| {
+            let mut mine: Vec<(usize, Edge)> = members
+                .iter()
+                .flat_map(|t| edges[t].iter().cloned())
+                .collect();
+            let resources = mine.iter().map(|(i, _)| *i).collect();
+            let targets = mine
+                .iter()
+                .filter(|(_, e)| e.resource.kind == Kind::JoinHandle)
+                .filter_map(|(_, e)| e.resource.target)
+                .collect();
+            let edges = cycle_first(&members, mine.drain(..).map(|(_, e)| e).collect());
+            Candidate {
+                edges,
+                resources,
+                members,
+                targets,
+            }
+        })
+        .collect()
+}
+
+/// The strongly connected components of `graph` that no edge leaves
+/// (Tarjan's algorithm, iterative).
+fn sink_components(graph: &BTreeMap<u64, BTreeSet<u64>>) -> Vec<BTreeSet<u64>> {
+    let mut t = Tarjan::default();
+    for &start in graph.keys() {
+        if !t.index.contains_key(&start) {
+            t.run(graph, start);
+        }
+    }
+    t.components
+        .into_iter()
+        .filter(|c| c.iter().all(|n| graph[n].iter().all(|b| c.contains(b))))
+        .collect()
+}
+
+/// The state of Tarjan's algorithm.
+#[derive(Default)]
+struct Tarjan {
+    index: HashMap<u64, usize>,
+    low: HashMap<u64, usize>,
+    on_stack: BTreeSet<u64>,
+    stack: Vec<u64>,
+    /// (node, its successors, the next successor to visit)
+    work: Vec<(u64, Vec<u64>, usize)>,
+    components: Vec<BTreeSet<u64>>,
+}
+
+impl Tarjan {
+    fn visit(&mut self, graph: &BTreeMap<u64, BTreeSet<u64>>, n: u64) {
+        let i = self.index.len();
+        self.index.insert(n, i);
+        self.low.insert(n, i);
+        self.stack.push(n);
+        self.on_stack.insert(n);
+        self.work.push((n, graph[&n].iter().copied().collect(), 0));
+    }
+
+    fn run(&mut self, graph: &BTreeMap<u64, BTreeSet<u64>>, start: u64) {
+        self.visit(graph, start);
+        while let Some((n, succ, next)) = self.work.last_mut() {
+            let n = *n;
+            if let Some(&m) = succ.get(*next) {
+                *next += 1;
+                if !self.index.contains_key(&m) {
+                    self.visit(graph, m);
+                } else if self.on_stack.contains(&m) {
+                    let lm = self.index[&m];
+                    let ln = self.low.entry(n).or_default();
+                    *ln = (*ln).min(lm);
+                }
+                continue;
+            }
+            self.work.pop();
+            let ln = self.low[&n];
+            if let Some((parent, _, _)) = self.work.last() {
+                let lp = self.low.entry(*parent).or_default();
+                *lp = (*lp).min(ln);
+            }
+            if ln == self.index[&n] {
+                let mut component = BTreeSet::new();
+                while let Some(m) = self.stack.pop() {
+                    self.on_stack.remove(&m);
+                    component.insert(m);
+                    if m == n {
+                        break;
+                    }
+                }
+                self.components.push(component);
+            }
+        }
+    }
+}
+
+/// Orders `edges` (all among `members`): the shortest cycle through the
+/// smallest member first, then the others by waiter.
+fn cycle_first(members: &BTreeSet<u64>, mut edges: Vec<Edge>) -> Vec<Edge> {
+    edges.sort_by_key(|e| (e.waiter, e.wait.generation, rank(&e.via), e.blocker));
+    let Some(&start) = members.first() else {
+        return edges;
+    };
+    // Breadth-first from `start` back to `start`.
+    let mut came: HashMap<u64, usize> = HashMap::new();
+    let mut queue = VecDeque::from([start]);
+    let mut last = None;
+    // A self-edge starts the order only when it is the whole deadlock.
+    let loops = members.len() == 1;
+    'search: while let Some(n) = queue.pop_front() {
+        for (i, e) in edges
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.waiter == n && (loops || e.blocker != e.waiter))
+        {
+            if e.blocker == start {
+                last = Some(i);
+                break 'search;
+            }
+            if let std::collections::hash_map::Entry::Vacant(v) = came.entry(e.blocker) {
+                v.insert(i);
+                queue.push_back(e.blocker);
+            }
+        }
+    }
+    let mut cycle = Vec::new();
+    let mut at = last;
+    while let Some(i) = at {
+        cycle.push(i);
+        let waiter = edges[i].waiter;
+        at = if waiter == start {
+            None
+        } else {
+            came.get(&waiter).copied()
+        };
+    }
+    cycle.reverse();
+    let mut ordered: Vec<Edge> = cycle.iter().map(|&i| edges[i].clone()).collect();
+    ordered.extend(
+        edges
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !cycle.contains(i))
+            .map(|(_, e)| e.clone()),
+    );
+    ordered
+}
+
+/// Holds before queues before tasks, for a stable order.
+fn rank(via: &Via) -> u8 {
+    match via {
+        Via::Holds(_) => 0,
+        Via::QueuedAhead(_) => 1,
+        Via::Task => 2,
+    }
+}

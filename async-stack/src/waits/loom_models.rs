@@ -1,0 +1,116 @@
+//! Loom models of the wait-edge protocol (`cfg(async_stack_loom)`): the
+//! double collect never reports a deadlock that was not whole at one
+//! instant, never reports a wait that had ended, and the exclusive hold
+//! slot is only ever read whole.
+
+use std::panic::Location;
+use std::sync::Arc;
+
+use crate::sync::{AtomicU64, Ordering};
+use crate::waits::detect::{TaskView, detect};
+use crate::waits::resource::{Ask, HoldSlot, Kind, Registry, Resource};
+
+/// Every task idle, never woken; no tokio tasks.
+struct Idle;
+
+impl TaskView for Idle {
+    fn idle(&self, _: u64) -> Option<u64> {
+        Some(0)
+    }
+    fn roots_of(&self, _: u64) -> Vec<u64> {
+        Vec::new()
+    }
+    fn name(&self, _: u64) -> Option<String> {
+        None
+    }
+}
+
+fn registry() -> &'static Registry {
+    Box::leak(Box::new(Registry::new()))
+}
+
+fn mutex(reg: &'static Registry) -> Arc<Resource> {
+    Arc::new(Resource::new(Kind::Mutex, Location::caller(), None, reg))
+}
+
+/// Task 1 stops waiting for `b`, then task 2 starts waiting for `a`: the
+/// three waits 1 -> b, 2 -> a and 3 -> a, a deadlock together, never
+/// exist at once. A reader that copied `b` before the first step and `a`
+/// after the second would see all three; the second pass must catch it.
+#[test]
+fn a_cycle_never_whole_at_one_instant_is_never_reported() {
+    loom::model(|| {
+        let reg = registry();
+        // `b` first: the reader copies resources in order of creation.
+        let b = mutex(reg);
+        let a = mutex(reg);
+        a.exclusive.acquire(1, Location::caller(), 0);
+        b.exclusive.acquire(2, Location::caller(), 0);
+        a.start_wait(3, None, Ask::Exclusive);
+        let w1 = b.start_wait(1, None, Ask::Exclusive);
+        let writer = {
+            let (a, b) = (a.clone(), b.clone());
+            loom::thread::spawn(move || {
+                b.end_wait(w1);
+                a.start_wait(2, None, Ask::Exclusive);
+            })
+        };
+        let found = detect(reg, |_| Idle);
+        assert!(found.is_empty(), "{:?}", found[0].edges);
+        writer.join().unwrap();
+    });
+}
+
+/// A deadlock whose wait ended before the reader started is not reported
+/// (and one whose wait ends while it reads may or may not be).
+#[test]
+fn a_wait_that_ended_is_never_reported() {
+    loom::model(|| {
+        let reg = registry();
+        let (a, b) = (mutex(reg), mutex(reg));
+        a.exclusive.acquire(1, Location::caller(), 0);
+        b.exclusive.acquire(2, Location::caller(), 0);
+        a.start_wait(2, None, Ask::Exclusive);
+        let w1 = b.start_wait(1, None, Ask::Exclusive);
+        let ended = Arc::new(AtomicU64::new(0));
+        let writer = {
+            let (b, ended) = (b.clone(), ended.clone());
+            loom::thread::spawn(move || {
+                b.end_wait(w1);
+                ended.store(1, Ordering::SeqCst);
+            })
+        };
+        let before = ended.load(Ordering::SeqCst);
+        let found = detect(reg, |_| Idle);
+        if before == 1 {
+            assert!(found.is_empty());
+        }
+        writer.join().unwrap();
+        assert!(detect(reg, |_| Idle).is_empty());
+    });
+}
+
+/// A reader racing a release and a new acquire reads no hold, or one
+/// whole hold: never one holder's task with another's site.
+#[test]
+fn the_hold_slot_is_read_whole() {
+    static FIRST: &Location<'static> = Location::caller();
+    loom::model(|| {
+        let slot = Arc::new(HoldSlot::new());
+        let second = Location::caller();
+        slot.acquire(1, FIRST, 10);
+        let writer = {
+            let slot = slot.clone();
+            loom::thread::spawn(move || {
+                slot.release();
+                slot.acquire(2, second, 20);
+            })
+        };
+        if let Some(h) = slot.read() {
+            let whole = (h.task, h.since_ms) == (1, 10) && std::ptr::eq(h.at, FIRST)
+                || (h.task, h.since_ms) == (2, 20) && std::ptr::eq(h.at, second);
+            assert!(whole, "{h:?}");
+        }
+        writer.join().unwrap();
+    });
+}

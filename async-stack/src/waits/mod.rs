@@ -1,0 +1,66 @@
+//! The **waits-for graph**: who holds each wrapped resource, who waits for
+//! it, and the deadlocks among them (feature `tokio` for the wrappers that
+//! write it; the graph itself is runtime-agnostic).
+//!
+//! # The protocol
+//!
+//! Each wrapped resource (`Mutex`, `RwLock`, `Semaphore` of the `locks`
+//! module, or an awaited `JoinHandle`) owns a `Resource`: its kind, its
+//! creation site, and two kinds of records.
+//!
+//! - **Holds** (a task owns the resource or some of its permits): task id,
+//!   the `acquired_at` site, since when, and a *generation*, a number taken
+//!   once per hold and never reused (`resource::next_generation`). An
+//!   exclusive hold (a `Mutex`, an `RwLock` writer) lives in the resource's
+//!   `HoldSlot`: a few atomic words that only the holder writes, read
+//!   like a sequence lock whose sequence is the generation (0: no holder).
+//!   Acquiring stores them with plain stores, releasing stores one zero:
+//!   no lock and no read-modify-write on the uncontended path. Shared holds
+//!   (`RwLock` readers, `Semaphore` permits) sit in a list under the
+//!   resource's own small lock.
+//! - **Waits** (a task's acquire future is queued): task id, the
+//!   `waiting_at` site, what it asks (exclusive, shared, `n` permits, or
+//!   the end of a task), since when, and a generation. A wait is recorded
+//!   when the acquire future's first poll returns `Pending` (it is then in
+//!   tokio's queue) and removed when it ends: acquired, or the future
+//!   dropped (`select!`, `abort`, a timeout). Waits are kept in queue order
+//!   under the resource's lock, which also counts every change of the
+//!   resource's lists (its *version*). A resource with at least one wait is
+//!   listed in the `Registry`, which is locked only when a resource gets
+//!   its first wait or loses its last (the slow path).
+//!
+//! Writers record a hold after the tokio acquire succeeded, and release it
+//! *before* handing the resource back (exclusive holds) or *after* (shared
+//! holds, whose release hands permits to the next waiter and wakes it
+//! first), so that a waiter that has been handed the resource is always
+//! seen either holding it or woken.
+//!
+//! The task of a record is the traced root being polled
+//! ([`current_task_id`]). Code outside any traced root is recorded as task
+//! `0`, the unknown task: it never waits in a reported deadlock, and a task
+//! that waits for it is never reported either, since it could let it go.
+//!
+//! # Reading: the double collect
+//!
+//! `detect` never blocks a task for longer than a copy of one resource's
+//! lists. It copies every listed resource (pass 1), computes the candidate
+//! deadlocks, then copies the resources of every candidate again (pass 2)
+//! and keeps a candidate only if each of its resources is unchanged (same
+//! version, same exclusive generation) and each member task is idle and has
+//! not been woken since pass 1. Generations and versions only grow, so every
+//! record of a kept candidate existed at every instant between its two
+//! reads: at the instant between the passes, the whole deadlock existed.
+//!
+//! [`current_task_id`]: crate::task::record::layout::current_task_id
+
+pub(crate) mod detect;
+pub(crate) mod query;
+pub(crate) mod report;
+pub(crate) mod resource;
+#[cfg(not(async_stack_loom))]
+pub(crate) mod tasks;
+
+#[cfg(all(test, async_stack_loom))]
+mod loom_models;
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests;

@@ -1,0 +1,69 @@
+//! The detector's view of tasks ([`TaskView`]), read from the task
+//! registry: one pass over the records, without a lock.
+
+use std::collections::HashMap;
+
+use crate::sync::Ordering;
+use crate::task::TaskState;
+use crate::task::registry;
+use crate::waits::detect::{Interest, TaskView};
+
+/// The live tasks at one pass.
+#[derive(Debug, Default)]
+pub(crate) struct Tasks {
+    /// Record index, and the wake count of an idle task.
+    tasks: HashMap<u64, (u32, Option<u64>)>,
+    /// Live roots by tokio task id, in record order.
+    roots: HashMap<u64, Vec<u64>>,
+}
+
+impl Tasks {
+    /// Reads every record once, keeping the tasks of `interest` and the
+    /// roots of its tokio tasks.
+    pub(crate) fn read(interest: &Interest) -> Tasks {
+        let now = crate::clock::now_ms();
+        let mut out = Tasks::default();
+        registry::for_each_record(|index, r| {
+            let Some((id, state, _)) = r.peek(now) else {
+                return;
+            };
+            let wanted = interest.tasks.contains(&id);
+            if !wanted && interest.tokio.is_empty() {
+                return;
+            }
+            let wakes = r.woken_count();
+            let tokio = r
+                .tokio_task(index)
+                .filter(|t| interest.tokio.contains(&t.id));
+            if (!wanted && tokio.is_none()) || r.id.load(Ordering::Acquire) != id {
+                return;
+            }
+            let idle = (state == TaskState::Idle).then_some(wakes);
+            out.tasks.insert(id, (index, idle));
+            if let Some(t) = tokio {
+                out.roots.entry(t.id).or_default().push(id);
+            }
+        });
+        for roots in out.roots.values_mut() {
+            roots.sort_unstable();
+        }
+        out
+    }
+}
+
+impl TaskView for Tasks {
+    fn idle(&self, task: u64) -> Option<u64> {
+        self.tasks.get(&task)?.1
+    }
+
+    fn roots_of(&self, tokio_id: u64) -> Vec<u64> {
+        self.roots.get(&tokio_id).cloned().unwrap_or_default()
+    }
+
+    fn name(&self, task: u64) -> Option<String> {
+        let &(index, _) = self.tasks.get(&task)?;
+        let r = registry::record(index)?;
+        let name = r.name(index)?.as_str().to_owned();
+        (r.id.load(Ordering::Acquire) == task).then_some(name)
+    }
+}

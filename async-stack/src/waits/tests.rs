@@ -1,0 +1,263 @@
+//! Unit tests of the graph and the detector, on a registry of their own
+//! and a made-up view of tasks.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::panic::Location;
+use std::sync::Arc;
+
+use crate::waits::detect::{TaskView, Via, detect};
+use crate::waits::query::waiting_tasks;
+use crate::waits::resource::{Ask, HoldSlot, Kind, Registry, Resource};
+
+/// Every task idle with no wakes, unless listed as busy; tokio tasks map
+/// to the listed roots.
+#[derive(Default, Clone)]
+struct View {
+    busy: Vec<u64>,
+    roots: HashMap<u64, Vec<u64>>,
+}
+
+impl TaskView for View {
+    fn idle(&self, task: u64) -> Option<u64> {
+        (!self.busy.contains(&task)).then_some(0)
+    }
+    fn roots_of(&self, tokio_id: u64) -> Vec<u64> {
+        self.roots.get(&tokio_id).cloned().unwrap_or_default()
+    }
+    fn name(&self, task: u64) -> Option<String> {
+        Some(format!("t{task}"))
+    }
+}
+
+fn registry() -> &'static Registry {
+    Box::leak(Box::new(Registry::new()))
+}
+
+fn resource(reg: &'static Registry, kind: Kind) -> Arc<Resource> {
+    Arc::new(Resource::new(kind, Location::caller(), None, reg))
+}
+
+fn at() -> &'static Location<'static> {
+    Location::caller()
+}
+
+/// `(waiter, blocker)` of every edge of every deadlock.
+fn pairs(found: &[crate::waits::detect::Found]) -> Vec<Vec<(u64, u64)>> {
+    found
+        .iter()
+        .map(|d| d.edges.iter().map(|e| (e.waiter, e.blocker)).collect())
+        .collect()
+}
+
+/// t1 holds a and waits for b; t2 holds b and waits for a.
+fn inversion(reg: &'static Registry) -> (Arc<Resource>, Arc<Resource>, u64, u64) {
+    let (a, b) = (resource(reg, Kind::Mutex), resource(reg, Kind::Mutex));
+    a.exclusive.acquire(1, at(), 0);
+    b.exclusive.acquire(2, at(), 0);
+    let w1 = b.start_wait(1, Some(at()), Ask::Exclusive);
+    let w2 = a.start_wait(2, Some(at()), Ask::Exclusive);
+    (a, b, w1, w2)
+}
+
+#[test]
+fn an_inversion_is_one_cycle_from_the_smallest_task() {
+    let reg = registry();
+    let _keep = inversion(reg);
+    let found = detect(reg, |_| View::default());
+    assert_eq!(pairs(&found), [vec![(1, 2), (2, 1)]]);
+    assert!(matches!(found[0].edges[0].via, Via::Holds(h) if h.task == 2));
+    assert_eq!(found[0].edges[0].waiter_name.as_deref(), Some("t1"));
+}
+
+#[test]
+fn a_busy_task_or_an_unknown_holder_frees_the_cycle() {
+    let reg = registry();
+    let _keep = inversion(reg);
+    let view = View {
+        busy: vec![2],
+        ..View::default()
+    };
+    assert!(detect(reg, |_| view.clone()).is_empty());
+
+    let reg = registry();
+    let m = resource(reg, Kind::Mutex);
+    m.exclusive.acquire(0, at(), 0);
+    m.start_wait(1, Some(at()), Ask::Exclusive);
+    assert!(
+        detect(reg, |_| View::default()).is_empty(),
+        "task 0 could let it go"
+    );
+}
+
+#[test]
+fn a_wait_that_ends_between_the_passes_is_not_reported() {
+    let reg = registry();
+    let (_a, b, w1, _) = inversion(reg);
+    let calls = Cell::new(0);
+    let found = detect(reg, |_| {
+        calls.set(calls.get() + 1);
+        if calls.get() == 2 {
+            // Between the passes: task 1 stops waiting (cancelled)...
+            b.end_wait(w1);
+            // ...and waits again, with a new generation.
+            b.start_wait(1, Some(at()), Ask::Exclusive);
+        }
+        View::default()
+    });
+    assert_eq!(calls.get(), 2);
+    assert!(found.is_empty(), "the cycle was never whole at one instant");
+    // Now it is.
+    assert_eq!(pairs(&detect(reg, |_| View::default())).len(), 1);
+}
+
+#[test]
+fn a_hold_that_changes_between_the_passes_is_not_reported() {
+    let reg = registry();
+    let (a, _b, _, _) = inversion(reg);
+    let calls = Cell::new(0);
+    let found = detect(reg, |_| {
+        calls.set(calls.get() + 1);
+        if calls.get() == 2 {
+            a.exclusive.release();
+            a.exclusive.acquire(1, at(), 0);
+        }
+        View::default()
+    });
+    assert!(found.is_empty());
+}
+
+#[test]
+fn a_task_woken_between_the_passes_is_not_reported() {
+    let reg = registry();
+    let _keep = inversion(reg);
+    let calls = Cell::new(0);
+    let found = detect(reg, |_| {
+        calls.set(calls.get() + 1);
+        View {
+            busy: if calls.get() == 2 { vec![1] } else { vec![] },
+            ..View::default()
+        }
+    });
+    assert!(found.is_empty());
+}
+
+#[test]
+fn a_semaphore_waits_for_every_holder_of_permits() {
+    let reg = registry();
+    let s = resource(reg, Kind::Semaphore);
+    let m = resource(reg, Kind::Mutex);
+    s.hold_shared(2, at(), 1);
+    let free = s.hold_shared(3, at(), 1);
+    m.exclusive.acquire(1, at(), 0);
+    s.start_wait(1, Some(at()), Ask::Shared(1));
+    m.start_wait(2, Some(at()), Ask::Exclusive);
+    // Task 3 runs: it could give its permit back.
+    assert!(detect(reg, |_| View::default()).is_empty());
+    s.release_shared(free);
+    assert_eq!(
+        pairs(&detect(reg, |_| View::default())),
+        [vec![(1, 2), (2, 1)]]
+    );
+}
+
+#[test]
+fn a_reader_behind_a_waiting_writer_waits_for_it() {
+    let reg = registry();
+    let l = resource(reg, Kind::RwLock);
+    l.hold_shared(1, at(), 1);
+    l.start_wait(2, Some(at()), Ask::Exclusive);
+    l.start_wait(1, Some(at()), Ask::Shared(1));
+    let found = detect(reg, |_| View::default());
+    // The cycle through the writer first, then the reader's own hold.
+    assert_eq!(pairs(&found), [vec![(1, 2), (2, 1), (1, 1)]]);
+    assert!(matches!(found[0].edges[0].via, Via::QueuedAhead(w) if w.task == 2));
+}
+
+#[test]
+fn a_task_stuck_behind_a_deadlock_is_not_one_of_its_own() {
+    let reg = registry();
+    let (a, _b, _, _) = inversion(reg);
+    a.start_wait(3, Some(at()), Ask::Exclusive);
+    assert_eq!(
+        pairs(&detect(reg, |_| View::default())),
+        [vec![(1, 2), (2, 1)]]
+    );
+}
+
+#[test]
+fn a_join_handle_waits_for_every_root_of_its_task() {
+    let reg = registry();
+    let h1 = Arc::new(Resource::new(Kind::JoinHandle, at(), Some(100), reg));
+    let h2 = Arc::new(Resource::new(Kind::JoinHandle, at(), Some(200), reg));
+    h1.start_wait(1, None, Ask::Finish);
+    h2.start_wait(2, None, Ask::Finish);
+    let mut view = View::default();
+    view.roots.insert(100, vec![2, 5]);
+    view.roots.insert(200, vec![1]);
+    // Root 5 of tokio task 100 is not waiting.
+    assert!(detect(reg, |_| view.clone()).is_empty());
+    view.roots.insert(100, vec![2]);
+    assert_eq!(
+        pairs(&detect(reg, |_| view.clone())),
+        [vec![(1, 2), (2, 1)]]
+    );
+    // No known root: nobody known could end it.
+    assert!(detect(reg, |_| View::default()).is_empty());
+}
+
+#[test]
+fn resources_leave_the_registry_with_their_last_wait() {
+    let reg = registry();
+    let (a, b, w1, w2) = inversion(reg);
+    assert_eq!(reg.listed().len(), 2);
+    b.end_wait(w1);
+    a.end_wait(w2);
+    assert!(reg.is_empty());
+    assert!(detect(reg, |_| View::default()).is_empty());
+}
+
+#[test]
+fn the_dump_query_names_the_holders() {
+    let reg = registry();
+    let m = resource(reg, Kind::Mutex);
+    let held_at = at();
+    m.exclusive.acquire(7, held_at, 40);
+    let wait_at = at();
+    m.start_wait(9, Some(wait_at), Ask::Exclusive);
+    let w = &waiting_tasks(reg)[&9];
+    assert_eq!(
+        (w.kind, w.waiting_at, w.permits),
+        (Kind::Mutex, Some(wait_at), 1)
+    );
+    assert_eq!(w.holders.len(), 1);
+    assert_eq!(
+        (
+            w.holders[0].task,
+            w.holders[0].acquired_at,
+            w.holders[0].since_ms
+        ),
+        (7, held_at, 40)
+    );
+    assert_eq!(crate::waits::query::waiting_for(reg, 7), None);
+}
+
+#[test]
+fn a_hold_slot_reads_whole_holds_only() {
+    let slot = HoldSlot::new();
+    assert_eq!(slot.read(), None);
+    let here = at();
+    let generation = slot.acquire(4, here, 12);
+    let h = slot.read().unwrap();
+    assert_eq!(
+        (h.task, h.at, h.since_ms, h.generation),
+        (4, here, 12, generation)
+    );
+    slot.release();
+    assert_eq!((slot.read(), slot.generation()), (None, 0));
+    assert_ne!(
+        slot.acquire(4, here, 12),
+        generation,
+        "generations are never reused"
+    );
+}

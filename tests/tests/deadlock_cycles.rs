@@ -1,0 +1,366 @@
+//! Deadlocks staged on purpose, reported with their exact edges: tasks,
+//! resources, and the lines of every `lock()` and creation.
+//!
+//! Tests of one binary share the process's waits-for graph, so each looks
+//! only at the deadlocks among its own tasks.
+
+use std::sync::Arc;
+
+use async_stack::ResourceKind as K;
+use async_stack::locks::{Mutex, RwLock, Semaphore};
+use async_stack::tokio::{JoinHandle, spawn_named};
+use async_stack::{Deadlock, ResourceKind, WaitEdge, traced_async};
+use tokio::sync::oneshot;
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The deadlock whose tasks are exactly `tasks`, once every task has run
+/// into it (the runtime gets turns until then).
+async fn deadlock_of(mut tasks: Vec<u64>) -> Deadlock {
+    tasks.sort_unstable();
+    for _ in 0..1000 {
+        if let Some(d) = async_stack::deadlocks()
+            .into_iter()
+            .find(|d| d.tasks() == tasks)
+        {
+            return d;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("no deadlock among {tasks:?}");
+}
+
+/// The line of this file that ends with the comment `// {marker}`.
+fn line_of(marker: &str) -> u32 {
+    let tail = format!("// {marker}");
+    let n = include_str!("deadlock_cycles.rs")
+        .lines()
+        .position(|l| l.ends_with(&tail))
+        .unwrap_or_else(|| panic!("no line marked {marker}"));
+    n as u32 + 1
+}
+
+fn id() -> u64 {
+    async_stack::current_task_id().expect("inside a traced task")
+}
+
+/// What an edge says, in a form to compare: waiter, waiting-at line,
+/// resource, creation line, holder, acquired-at line, and the line of the
+/// wait it is queued behind.
+type Seen = (
+    u64,
+    Option<u32>,
+    ResourceKind,
+    u32,
+    u64,
+    Option<u32>,
+    Option<u32>,
+);
+
+/// An expected edge, its lines named by their markers ("": none).
+fn expected(
+    waiter: u64,
+    waiting_at: &str,
+    resource: ResourceKind,
+    created_at: &str,
+    holder: u64,
+    acquired_at: &str,
+    queued_behind: &str,
+) -> Seen {
+    let line = |marker: &str| (!marker.is_empty()).then(|| line_of(marker));
+    (
+        waiter,
+        line(waiting_at),
+        resource,
+        line_of(created_at),
+        holder,
+        line(acquired_at),
+        line(queued_behind),
+    )
+}
+
+/// What an edge says, in a form to compare.
+fn edge(e: &WaitEdge) -> Seen {
+    assert_eq!(e.created_at.file, file!());
+    (
+        e.waiter,
+        e.waiting_at.as_ref().map(|l| l.line),
+        e.resource,
+        e.created_at.line,
+        e.holder,
+        e.acquired_at.as_ref().map(|l| l.line),
+        e.queued_ahead.as_ref().map(|l| l.line),
+    )
+}
+
+#[traced_async]
+async fn lock_both(
+    first: Arc<Mutex<u8>>,
+    second: Arc<Mutex<u8>>,
+    ready: oneshot::Sender<u64>,
+    go: oneshot::Receiver<()>,
+) {
+    let _a = first.lock().await; // FIRST_LOCK
+    ready.send(id()).unwrap();
+    go.await.unwrap();
+    // `_a` is held while waiting for the other.
+    let _b = second.lock().await; // SECOND_LOCK
+}
+
+/// Stages `a` locking m1 then m2, `b` m2 then m1; returns the ids, in that
+/// order, and the handles.
+async fn inversion(
+    m1: &Arc<Mutex<u8>>,
+    m2: &Arc<Mutex<u8>>,
+) -> ((u64, u64), JoinHandle<()>, JoinHandle<()>) {
+    let (ready_a, id_a) = oneshot::channel();
+    let (ready_b, id_b) = oneshot::channel();
+    let (go_a, wait_a) = oneshot::channel();
+    let (go_b, wait_b) = oneshot::channel();
+    let ha = spawn_named("a", lock_both(m1.clone(), m2.clone(), ready_a, wait_a));
+    let hb = spawn_named("b", lock_both(m2.clone(), m1.clone(), ready_b, wait_b));
+    let ids = (id_a.await.unwrap(), id_b.await.unwrap());
+    go_a.send(()).unwrap();
+    go_b.send(()).unwrap();
+    (ids, ha, hb)
+}
+
+#[test]
+fn a_lock_order_inversion_names_both_tasks_and_all_four_lines() {
+    rt().block_on(async {
+        let m1 = Arc::new(Mutex::new(0)); // M1
+        let m2 = Arc::new(Mutex::new(0)); // M2
+        let ((a, b), _ha, _hb) = inversion(&m1, &m2).await;
+        let d = deadlock_of(vec![a, b]).await;
+        let got: Vec<_> = d.edges.iter().map(edge).collect();
+        // a holds m1 and waits for m2; b holds m2 and waits for m1.
+        let a_edge = expected(a, "SECOND_LOCK", K::Mutex, "M2", b, "FIRST_LOCK", "");
+        let b_edge = expected(b, "SECOND_LOCK", K::Mutex, "M1", a, "FIRST_LOCK", "");
+        let want = if a < b {
+            vec![a_edge, b_edge]
+        } else {
+            vec![b_edge, a_edge]
+        };
+        assert_eq!(got, want);
+        let names: Vec<_> = d.edges.iter().map(|e| e.waiter_name.clone()).collect();
+        let want_names = if a < b { ["a", "b"] } else { ["b", "a"] };
+        assert_eq!(names, want_names.map(|n| Some(n.to_owned())));
+        let text = d.to_string();
+        let file = file!();
+        let (second, m2, first) = (line_of("SECOND_LOCK"), line_of("M2"), line_of("FIRST_LOCK"));
+        assert!(
+            text.starts_with("deadlock: 2 tasks wait for each other\n\n"),
+            "{text}"
+        );
+        let a_paragraph = format!("task {a} \"a\" waits at {file}:{second}:");
+        assert!(text.contains(&a_paragraph), "{text}");
+        assert!(
+            text.contains(&format!("for Mutex created at {file}:{m2}:")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("held by task {b} (acquired at {file}:{first}:")),
+            "{text}"
+        );
+    });
+}
+
+#[test]
+fn aborting_a_task_of_the_cycle_breaks_it() {
+    rt().block_on(async {
+        let m1 = Arc::new(Mutex::new(0));
+        let m2 = Arc::new(Mutex::new(0));
+        let ((a, b), ha, hb) = inversion(&m1, &m2).await;
+        deadlock_of(vec![a, b]).await;
+        ha.abort();
+        assert!(ha.await.unwrap_err().is_cancelled());
+        // b got m1 and ends.
+        hb.await.unwrap();
+        assert!(
+            async_stack::deadlocks()
+                .iter()
+                .all(|d| !d.tasks().contains(&a) && !d.tasks().contains(&b))
+        );
+    });
+}
+
+#[traced_async]
+async fn relock(m: Arc<Mutex<u8>>, ready: oneshot::Sender<u64>) {
+    let _a = m.lock().await; // RELOCK_FIRST
+    ready.send(id()).unwrap();
+    let _b = m.lock().await; // RELOCK_SECOND
+}
+
+#[test]
+fn a_self_relock_is_a_cycle_of_one() {
+    rt().block_on(async {
+        let m = Arc::new(Mutex::new(0)); // M
+        let (ready, t) = oneshot::channel();
+        let _h = spawn_named("relock", relock(m, ready));
+        let t = t.await.unwrap();
+        let d = deadlock_of(vec![t]).await;
+        let got: Vec<_> = d.edges.iter().map(edge).collect();
+        let want = expected(t, "RELOCK_SECOND", K::Mutex, "M", t, "RELOCK_FIRST", "");
+        assert_eq!(got, [want]);
+        let text = d.to_string();
+        assert!(
+            text.starts_with("deadlock: 1 task waits for itself\n\ntask "),
+            "{text}"
+        );
+    });
+}
+
+#[traced_async]
+async fn read_twice(l: Arc<RwLock<u8>>, ready: oneshot::Sender<u64>, go: oneshot::Receiver<()>) {
+    let _a = l.read().await; // READ_FIRST
+    ready.send(id()).unwrap();
+    go.await.unwrap();
+    let _b = l.read().await; // READ_SECOND
+}
+
+#[traced_async]
+async fn write(l: Arc<RwLock<u8>>, ready: oneshot::Sender<u64>) {
+    ready.send(id()).unwrap();
+    let _w = l.write().await; // WRITE
+}
+
+#[test]
+fn a_reader_queued_behind_a_waiting_writer_waits_for_it() {
+    rt().block_on(async {
+        let l = Arc::new(RwLock::new(0)); // L
+        let (ready_r, r) = oneshot::channel();
+        let (go, wait) = oneshot::channel();
+        let _hr = spawn_named("reader", read_twice(l.clone(), ready_r, wait));
+        let r = r.await.unwrap();
+        let (ready_w, w) = oneshot::channel();
+        let _hw = spawn_named("writer", write(l.clone(), ready_w));
+        let w = w.await.unwrap();
+        // The writer is queued once it had a turn after its handshake.
+        tokio::task::yield_now().await;
+        go.send(()).unwrap();
+        let d = deadlock_of(vec![r, w]).await;
+        let got: Vec<_> = d.edges.iter().map(edge).collect();
+        let r_behind_w = expected(r, "READ_SECOND", K::RwLock, "L", w, "", "WRITE");
+        let w_for_r = expected(w, "WRITE", K::RwLock, "L", r, "READ_FIRST", "");
+        let r_holds = expected(r, "READ_SECOND", K::RwLock, "L", r, "READ_FIRST", "");
+        let want = if r < w {
+            vec![r_behind_w, w_for_r, r_holds]
+        } else {
+            vec![w_for_r, r_behind_w, r_holds]
+        };
+        assert_eq!(got, want);
+    });
+}
+
+#[traced_async]
+async fn await_other(ready: oneshot::Sender<u64>, other: oneshot::Receiver<JoinHandle<()>>) {
+    ready.send(id()).unwrap();
+    let h = other.await.unwrap();
+    h.await.unwrap();
+}
+
+#[test]
+fn two_tasks_awaiting_each_others_handles() {
+    rt().block_on(async {
+        let (ready_a, a) = oneshot::channel();
+        let (ready_b, b) = oneshot::channel();
+        let (give_a, get_a) = oneshot::channel();
+        let (give_b, get_b) = oneshot::channel();
+        let ha = spawn_named("a", await_other(ready_a, get_a)); // SPAWN_A
+        let hb = spawn_named("b", await_other(ready_b, get_b)); // SPAWN_B
+        let (a, b) = (a.await.unwrap(), b.await.unwrap());
+        give_a.send(hb).unwrap();
+        give_b.send(ha).unwrap();
+        let d = deadlock_of(vec![a, b]).await;
+        let got: Vec<_> = d.edges.iter().map(edge).collect();
+        let a_edge = expected(a, "", K::JoinHandle, "SPAWN_B", b, "", "");
+        let b_edge = expected(b, "", K::JoinHandle, "SPAWN_A", a, "", "");
+        let want = if a < b {
+            vec![a_edge, b_edge]
+        } else {
+            vec![b_edge, a_edge]
+        };
+        assert_eq!(got, want);
+        let spawn_b = line_of("SPAWN_B");
+        let text = d.to_string();
+        let want = format!("for the end of task {b}, spawned at {}:{spawn_b}:", file!());
+        assert!(text.contains(&want), "{text}");
+    });
+}
+
+#[traced_async]
+async fn party_a(
+    m: Arc<Mutex<u8>>,
+    s: Arc<Semaphore>,
+    ready: oneshot::Sender<u64>,
+    go: oneshot::Receiver<()>,
+) {
+    let _m = m.lock().await; // HOLD_M
+    ready.send(id()).unwrap();
+    go.await.unwrap();
+    let _s = s.acquire().await.unwrap(); // WAIT_S
+}
+
+#[traced_async]
+async fn party_b(
+    s: Arc<Semaphore>,
+    l: Arc<RwLock<u8>>,
+    ready: oneshot::Sender<u64>,
+    go: oneshot::Receiver<()>,
+) {
+    let _s = s.acquire().await.unwrap(); // HOLD_S
+    ready.send(id()).unwrap();
+    go.await.unwrap();
+    let _l = l.write().await; // WAIT_L
+}
+
+#[traced_async]
+async fn party_c(
+    l: Arc<RwLock<u8>>,
+    m: Arc<Mutex<u8>>,
+    ready: oneshot::Sender<u64>,
+    go: oneshot::Receiver<()>,
+) {
+    let _l = l.read().await; // HOLD_L
+    ready.send(id()).unwrap();
+    go.await.unwrap();
+    let _m = m.lock().await; // WAIT_M
+}
+
+#[test]
+fn a_three_party_cycle_through_mutex_semaphore_and_rwlock() {
+    rt().block_on(async {
+        let m = Arc::new(Mutex::new(0)); // M3
+        let s = Arc::new(Semaphore::new(1)); // S3
+        let l = Arc::new(RwLock::new(0)); // L3
+        let (ra, a) = oneshot::channel();
+        let (rb, b) = oneshot::channel();
+        let (rc, c) = oneshot::channel();
+        let (ga, wa) = oneshot::channel();
+        let (gb, wb) = oneshot::channel();
+        let (gc, wc) = oneshot::channel();
+        let _ha = spawn_named("a", party_a(m.clone(), s.clone(), ra, wa));
+        let _hb = spawn_named("b", party_b(s.clone(), l.clone(), rb, wb));
+        let _hc = spawn_named("c", party_c(l.clone(), m.clone(), rc, wc));
+        let (a, b, c) = (a.await.unwrap(), b.await.unwrap(), c.await.unwrap());
+        for g in [ga, gb, gc] {
+            g.send(()).unwrap();
+        }
+        let d = deadlock_of(vec![a, b, c]).await;
+        let got: Vec<_> = d.edges.iter().map(edge).collect();
+        let mut want = vec![
+            expected(a, "WAIT_S", K::Semaphore, "S3", b, "HOLD_S", ""),
+            expected(b, "WAIT_L", K::RwLock, "L3", c, "HOLD_L", ""),
+            expected(c, "WAIT_M", K::Mutex, "M3", a, "HOLD_M", ""),
+        ];
+        // The cycle starts from the smallest task id.
+        let first = want.iter().position(|e| e.0 == a.min(b).min(c)).unwrap();
+        want.rotate_left(first);
+        assert_eq!(got, want);
+    });
+}
