@@ -29,7 +29,7 @@
 //! Readers that need the time now rather than the latest tick (dumps, the
 //! stall watchdog) call [`system_ms`].
 
-// std's atomics, not `crate::sync`'s: the clock word is a `static` (loom's
+// std's atomics, not `crate::shim`'s: the clock word is a `static` (loom's
 // atomics have no `const` constructor), written by one thread and read as
 // a plain value; no protocol rests on its ordering for loom to explore.
 use std::sync::OnceLock;

@@ -106,7 +106,7 @@
 //! from the layers below it, and no file imports a file that imports it
 //! back (`python3 ../shared/tools/layers.py` checks both).
 //!
-//! 1. **Base**: `sync` (the one switch between std's and loom's atomics),
+//! 1. **Base**: `shim` (the one switch between std's and loom's atomics),
 //!    `pages` (never-freed page tables, the storage of every table that
 //!    other threads and debuggers read without a lock), `clock` (the
 //!    coarse clock that stamps task states) and `warn`.
@@ -114,7 +114,8 @@
 //!    poll: the [`AsyncStackFrame`], the static [`CallSite`] and
 //!    [`AwaitSite`] records and their interned ids (`SiteId` owns the
 //!    await bit), the thread's current frame, and the list of threads that
-//!    poll tasks. It knows nothing of tasks.
+//!    poll tasks; and the source location readers show. It knows nothing
+//!    of tasks.
 //! 3. **Task** (`task/`): task records, their published stacks, the
 //!    registry, wakers, spawn data, and [`Traced`], the poll protocol that
 //!    drives all of them; `task::probe` records what the wake graph reads.
@@ -124,11 +125,12 @@
 //!    [`workload`] it replays), and [`debug`] (the descriptor that debugger
 //!    scripts read, built from the addresses of statics); on top of them,
 //!    `http` (feature `http`), the debug endpoint that serves what they
-//!    read. Beside them, `waits/`, the waits-for graph: each wrapped
-//!    resource's holds and waits, and the detector behind [`deadlocks()`];
-//!    its writers are `locks` (feature `tokio`: the `Mutex`, `RwLock` and
-//!    `Semaphore` wrappers) and the `JoinHandle` of `tokio`, and only
-//!    they (and this root) import it.
+//!    read. Below the readers and above the task layer, `waits/`, the
+//!    waits-for graph: each wrapped resource's holds and waits, and the
+//!    detector behind [`deadlocks()`]; its writers are `sync` (feature
+//!    `tokio`: the `Mutex`, `RwLock` and `Semaphore` wrappers) and the
+//!    `JoinHandle` of `tokio`; the dump reads it to show what
+//!    each task waits for.
 //! 5. **Reports**: [`panic`](mod@panic), [`signal`] and [`stall`], which print what
 //!    the readers find; then this crate root, which declares the modules
 //!    and re-exports the public API.
@@ -145,7 +147,7 @@ mod read;
 mod record;
 mod report;
 pub mod sampler;
-pub(crate) mod sync;
+pub(crate) mod shim;
 pub mod task;
 #[cfg(not(async_stack_loom))]
 pub mod wake;
@@ -159,11 +161,8 @@ pub mod tokio;
 
 /// Drop-in `Mutex`, `RwLock` and `Semaphore` that record who holds and
 /// who waits for them (feature `tokio`); see [`deadlocks()`].
-///
-/// Meant to be reached as `async_stack::sync` once the crate's internal
-/// `sync` module is renamed.
 #[cfg(all(feature = "tokio", not(async_stack_loom)))]
-pub mod locks;
+pub mod sync;
 // Under loom, `deadlocks()` and the wrappers are left out: only the
 // models use the graph.
 #[cfg_attr(async_stack_loom, allow(dead_code))]

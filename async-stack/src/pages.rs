@@ -13,7 +13,7 @@
 //! extensions), the thread-root list and the wake recorder's side table
 //! are built on these two.
 
-use crate::sync::{AtomicPtr, AtomicUsize, Mutex, Ordering, lock};
+use crate::shim::{AtomicPtr, AtomicUsize, Mutex, Ordering, lock};
 
 /// Items per page of every arena.
 pub(crate) const PAGE: usize = if cfg!(async_stack_loom) { 2 } else { 256 };
@@ -139,7 +139,7 @@ pub(crate) fn page<T>(cell: &AtomicPtr<T>, len: usize, make: impl Fn() -> T) -> 
 #[cfg(all(test, async_stack_loom))]
 mod loom_tests {
     use crate::pages::page;
-    use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+    use crate::shim::{AtomicPtr, AtomicU64, Ordering};
 
     /// Two threads publish the same page while a third reads it: one page
     /// wins, both publishers get it, and a reader that sees the page sees

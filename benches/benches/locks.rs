@@ -9,7 +9,7 @@
 //!
 //! - `locks_uncontended`: one task locks and unlocks a free mutex, `iters`
 //!   times. Variants `tokio` (`tokio::sync::Mutex`, the baseline) and
-//!   `async-stack` (`async_stack::locks::Mutex`, which wraps it). The
+//!   `async-stack` (`async_stack::sync::Mutex`, which wraps it). The
 //!   target: at most 10 ns above the baseline.
 //! - `locks_contended`: two tasks take turns with one mutex, each holding
 //!   it across a `yield_now`, so that every lock waits (one `Pending`, one
@@ -73,7 +73,7 @@ fn uncontended(c: &mut Criterion<BenchClock>) {
     group.bench_function(TOKIO, |b| {
         b.iter_custom(|iters| lock_alone!(&rt, theirs.clone(), iters));
     });
-    let ours = Arc::new(async_stack::locks::Mutex::new(0u64));
+    let ours = Arc::new(async_stack::sync::Mutex::new(0u64));
     group.bench_function(ASYNC_STACK, |b| {
         b.iter_custom(|iters| lock_alone!(&rt, ours.clone(), iters));
     });
@@ -118,9 +118,7 @@ fn contended(c: &mut Criterion<BenchClock>) {
         b.iter_custom(|iters| take_turns!(&rt, Arc::new(tokio::sync::Mutex::new(())), iters));
     });
     group.bench_function(ASYNC_STACK, |b| {
-        b.iter_custom(|iters| {
-            take_turns!(&rt, Arc::new(async_stack::locks::Mutex::new(())), iters)
-        });
+        b.iter_custom(|iters| take_turns!(&rt, Arc::new(async_stack::sync::Mutex::new(())), iters));
     });
     group.finish();
 }
@@ -137,8 +135,8 @@ async fn idle(rx: tokio::sync::oneshot::Receiver<()>) {
 
 #[async_stack::traced_async]
 async fn lock_both(
-    first: Arc<async_stack::locks::Mutex<()>>,
-    second: Arc<async_stack::locks::Mutex<()>>,
+    first: Arc<async_stack::sync::Mutex<()>>,
+    second: Arc<async_stack::sync::Mutex<()>>,
     go: Arc<tokio::sync::Barrier>,
 ) {
     let _a = first.lock().await;
@@ -166,8 +164,8 @@ fn deadlocks(c: &mut Criterion<BenchClock>) {
         let go = Arc::new(tokio::sync::Barrier::new(2 * INVERSIONS));
         let handles: Vec<_> = (0..INVERSIONS)
             .flat_map(|_| {
-                let a = Arc::new(async_stack::locks::Mutex::new(()));
-                let b = Arc::new(async_stack::locks::Mutex::new(()));
+                let a = Arc::new(async_stack::sync::Mutex::new(()));
+                let b = Arc::new(async_stack::sync::Mutex::new(()));
                 [
                     tokio::spawn(lock_both(a.clone(), b.clone(), go.clone())),
                     tokio::spawn(lock_both(b, a, go.clone())),

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use async_stack::ResourceKind as K;
-use async_stack::locks::{Mutex, RwLock, Semaphore};
+use async_stack::sync::{Mutex, RwLock, Semaphore};
 use async_stack::tokio::{JoinHandle, spawn_named};
 use async_stack::{Deadlock, ResourceKind, WaitEdge, traced_async};
 use tokio::sync::oneshot;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use async_stack::locks::{Mutex, RwLock, Semaphore};
+use async_stack::sync::{Mutex, RwLock, Semaphore};
 use async_stack::traced_async;
 
 /// Checks the test waits for before stopping the workers.

@@ -106,7 +106,7 @@
 //!   that knows nothing but the descriptor, and a check that the Python
 //!   reader reads the same version and fields.
 
-// `std`'s, not `crate::sync`'s: the descriptor is constant data that a
+// `std`'s, not `crate::shim`'s: the descriptor is constant data that a
 // debugger reads from a stopped process; atomics only make it `Sync`, and
 // the test hooks are its only stores. Not built under loom.
 use std::sync::atomic::AtomicU64;

@@ -34,6 +34,10 @@ const ROUTES: &[(&str, &str)] = &[
         "/debug/async/wakes?seconds=10&format=dot",
         "the wake graph recorded for N seconds (format=dot or json)",
     ),
+    (
+        "/debug/async/deadlocks",
+        "tasks waiting for each other through async_stack::sync locks or JoinHandles, with both .await lines",
+    ),
 ];
 
 /// The index page, for a request to `host` (its `Host` header).

@@ -35,6 +35,7 @@
 //! | `/debug/async/tasks.json` | the dump's JSON, streamed ([`write_json`](crate::dump::write_json)) |
 //! | `/debug/async/folded?seconds=N` | a sampler profile of N seconds as folded stacks |
 //! | `/debug/async/wakes?seconds=N&format=dot\|json` | the wake graph, recorded for N seconds |
+//! | `/debug/async/deadlocks` | the deadlocks among the live tasks ([`deadlocks()`](crate::waits::report::deadlocks)), as text: one paragraph per wait, `no deadlock` when there is none |
 //!
 //! `seconds` is 30 by default (or the maximum, if lower) and at most
 //! [`Builder::max_seconds`] (60 by default). The goroutine profile has one

@@ -23,6 +23,7 @@ use super::query::Query;
 use super::session::{SAMPLER, WAKES, record_wakes, sample};
 use super::{goroutine, index};
 use crate::read::dump::{dump, write_json, write_text};
+use crate::waits::report::deadlocks;
 
 /// What the routes need of the [`Builder`](super::Builder)'s options.
 #[derive(Clone, Debug)]
@@ -41,17 +42,19 @@ pub(super) enum Route {
     TasksJson,
     Folded,
     Wakes,
+    Deadlocks,
 }
 
 impl Route {
     /// Every route and its path (the index's second spelling aside).
-    pub(super) const ALL: [(Route, &'static str); 6] = [
+    pub(super) const ALL: [(Route, &'static str); 7] = [
         (Route::Index, "/debug/pprof/"),
         (Route::Goroutine, "/debug/pprof/goroutine"),
         (Route::Profile, "/debug/pprof/profile"),
         (Route::TasksJson, "/debug/async/tasks.json"),
         (Route::Folded, "/debug/async/folded"),
         (Route::Wakes, "/debug/async/wakes"),
+        (Route::Deadlocks, "/debug/async/deadlocks"),
     ];
 
     /// The route at `path`, if any.
@@ -147,6 +150,7 @@ async fn answer(
                 ok(TEXT, full(bytes.await?))
             }
         }
+        Route::Deadlocks => ok(TEXT, full(blocking(|| Ok(deadlocks_text())).await?)),
         Route::Wakes => {
             let format = query.format(&["dot", "json"]).map_err(bad)?;
             let seconds = query.seconds(config.max_seconds).map_err(bad)?;
@@ -159,6 +163,21 @@ async fn answer(
             }
         }
     })
+}
+
+/// The deadlocks among the live tasks, each reported once, one paragraph
+/// per wait and an empty line between deadlocks; one line when there is
+/// none.
+fn deadlocks_text() -> String {
+    let found = deadlocks();
+    if found.is_empty() {
+        return "no deadlock\n".to_owned();
+    }
+    let mut text = String::new();
+    for d in found {
+        text.push_str(&format!("{d}\n\n"));
+    }
+    text
 }
 
 /// Runs `work` on a blocking thread.

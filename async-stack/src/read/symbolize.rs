@@ -10,7 +10,7 @@ use std::collections::HashMap;
 // thread reads lock-free: loom need not see it.
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::sync::lock_std;
+use crate::shim::lock_std;
 
 /// One symbol for an address: a physical frame yields several when
 /// functions were inlined into it (innermost first).

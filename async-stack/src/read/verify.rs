@@ -25,7 +25,7 @@ use crate::read::sites::{SiteLocation, call_site_of, location_of};
 use crate::record::current::{Active, current_slot, untag};
 use crate::record::frame::{AT_AWAIT, AsyncStackFrame};
 use crate::record::site::{AwaitSite, CallSite, SiteId};
-use crate::sync::{Ordering, lock_std};
+use crate::shim::{Ordering, lock_std};
 use crate::task::STACK_CAPACITY;
 use crate::task::record::TaskRecord;
 use crate::task::stack::{SignalCopy, StackCopy};

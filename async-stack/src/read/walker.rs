@@ -266,7 +266,7 @@ fn capture_chain() -> Vec<ChainFrame> {
                 // Set from the parent's `.await` at the next step.
                 return_address: 0,
             });
-            cur = f.parent.load(crate::sync::Ordering::Relaxed);
+            cur = f.parent.load(crate::shim::Ordering::Relaxed);
         }
         out
     })

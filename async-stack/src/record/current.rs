@@ -49,7 +49,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicPtr as LocalPtr, compiler_fence};
 
 use crate::record::frame::AsyncStackFrame;
-use crate::sync::{AtomicPtr, Ordering};
+use crate::shim::{AtomicPtr, Ordering};
 
 /// The record of the task being polled, as this layer sees it: an opaque
 /// address that only the task layer stores and reads back (as a

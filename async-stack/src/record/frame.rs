@@ -39,7 +39,7 @@
 //! words. It symbolises (addr2line) to the line of the parent's `.await`.
 
 use crate::record::site::{AwaitSite, CallSite, SiteId};
-use crate::sync::{AtomicPtr, AtomicU64, Ordering};
+use crate::shim::{AtomicPtr, AtomicU64, Ordering};
 
 /// One async stack frame: the record an instrumented future keeps while it
 /// runs, linked to the frame of the future that polls it.

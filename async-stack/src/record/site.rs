@@ -463,7 +463,7 @@ impl<E: 'static, W: TableWord, const PAGE: usize, const PAGES: usize> SiteTable<
     /// `make` runs under the table's lock, once per site.
     #[cold]
     fn register(&self, id: &AtomicU32, make: impl FnOnce() -> E) -> u32 {
-        let _guard = crate::sync::lock_std(&self.write);
+        let _guard = crate::shim::lock_std(&self.write);
         // Re-check under the lock: another thread may have won the race.
         let current = id.load(Ordering::Acquire);
         if current != 0 {
@@ -614,10 +614,10 @@ fn caller_site_slow(
     name: Option<&'static str>,
 ) -> &'static CallSite {
     use std::collections::HashMap;
-    static LEAKED: OnceLock<crate::sync::Mutex<HashMap<CallerKey, &'static CallSite>>> =
+    static LEAKED: OnceLock<crate::shim::Mutex<HashMap<CallerKey, &'static CallSite>>> =
         OnceLock::new();
     let map = LEAKED.get_or_init(Default::default);
-    let mut map = crate::sync::lock(map);
+    let mut map = crate::shim::lock(map);
     let site: &'static CallSite = map.entry(key).or_insert_with(|| {
         Box::leak(Box::new(CallSite::new(
             name.unwrap_or(""),

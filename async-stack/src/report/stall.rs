@@ -20,7 +20,9 @@
 //! - running threshold: 100 ms (a poll that long blocks its worker thread
 //!   for every other task on it);
 //! - idle threshold: off (idle tasks are normal: servers wait for input);
-//! - check interval: a quarter of the smallest threshold, at least 10 ms.
+//! - check interval: a quarter of the smallest threshold, at least 10 ms;
+//! - deadlocks: off; [`WatchdogBuilder::deadlocks`] turns on a search at
+//!   every check, each new deadlock reported once.
 //!
 //! ```no_run
 //! use std::time::Duration;
@@ -32,7 +34,7 @@
 
 use std::collections::HashSet;
 use std::io::Write;
-// `std`'s, not `crate::sync`'s: the watchdog's stop flag, set once by the
+// `std`'s, not `crate::shim`'s: the watchdog's stop flag, set once by the
 // guard's drop and polled by its thread, is no protocol loom needs to see.
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -41,6 +43,15 @@ use std::time::Duration;
 
 use crate::read::dump::{TaskInfo, format_duration};
 use crate::task::TaskState;
+use crate::waits::report::Deadlock;
+#[cfg(not(async_stack_loom))]
+use crate::waits::report::deadlocks;
+
+/// Under loom the waits-for graph has only its models.
+#[cfg(async_stack_loom)]
+fn deadlocks() -> Vec<Deadlock> {
+    Vec::new()
+}
 
 /// Why a task was reported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -76,6 +87,7 @@ impl std::fmt::Display for StallReport {
 }
 
 type Callback = Arc<dyn Fn(&StallReport) + Send + Sync>;
+type DeadlockCallback = Arc<dyn Fn(&Deadlock) + Send + Sync>;
 
 /// Configures a [`Watchdog`].
 #[derive(Clone)]
@@ -84,6 +96,10 @@ pub struct WatchdogBuilder {
     idle: Option<Duration>,
     interval: Option<Duration>,
     callback: Option<Callback>,
+    /// Whether each check also looks for deadlocks, and what it calls for
+    /// each new one.
+    deadlocks: bool,
+    on_deadlock: Option<DeadlockCallback>,
 }
 
 impl std::fmt::Debug for WatchdogBuilder {
@@ -92,6 +108,7 @@ impl std::fmt::Debug for WatchdogBuilder {
             .field("running", &self.running)
             .field("idle", &self.idle)
             .field("interval", &self.interval)
+            .field("deadlocks", &self.deadlocks)
             .finish_non_exhaustive()
     }
 }
@@ -135,6 +152,35 @@ impl WatchdogBuilder {
         self
     }
 
+    /// Also look for deadlocks at every check (default: off): tasks that
+    /// wait for each other through `async_stack::sync`'s locks and
+    /// semaphores or the spawn helpers' `JoinHandle`s (see
+    /// [`deadlocks()`](crate::waits::report::deadlocks)). Each deadlock is
+    /// reported once, printed to stderr unless [`on_deadlock`] says
+    /// otherwise; it is reported again only if it dissolves (a member is
+    /// aborted or dropped) and forms anew.
+    ///
+    /// [`on_deadlock`]: WatchdogBuilder::on_deadlock
+    ///
+    /// ```no_run
+    /// let _watchdog = async_stack::stall::Watchdog::builder()
+    ///     .deadlocks(true)
+    ///     .spawn()
+    ///     .unwrap();
+    /// ```
+    pub fn deadlocks(mut self, on: bool) -> Self {
+        self.deadlocks = on;
+        self
+    }
+
+    /// Called for each new deadlock instead of printing it to stderr
+    /// (implies [`deadlocks(true)`](WatchdogBuilder::deadlocks)).
+    pub fn on_deadlock(mut self, f: impl Fn(&Deadlock) + Send + Sync + 'static) -> Self {
+        self.deadlocks = true;
+        self.on_deadlock = Some(Arc::new(f));
+        self
+    }
+
     /// Starts the watchdog thread. Errors if a threshold is zero, the
     /// interval is below [`MIN_INTERVAL`] (both of kind
     /// [`InvalidInput`](std::io::ErrorKind::InvalidInput)), or the thread
@@ -164,6 +210,13 @@ impl WatchdogBuilder {
                 let _ = write!(std::io::stderr().lock(), "{r}");
             })
         });
+        let on_deadlock: Option<DeadlockCallback> = self.deadlocks.then(|| {
+            self.on_deadlock.unwrap_or_else(|| {
+                Arc::new(|d: &Deadlock| {
+                    let _ = writeln!(std::io::stderr().lock(), "async-stack: {d}\n");
+                })
+            })
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let (running, idle) = (self.running, self.idle);
@@ -171,8 +224,12 @@ impl WatchdogBuilder {
             .name("async-stack-watchdog".into())
             .spawn(move || {
                 let mut reported: HashSet<(StalledTask, StallKind)> = HashSet::new();
+                let mut known_deadlocks = HashSet::new();
                 while !stop2.load(Ordering::Acquire) {
                     check(running, idle, &mut reported, &*callback);
+                    if let Some(on_deadlock) = &on_deadlock {
+                        check_deadlocks(&mut known_deadlocks, &**on_deadlock);
+                    }
                     std::thread::park_timeout(interval);
                 }
             })?;
@@ -221,6 +278,25 @@ fn check(
     reported.retain(|k| still.contains(k));
 }
 
+/// One pass of deadlock detection: reports the deadlocks not reported
+/// yet, forgets those that dissolved. A deadlock is known by its edges'
+/// waiters and holders, which stay while it lasts.
+fn check_deadlocks(
+    known: &mut HashSet<Vec<(u64, u64)>>,
+    callback: &(dyn Fn(&Deadlock) + Send + Sync),
+) {
+    let mut still = HashSet::new();
+    for d in deadlocks() {
+        let mut key: Vec<(u64, u64)> = d.edges.iter().map(|e| (e.waiter, e.holder)).collect();
+        key.sort_unstable();
+        if known.insert(key.clone()) {
+            callback(&d);
+        }
+        still.insert(key);
+    }
+    known.retain(|k| still.contains(k));
+}
+
 /// Who stalled: a task of its own, or a tokio task (whatever roots it
 /// has at each check).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -258,6 +334,8 @@ impl Watchdog {
             idle: None,
             interval: None,
             callback: None,
+            deadlocks: false,
+            on_deadlock: None,
         }
     }
 

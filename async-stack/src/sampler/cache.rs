@@ -73,7 +73,7 @@ use super::labels::{Sources, group_of, resolve_site, site_frame};
 use super::profile::{EntryKey, Profile, SampleState, Weights};
 use crate::record::site::CallSite;
 use crate::record::site::SiteId;
-use crate::sync::Ordering;
+use crate::shim::Ordering;
 use crate::task::TaskState;
 use crate::task::record::{RawTask, TaskName, TaskRecord, spawn};
 use crate::task::stack::StackCopy;
@@ -291,7 +291,7 @@ impl TaskCache {
     #[inline]
     pub(crate) fn prefetch(&self, index: u32) {
         if let Some(h) = self.hot.get(self.slot(index)) {
-            crate::sync::prefetch(std::ptr::from_ref(h).cast());
+            crate::shim::prefetch(std::ptr::from_ref(h).cast());
         }
     }
 
@@ -302,8 +302,8 @@ impl TaskCache {
         if let Some(Some(t)) = self.several.get(self.slot(index)) {
             // The two lines a hit reads.
             let p = std::ptr::from_ref::<TokioSample>(t).cast::<u8>();
-            crate::sync::prefetch(p);
-            crate::sync::prefetch(p.wrapping_add(64));
+            crate::shim::prefetch(p);
+            crate::shim::prefetch(p.wrapping_add(64));
         }
     }
 

@@ -45,7 +45,7 @@
 
 use std::mem::MaybeUninit;
 
-use crate::sync::{AtomicU32, AtomicU64, Ordering};
+use crate::shim::{AtomicU32, AtomicU64, Ordering};
 
 #[cfg(not(async_stack_loom))]
 struct Slot<T>(std::cell::UnsafeCell<MaybeUninit<T>>);
@@ -306,7 +306,7 @@ mod loom_tests {
     /// ring, and every value pushed is drained exactly once.
     #[test]
     fn loom_owned_ring_changes_hands_without_a_stray_push() {
-        use crate::sync::AtomicUsize;
+        use crate::shim::AtomicUsize;
         loom::model(|| {
             let ring = Arc::new(OwnedRing::<u64, 2>::new_held());
             let data = Arc::new(AtomicUsize::new(70));

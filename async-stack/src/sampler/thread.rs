@@ -13,7 +13,7 @@ use super::wall::Sampling;
 use super::{__faults, SamplerBuilder, Stats};
 #[cfg(all(target_os = "linux", not(async_stack_loom)))]
 use crate::sampler::oncpu::OnCpu;
-use crate::sync::lock_std;
+use crate::shim::lock_std;
 
 /// What the sampler thread shares with its handle.
 #[derive(Debug, Default)]

@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use crate::sync::Ordering;
+use crate::shim::Ordering;
 use crate::task::place::{self, UNTRACKED};
 use crate::task::record::layout::{TaskRecord, spawn as spawn_word};
 use crate::task::registry;

@@ -157,7 +157,7 @@ pub(crate) fn slot_of(word: *mut AsyncStackFrame, frame: &AsyncStackFrame) -> u3
     #[cfg(not(target_arch = "x86_64"))]
     {
         let _ = word;
-        own(frame.place.load(crate::sync::Ordering::Relaxed))
+        own(frame.place.load(crate::shim::Ordering::Relaxed))
     }
 }
 

@@ -63,7 +63,7 @@ use rustc_hash::FxHashMap;
 use crate::pages;
 use crate::record::current;
 use crate::record::frame::AsyncStackFrame;
-use crate::sync::lock;
+use crate::shim::lock;
 use crate::task::record::TaskRecord;
 use crate::task::registry;
 use crate::task::tokio_task::TokioTask;

@@ -32,8 +32,8 @@ use std::sync::OnceLock;
 
 use crate::pages::{Arena, PAGE};
 #[cfg(not(async_stack_loom))]
-use crate::sync::{AtomicPtr, AtomicUsize};
-use crate::sync::{AtomicU64, Ordering};
+use crate::shim::{AtomicPtr, AtomicUsize};
+use crate::shim::{AtomicU64, Ordering};
 use crate::task::place::INCARNATION_LIMIT;
 use crate::task::record::layout::TaskRecord;
 use crate::task::record::names::TaskExt;
@@ -364,7 +364,7 @@ pub(crate) fn record_count() -> usize {
 mod free_cache {
     use std::cell::Cell;
 
-    use crate::sync::{Mutex, lock};
+    use crate::shim::{Mutex, lock};
 
     const CAPACITY: usize = 128;
     const BATCH: usize = CAPACITY / 2;
@@ -486,7 +486,7 @@ mod free_cache {
 /// models cover.
 #[cfg(async_stack_loom)]
 mod free_cache {
-    use crate::sync::{Mutex, lock};
+    use crate::shim::{Mutex, lock};
 
     pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
         lock(global).pop()

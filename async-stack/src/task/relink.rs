@@ -5,7 +5,7 @@
 
 use crate::record::current::{Active, NO_SLOT};
 use crate::record::frame::AsyncStackFrame;
-use crate::sync::Ordering;
+use crate::shim::Ordering;
 use crate::task::end;
 use crate::task::place::{UNTRACKED, child, incarnation, index, is_root, key_of, own};
 use crate::task::record::layout::TaskRecord;

@@ -32,7 +32,7 @@ use std::task::Context;
 use crate::clock;
 use crate::record::current::Active;
 use crate::record::frame::AsyncStackFrame;
-use crate::sync::Ordering;
+use crate::shim::Ordering;
 use crate::task::place::{self, UNTRACKED};
 
 use crate::task::record::{TaskRecord, spawn as spawn_word, state};

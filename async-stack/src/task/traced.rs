@@ -59,7 +59,7 @@ use crate::record::current::NO_SLOT;
 use crate::record::current::{self, Active};
 use crate::record::frame::AsyncStackFrame;
 use crate::record::site::{self, AwaitSite, CallSite, SiteId};
-use crate::sync::{AtomicPtr, Ordering};
+use crate::shim::{AtomicPtr, Ordering};
 use crate::task::place;
 use crate::task::record::TaskRecord;
 use crate::task::root::{self, Polling};

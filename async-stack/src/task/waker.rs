@@ -54,7 +54,7 @@ use std::sync::Arc;
 use std::task::{RawWaker, RawWakerVTable, Waker};
 
 use crate::record::current;
-use crate::sync::{Ordering, fence};
+use crate::shim::{Ordering, fence};
 use crate::task::record::TaskRecord;
 use crate::task::registry;
 

@@ -6,7 +6,7 @@
 use std::panic::Location;
 use std::sync::Arc;
 
-use crate::sync::{AtomicU64, Ordering};
+use crate::shim::{AtomicU64, Ordering};
 use crate::waits::detect::{TaskView, detect};
 use crate::waits::resource::{Ask, HoldSlot, Kind, Registry, Resource};
 

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::panic::Location;
 
-use crate::read::dump::SourceLocation;
+use crate::record::location::SourceLocation;
 use crate::waits::detect::{Found, Via};
 use crate::waits::resource::Kind;
 
@@ -15,7 +15,7 @@ use crate::waits::resource::Kind;
 /// use async_stack::ResourceKind;
 /// assert_eq!(ResourceKind::Mutex.to_string(), "Mutex");
 /// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum ResourceKind {
     /// An `async_stack` `Mutex`.
@@ -39,14 +39,22 @@ impl From<Kind> for ResourceKind {
     }
 }
 
-impl fmt::Display for ResourceKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl ResourceKind {
+    /// Its name, as dumps and reports show it: `Mutex`, `RwLock`,
+    /// `Semaphore` or `JoinHandle`.
+    pub fn as_str(self) -> &'static str {
+        match self {
             ResourceKind::Mutex => "Mutex",
             ResourceKind::RwLock => "RwLock",
             ResourceKind::Semaphore => "Semaphore",
             ResourceKind::JoinHandle => "JoinHandle",
-        })
+        }
+    }
+}
+
+impl fmt::Display for ResourceKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

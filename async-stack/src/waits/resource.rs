@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::panic::Location;
 use std::sync::Arc;
 
-use crate::sync::{AtomicPtr, AtomicU64, Mutex, Ordering, fence, lock};
+use crate::shim::{AtomicPtr, AtomicU64, Mutex, Ordering, fence, lock};
 
 /// What a resource is, as reports name it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

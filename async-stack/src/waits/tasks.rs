@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use crate::sync::Ordering;
+use crate::shim::Ordering;
 use crate::task::TaskState;
 use crate::task::registry;
 use crate::waits::detect::{Interest, TaskView};

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use crate::sync::{Ordering, lock};
+use crate::shim::{Ordering, lock};
 use crate::task::probe::{self, Counters, SOURCE_RUNTIME, SOURCE_THREAD};
 use crate::task::registry;
 

@@ -16,6 +16,7 @@
 //! | `depth` of a frame | a tree in pre-order: 0 for the first frame, then at most one more than the frame before (so below [`STACK_CAPACITY`]) |
 //! | `state_ms` | at most [`TaskDump::MAX_STATE_MS`] (100 years) |
 //! | `hidden_frames` | at most [`TaskDump::MAX_HIDDEN_FRAMES`] |
+//! | `waits` of a task | at most one per branch; times at most [`TaskDump::MAX_STATE_MS`]; files at most [`TaskDump::MAX_STRING_CHARS`] characters |
 //! | `name`, `root`, `function`, `file` | at most [`TaskDump::MAX_STRING_CHARS`] characters |
 //!
 //! Other numbers are only ever printed as numbers, whatever their value:
@@ -37,7 +38,7 @@ use std::fmt;
 
 use serde::de::{Deserializer, Error as _, SeqAccess, Visitor};
 
-use super::{DUMP_FORMAT_VERSION, DumpFrame, TaskDump, TaskInfo};
+use super::{DUMP_FORMAT_VERSION, DumpFrame, ResourceWait, TaskDump, TaskInfo};
 use crate::task::STACK_CAPACITY;
 
 impl TaskDump {
@@ -170,6 +171,19 @@ fn check_task(t: &TaskInfo) -> Result<(), (String, String)> {
             ));
         }
     }
+    if t.waits.len() > t.branches.len() {
+        return Err((
+            "waits".to_owned(),
+            format!(
+                "{} waits for a task of {} roots; each root waits for one thing at most",
+                t.waits.len(),
+                t.branches.len()
+            ),
+        ));
+    }
+    for (j, w) in t.waits.iter().enumerate() {
+        check_wait(w).map_err(|(f, r)| (format!("waits[{j}].{f}"), r))?;
+    }
     if t.hidden_frames > TaskDump::MAX_HIDDEN_FRAMES {
         return Err((
             "hidden_frames".to_owned(),
@@ -213,6 +227,34 @@ fn check_frame(f: &DumpFrame, above: Option<u32>) -> Result<(), (&'static str, S
     }
     if let Some(at) = &f.awaiting_at {
         check_str(&at.file).map_err(|r| ("awaiting_at.file", r))?;
+    }
+    Ok(())
+}
+
+/// The bounds of one wait: its strings and times.
+fn check_wait(w: &ResourceWait) -> Result<(), (String, String)> {
+    let time = |field: &str, ms: u64| {
+        if ms > TaskDump::MAX_STATE_MS {
+            Err((
+                field.to_owned(),
+                format!(
+                    "{ms} is more than TaskDump::MAX_STATE_MS ({}, 100 years)",
+                    TaskDump::MAX_STATE_MS
+                ),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    check_str(&w.created_at.file).map_err(|r| ("created_at.file".to_owned(), r))?;
+    if let Some(at) = &w.waiting_at {
+        check_str(&at.file).map_err(|r| ("waiting_at.file".to_owned(), r))?;
+    }
+    time("waiting_ms", w.waiting_ms)?;
+    for (k, h) in w.holders.iter().enumerate() {
+        check_str(&h.acquired_at.file)
+            .map_err(|r| (format!("holders[{k}].acquired_at.file"), r))?;
+        time(&format!("holders[{k}].held_ms"), h.held_ms)?;
     }
     Ok(())
 }
@@ -263,6 +305,17 @@ pub(super) fn frames<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<DumpFrame>, 
         max: TaskDump::MAX_FRAMES * TaskDump::MAX_TASKS,
         what: "frames",
         limit: "TaskDump::MAX_FRAMES for each of TaskDump::MAX_TASKS branches",
+        of: std::marker::PhantomData,
+    })
+}
+
+/// `TaskInfo::waits`: at most [`TaskDump::MAX_TASKS`] (one per root;
+/// [`check`] compares with the task's branches).
+pub(super) fn waits<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ResourceWait>, D::Error> {
+    d.deserialize_seq(AtMost {
+        max: TaskDump::MAX_TASKS,
+        what: "waits",
+        limit: "TaskDump::MAX_TASKS",
         of: std::marker::PhantomData,
     })
 }

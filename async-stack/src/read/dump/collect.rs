@@ -10,8 +10,11 @@
 
 use std::borrow::Cow;
 
+use std::collections::HashMap;
+
 use super::{
-    DUMP_FORMAT_VERSION, DumpFrame, DumpSummary, SourceLocation, TaskDump, TaskInfo, TaskStatus,
+    DUMP_FORMAT_VERSION, DumpFrame, DumpSummary, ResourceHolder, ResourceWait, SourceLocation,
+    TaskDump, TaskInfo, TaskStatus,
 };
 use crate::record::site::SiteId;
 use crate::record::site::{AwaitSite, CallSite, await_site_by_id, call_site_by_id};
@@ -20,6 +23,9 @@ use crate::task::record::{RawTask, TaskRecord};
 use crate::task::registry;
 use crate::task::stack::{CopiedFrame, StackCopy};
 use crate::task::tokio_task::TokioTask;
+use crate::waits::query::WaitingFor;
+#[cfg(not(async_stack_loom))]
+use crate::waits::{query::waiting_tasks, resource::Registry};
 
 /// Reads task records into the dump model, reusing from record to record
 /// one clock reading, one stack copy, and one snapshot of the site tables.
@@ -141,6 +147,7 @@ impl Reader {
             0
         };
         t.stack_unavailable = !raw.stack_copied;
+        t.waits.clear();
     }
 }
 
@@ -161,6 +168,7 @@ pub(super) fn scratch_task() -> TaskInfo {
         frames: Vec::new(),
         hidden_frames: 0,
         stack_unavailable: false,
+        waits: Vec::new(),
     }
 }
 
@@ -304,6 +312,11 @@ pub(super) fn for_each_entry(
     let mut reader = Reader::new();
     let mut task = scratch_task();
     let mut tasks = 0;
+    let waits = Waits::now();
+    let mut visit = |t: &mut TaskInfo| {
+        waits.attach(t);
+        visit(t);
+    };
     let mut filed: Vec<Filed> = Vec::new();
     let mut filed_seen = 0usize;
     registry::for_each_record(|index, record| {
@@ -355,6 +368,58 @@ pub(super) fn for_each_entry(
         tasks,
         torn_copies: reader.torn_copies(),
         untracked_roots: registry::untracked(),
+    }
+}
+
+/// What the waiting roots wait for, read once per dump (see
+/// [`crate::waits`]): nothing to read while nobody waits.
+struct Waits {
+    waiting: HashMap<u64, WaitingFor>,
+    now_ms: u64,
+}
+
+impl Waits {
+    fn now() -> Self {
+        // Under loom the waits-for graph has only its models.
+        #[cfg(not(async_stack_loom))]
+        let waiting = waiting_tasks(Registry::global());
+        #[cfg(async_stack_loom)]
+        let waiting = HashMap::new();
+        Waits {
+            waiting,
+            now_ms: crate::clock::now_ms(),
+        }
+    }
+
+    /// Lists in `t` what its roots wait for.
+    fn attach(&self, t: &mut TaskInfo) {
+        if self.waiting.is_empty() {
+            return;
+        }
+        let since = |ms: u64| self.now_ms.saturating_sub(ms);
+        for id in &t.branches {
+            let Some(w) = self.waiting.get(id) else {
+                continue;
+            };
+            t.waits.push(ResourceWait {
+                task: *id,
+                resource: w.kind.into(),
+                created_at: SourceLocation::of(w.created_at),
+                waiting_at: w.waiting_at.map(SourceLocation::of),
+                waiting_ms: since(w.since_ms),
+                holders: w
+                    .holders
+                    .iter()
+                    .map(|h| ResourceHolder {
+                        task: h.task,
+                        acquired_at: SourceLocation::of(h.acquired_at),
+                        held_ms: since(h.since_ms),
+                        permits: h.permits,
+                    })
+                    .collect(),
+                tokio_task: w.tokio_task,
+            });
+        }
     }
 }
 

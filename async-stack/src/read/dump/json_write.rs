@@ -257,10 +257,20 @@ impl JsonRenderer {
         out.push_str(",\"hidden_frames\":");
         write_int(out, t.hidden_frames);
         out.push_str(if t.stack_unavailable {
-            ",\"stack_unavailable\":true}"
+            ",\"stack_unavailable\":true,\"waits\":"
         } else {
-            ",\"stack_unavailable\":false}"
+            ",\"stack_unavailable\":false,\"waits\":"
         });
+        if t.waits.is_empty() {
+            out.push_str("[]}");
+        } else {
+            // Rare (roots waiting for a wrapped lock): serde's own bytes.
+            match serde_json::to_string(&t.waits) {
+                Ok(waits) => out.push_str(&waits),
+                Err(_) => out.push_str("[]"),
+            }
+            out.push('}');
+        }
     }
 }
 
@@ -515,6 +525,7 @@ mod tests {
                     frames,
                     hidden_frames,
                     stack_unavailable,
+                    waits: Vec::new(),
                 },
             )
     }
@@ -608,6 +619,7 @@ mod tests {
                 frames: frames.clone(),
                 hidden_frames: 0,
                 stack_unavailable: false,
+                waits: Vec::new(),
             })
             .collect();
         let d = TaskDump {

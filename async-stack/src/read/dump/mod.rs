@@ -82,12 +82,12 @@
 //! - `unwakeable.rs`: the tasks nobody can wake ([`unwakeable`]).
 
 use std::borrow::Cow;
-use std::fmt;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::task::TaskState;
+use crate::waits::report::ResourceKind;
 
 mod bounds;
 mod cache;
@@ -107,22 +107,7 @@ pub use stream::{DumpSummary, LiveTasks, TaskStatus, live_tasks, write_json, wri
 pub use text::format_duration;
 pub use unwakeable::unwakeable;
 
-/// A source location (file, line, column).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct SourceLocation {
-    /// Source file, as `file!()` records it.
-    pub file: Cow<'static, str>,
-    /// 1-based line.
-    pub line: u32,
-    /// 1-based column.
-    pub column: u32,
-}
-
-impl fmt::Display for SourceLocation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}", self.file, self.line, self.column)
-    }
-}
+pub use crate::record::location::SourceLocation;
 
 /// One async frame of a task's stack.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -210,6 +195,53 @@ pub struct TaskInfo {
     /// `true` when the stack changed on every copy attempt (the task was
     /// polling hard); the frames are then empty rather than torn.
     pub stack_unavailable: bool,
+    /// What its roots wait for, when they wait for a lock or semaphore of
+    /// `async_stack::sync` or a spawn helper's
+    /// `JoinHandle` (at most one wait per root, in the order of
+    /// [`branches`](TaskInfo::branches)). The text form shows each under
+    /// the frame that awaits it. Empty in dumps of format versions 1 and 2.
+    #[serde(default, deserialize_with = "bounds::waits")]
+    pub waits: Vec<ResourceWait>,
+}
+
+/// What a root of a task waits for: a lock or semaphore of
+/// `async_stack::sync`, or a spawn helper's `JoinHandle`
+/// (see [`deadlocks()`](crate::waits::report::deadlocks) for the tasks
+/// that wait for each other).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceWait {
+    /// The waiting root's task id (one of the task's
+    /// [`branches`](TaskInfo::branches)).
+    pub task: u64,
+    /// What it waits for.
+    pub resource: ResourceKind,
+    /// Where the resource was created (for a `JoinHandle`, where its task
+    /// was spawned).
+    pub created_at: SourceLocation,
+    /// The `lock()`, `acquire()` or `JoinHandle` call it waits at.
+    pub waiting_at: Option<SourceLocation>,
+    /// How long it has waited, in milliseconds (coarse clock).
+    pub waiting_ms: u64,
+    /// Who holds the resource, the writer or exclusive holder first;
+    /// empty for a `JoinHandle`, or for a resource released that the
+    /// waiter has not taken yet.
+    pub holders: Vec<ResourceHolder>,
+    /// For a `JoinHandle`: the tokio id of the task it waits for.
+    pub tokio_task: Option<u64>,
+}
+
+/// A holder of the resource a root waits for.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResourceHolder {
+    /// The holding task's id, `0` when it was acquired outside any traced
+    /// task.
+    pub task: u64,
+    /// Where it acquired it.
+    pub acquired_at: SourceLocation,
+    /// For how long, in milliseconds (coarse clock).
+    pub held_ms: u64,
+    /// The permits it holds (1 for a lock).
+    pub permits: u32,
 }
 
 impl TaskInfo {

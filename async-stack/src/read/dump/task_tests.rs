@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use crate::read::dump::dump;
-use crate::sync::Ordering;
+use crate::shim::Ordering;
 use crate::task::TaskState;
 use crate::task::place::INCARNATION_LIMIT;
 use crate::task::registry;

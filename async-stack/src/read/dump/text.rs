@@ -25,8 +25,9 @@ use std::time::Duration;
 use super::cache::{
     RenderCache, Rendering, frame_hash, same_str, stack_hash, store_frame, store_stack,
 };
-use super::{DumpFrame, SourceLocation, TaskDump, TaskInfo};
+use super::{DumpFrame, ResourceWait, SourceLocation, TaskDump, TaskInfo};
 use crate::task::{STACK_CAPACITY, TaskState};
+use crate::waits::report::ResourceKind;
 
 /// Appends an integer in decimal.
 fn write_int(out: &mut String, n: impl itoa::Integer) {
@@ -196,7 +197,7 @@ fn write_stack(
     out: &mut String,
     frames: &[DumpFrame],
     open: &mut Vec<usize>,
-    mut write: impl FnMut(&mut String, &DumpFrame),
+    mut write: impl FnMut(&mut String, usize, &DumpFrame),
 ) {
     open.clear();
     for (i, frame) in frames.iter().enumerate() {
@@ -204,12 +205,103 @@ fn write_stack(
             && frames[top].depth >= frame.depth
         {
             open.pop();
-            write(out, &frames[top]);
+            write(out, top, &frames[top]);
         }
         open.push(i);
     }
     while let Some(top) = open.pop() {
-        write(out, &frames[top]);
+        write(out, top, &frames[top]);
+    }
+}
+
+/// The frame of `t` under which each of its waits shows: in the wait's
+/// root (the branch of `t.branches` it names, when every root has frames),
+/// the deepest frame awaiting at the wait's line, else the deepest frame;
+/// `None` when the root shows no frame.
+fn wait_frames(t: &TaskInfo) -> Vec<(Option<usize>, &ResourceWait)> {
+    let starts: Vec<usize> = (0..t.frames.len())
+        .filter(|&i| t.frames[i].depth == 0)
+        .collect();
+    let whole = 0..t.frames.len();
+    t.waits
+        .iter()
+        .map(|w| {
+            let range = match t.branches.iter().position(|&b| b == w.task) {
+                Some(k) if starts.len() == t.branches.len() => {
+                    starts[k]..starts.get(k + 1).copied().unwrap_or(t.frames.len())
+                }
+                _ => whole.clone(),
+            };
+            let same_line = |i: &usize| {
+                let f = &t.frames[*i];
+                matches!((&f.awaiting_at, &w.waiting_at), (Some(a), Some(b)) if a.file == b.file && a.line == b.line)
+            };
+            let deepest = |candidates: &mut dyn Iterator<Item = usize>| {
+                candidates.max_by_key(|&i| (t.frames[i].depth, i))
+            };
+            let frame = deepest(&mut range.clone().filter(same_line))
+                .or_else(|| deepest(&mut range.clone()));
+            (frame, w)
+        })
+        .collect()
+}
+
+/// `waiting for Mutex created at src/bank.rs:12:15, held by task 7
+/// (acquired at src/bank.rs:40:9, 3.2s ago)`, indented under a frame at
+/// `depth` (`None`: at the task's level).
+fn write_wait(out: &mut String, depth: Option<u32>, w: &ResourceWait) {
+    let pad = match depth {
+        Some(d) => 2 * ((d as usize).min(MAX_FRAME_INDENT / 2 - 1) + 1) + 4,
+        None => 2,
+    };
+    write_pad(out, pad);
+    out.push_str("waiting for ");
+    out.push_str(w.resource.as_str());
+    if w.resource == ResourceKind::JoinHandle {
+        if let Some(id) = w.tokio_task {
+            out.push_str(" of tokio task ");
+            write_int(out, id);
+        }
+        out.push_str(" spawned at ");
+        write_location(out, &w.created_at);
+    } else {
+        out.push_str(" created at ");
+        write_location(out, &w.created_at);
+        if w.holders.is_empty() {
+            out.push_str(", free (not taken yet)");
+        }
+        for (i, h) in w.holders.iter().enumerate() {
+            out.push_str(if i == 0 { ", held by " } else { " and " });
+            if h.task == 0 {
+                out.push_str("code outside traced tasks");
+            } else {
+                out.push_str("task ");
+                write_int(out, h.task);
+            }
+            out.push_str(" (acquired at ");
+            write_location(out, &h.acquired_at);
+            out.push_str(", ");
+            write_duration(out, u128::from(h.held_ms));
+            out.push_str(" ago)");
+        }
+    }
+    out.push_str(", for ");
+    write_duration(out, u128::from(w.waiting_ms));
+    out.push('\n');
+}
+
+/// A task's frames (see [`write_stack`]), each wait under its frame (see
+/// [`wait_frames`]); waits of roots without frames after them.
+fn write_frames_with_waits(out: &mut String, t: &TaskInfo, open: &mut Vec<usize>) {
+    let waits = wait_frames(t);
+    write_stack(out, &t.frames, open, |out, i, frame| {
+        write_frame(out, frame);
+        for (_, w) in waits.iter().filter(|(at, _)| *at == Some(i)) {
+            write_wait(out, Some(frame.depth), w);
+        }
+    });
+    for (_, w) in waits.iter().filter(|(at, _)| at.is_none()) {
+        write_wait(out, None, w);
     }
 }
 
@@ -262,12 +354,14 @@ impl TextRenderer {
             stacks,
         }) = &mut self.caches
         else {
-            write_stack(out.buf(), frames, open, write_frame);
+            write_stack(out.buf(), frames, open, |out, _, frame| {
+                write_frame(out, frame)
+            });
             return Ok(());
         };
         out.put(
             stacks.text(frames, stack_hash(frames, frame_hash), |text, frames| {
-                write_stack(text, frames, open, |text, frame| {
+                write_stack(text, frames, open, |text, _, frame| {
                     text.push_str(frame_text.text(frame, frame_hash(frame), write_frame));
                 })
             }),
@@ -279,7 +373,12 @@ impl TextRenderer {
     /// are separated by one empty line, which is the caller's to write.
     pub(super) fn write_task(&mut self, out: &mut impl TextOut, t: &TaskInfo) -> fmt::Result {
         write_header(out.buf(), t);
-        self.write_frames(out, &t.frames)?;
+        if t.waits.is_empty() {
+            self.write_frames(out, &t.frames)?;
+        } else {
+            // Waits are the task's own: its stack is not one to share.
+            write_frames_with_waits(out.buf(), t, &mut self.open);
+        }
         write_footer(out.buf(), t);
         Ok(())
     }
@@ -549,10 +648,11 @@ impl TaskDump {
             }
             let first = members[0];
             if members.len() == 1 {
-                write_header(out.buf(), first);
-            } else {
-                write_group_header(out.buf(), members);
+                // A task alone: exactly its plain entry, waits included.
+                r.write_task(out, first)?;
+                continue;
             }
+            write_group_header(out.buf(), members);
             r.write_frames(out, &first.frames)?;
             write_footer(out.buf(), first);
         }
@@ -602,6 +702,7 @@ impl fmt::Display for TaskInfo {
     ///     ],
     ///     hidden_frames: 0,
     ///     stack_unavailable: false,
+    ///     waits: vec![],
     /// };
     /// assert_eq!(
     ///     task.to_string(),

@@ -223,6 +223,7 @@ fn task(id: u64, frames: Vec<DumpFrame>) -> TaskInfo {
         frames,
         hidden_frames: 0,
         stack_unavailable: false,
+        waits: Vec::new(),
     }
 }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::record::current::Active;
 use crate::sampler::ring::OwnedRing;
-use crate::sync::lock;
+use crate::shim::lock;
 use crate::task::STACK_CAPACITY;
 use crate::task::stack::SignalCopy;
 

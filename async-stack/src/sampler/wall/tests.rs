@@ -92,7 +92,7 @@ fn off_cpu(samples: u64) -> Weights {
 fn record_of(id: u64) -> Option<u32> {
     let mut found = None;
     registry::for_each_record(|index, r| {
-        if r.id.load(crate::sync::Ordering::Acquire) == id {
+        if r.id.load(crate::shim::Ordering::Acquire) == id {
             found = Some(index);
         }
     });

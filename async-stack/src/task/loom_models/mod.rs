@@ -14,7 +14,7 @@ use std::task::Waker;
 use crate::record::current::{self, Active};
 use crate::record::frame::AsyncStackFrame;
 use crate::record::site::CallSite;
-use crate::sync::Ordering;
+use crate::shim::Ordering;
 use crate::task::TaskState;
 use crate::task::record::{RawTask, TaskRecord, state};
 use crate::task::registry;

@@ -2,7 +2,7 @@
 //! retirements, resets and the end of a task.
 
 use crate::record::current::Active;
-use crate::sync::Ordering;
+use crate::shim::Ordering;
 use crate::task::TaskState::{Idle, Running, Scheduled};
 use crate::task::loom_models::{
     CHILD, OTHER, ROOT, bounded_model, end_poll, enter_child, frame, leave_child, start_poll, task,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering as StdOrdering;
 use std::task::{Wake, Waker};
 
-use crate::sync::Ordering;
+use crate::shim::Ordering;
 use crate::task::loom_models::{ROOT, Task, task, task_with_boxed_waker};
 use crate::task::record::layout::refs;
 use crate::task::{end, place, registry};

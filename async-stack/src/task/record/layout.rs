@@ -6,7 +6,7 @@ use std::cell::UnsafeCell;
 
 use crate::record::current::{self, Active, OpaqueRecord};
 use crate::record::frame::AsyncStackFrame;
-use crate::sync::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
+use crate::shim::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
 use crate::task::stack::words::{INLINE_SLOTS, foreign};
 
 /// The packed `state` word.
@@ -286,8 +286,8 @@ impl TaskRecord {
     #[inline]
     pub(crate) fn prefetch(&self) {
         let p = std::ptr::from_ref(self).cast::<u8>();
-        crate::sync::prefetch(p);
-        crate::sync::prefetch(p.wrapping_add(64));
+        crate::shim::prefetch(p);
+        crate::shim::prefetch(p.wrapping_add(64));
     }
 
     // ---- references (see `refs`) ----

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::sync::{AtomicPtr, AtomicU64};
+use crate::shim::{AtomicPtr, AtomicU64};
 
 /// What few tasks have beyond their record: a name given through a spawn
 /// helper, a second waker for a root whose executor changed its waker,
@@ -87,14 +87,14 @@ impl NameCell {
 /// Under loom, a mutex stands in for `arc-swap` (which loom cannot model).
 #[cfg(async_stack_loom)]
 #[derive(Debug, Default)]
-pub(crate) struct NameCell(crate::sync::Mutex<Option<Arc<TaskName>>>);
+pub(crate) struct NameCell(crate::shim::Mutex<Option<Arc<TaskName>>>);
 
 #[cfg(async_stack_loom)]
 impl NameCell {
     pub(crate) fn store(&self, name: Option<Arc<TaskName>>) {
-        *crate::sync::lock(&self.0) = name;
+        *crate::shim::lock(&self.0) = name;
     }
     pub(crate) fn load(&self) -> Option<Arc<TaskName>> {
-        crate::sync::lock(&self.0).clone()
+        crate::shim::lock(&self.0).clone()
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::record::current;
-use crate::sync::{Ordering, fence};
+use crate::shim::{Ordering, fence};
 use crate::task::TaskState;
 use crate::task::record::layout::{TaskRecord, spawn, state, wakes};
 use crate::task::record::names::TaskName;

@@ -13,7 +13,7 @@ use std::mem::ManuallyDrop;
 use std::task::Waker;
 
 use crate::task::record::layout::TaskRecord;
-// std's, not `crate::sync`'s: the table is a `static` built by a `const fn`
+// std's, not `crate::shim`'s: the table is a `static` built by a `const fn`
 // (loom's atomics and mutexes have no `const` constructor). Entries are
 // appended under the mutex, each published once with release ordering and
 // never changed; the unit test below checks the table itself.
@@ -59,7 +59,7 @@ impl<const N: usize> Table<N> {
         {
             return Some(i as u32 + 1);
         }
-        let _append = crate::sync::lock_std(&self.append);
+        let _append = crate::shim::lock_std(&self.append);
         let (i, p) = find()?;
         if p.is_null() {
             self.entries[i].store(wanted, Ordering::Release);

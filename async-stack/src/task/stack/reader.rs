@@ -4,7 +4,7 @@
 //! the protocol).
 
 use crate::record::current::NO_SLOT;
-use crate::sync::{AtomicU64, Ordering, fence};
+use crate::shim::{AtomicU64, Ordering, fence};
 use crate::task::record::layout::TaskRecord;
 use crate::task::registry;
 use crate::task::stack::words::{

@@ -4,7 +4,7 @@
 //! [`crate::task::stack`] for the protocol).
 
 use crate::record::current::NO_SLOT;
-use crate::sync::{AtomicU64, Ordering};
+use crate::shim::{AtomicU64, Ordering};
 
 /// Slots in the record itself.
 pub(crate) const INLINE_SLOTS: usize = 3;

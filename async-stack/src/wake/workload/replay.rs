@@ -40,7 +40,7 @@
 use std::fmt;
 use std::future::Future;
 use std::hint::black_box;
-// `std`'s, not `crate::sync`'s: the replay's own stop flag and counters,
+// `std`'s, not `crate::shim`'s: the replay's own stop flag and counters,
 // shared by the tasks it runs, are no protocol of the crate's; loom has
 // nothing to model in them.
 use std::sync::Arc;

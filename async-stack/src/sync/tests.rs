@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::locks::{Mutex, RwLock, Semaphore};
+use crate::sync::{Mutex, RwLock, Semaphore};
 use crate::task::record::layout::current_task_id;
 use crate::task::traced::TracedExt;
 use crate::waits::query::{WaitingFor, waiting_tasks};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ::tokio::sync as tokio_sync;
 pub use ::tokio::sync::TryLockError;
 
-use crate::locks::acquire::{Acquiring, ExclusiveHold, inner_mut, new_resource, unwrap_inner};
+use crate::sync::acquire::{Acquiring, ExclusiveHold, inner_mut, new_resource, unwrap_inner};
 use crate::waits::resource::{Ask, Kind, Resource};
 
 /// An asynchronous mutex: `tokio::sync::Mutex`, with the same methods,
@@ -19,7 +19,7 @@ use crate::waits::resource::{Ask, Kind, Resource};
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// use async_stack::locks::Mutex;
+/// use async_stack::sync::Mutex;
 ///
 /// let m = Mutex::new(1);
 /// *m.lock().await += 1;
@@ -49,7 +49,7 @@ impl<T> Mutex<T> {
     /// created.
     ///
     /// ```
-    /// let m = async_stack::locks::Mutex::new(5);
+    /// let m = async_stack::sync::Mutex::new(5);
     /// assert_eq!(m.into_inner(), 5);
     /// ```
     #[track_caller]
@@ -63,7 +63,7 @@ impl<T> Mutex<T> {
     /// Consumes the mutex, returning the data.
     ///
     /// ```
-    /// let m = async_stack::locks::Mutex::new("a");
+    /// let m = async_stack::sync::Mutex::new("a");
     /// assert_eq!(m.into_inner(), "a");
     /// ```
     pub fn into_inner(self) -> T {
@@ -78,7 +78,7 @@ impl<T: ?Sized> Mutex<T> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let m = async_stack::locks::Mutex::new(0);
+    /// let m = async_stack::sync::Mutex::new(0);
     /// *m.lock().await = 3;
     /// assert_eq!(*m.lock().await, 3);
     /// # }
@@ -101,7 +101,7 @@ impl<T: ?Sized> Mutex<T> {
     /// Locks the mutex if it is free.
     ///
     /// ```
-    /// let m = async_stack::locks::Mutex::new(1);
+    /// let m = async_stack::sync::Mutex::new(1);
     /// let g = m.try_lock().unwrap();
     /// assert!(m.try_lock().is_err());
     /// drop(g);
@@ -122,7 +122,7 @@ impl<T: ?Sized> Mutex<T> {
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
     /// use std::sync::Arc;
-    /// let m = Arc::new(async_stack::locks::Mutex::new(1));
+    /// let m = Arc::new(async_stack::sync::Mutex::new(1));
     /// let g = m.clone().lock_owned().await;
     /// assert_eq!(*g, 1);
     /// # }
@@ -146,7 +146,7 @@ impl<T: ?Sized> Mutex<T> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// let m = Arc::new(async_stack::locks::Mutex::new(1));
+    /// let m = Arc::new(async_stack::sync::Mutex::new(1));
     /// assert!(m.clone().try_lock_owned().is_ok());
     /// ```
     #[track_caller]
@@ -162,7 +162,7 @@ impl<T: ?Sized> Mutex<T> {
     /// The data, through a unique borrow (no locking needed).
     ///
     /// ```
-    /// let mut m = async_stack::locks::Mutex::new(1);
+    /// let mut m = async_stack::sync::Mutex::new(1);
     /// *m.get_mut() = 2;
     /// assert_eq!(m.into_inner(), 2);
     /// ```

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ::tokio::sync as tokio_sync;
 use ::tokio::sync::TryLockError;
 
-use crate::locks::acquire::{
+use crate::sync::acquire::{
     Acquiring, ExclusiveHold, SharedHold, inner_mut, new_resource, unwrap_inner,
 };
 use crate::waits::resource::{Ask, Kind, Resource};
@@ -21,7 +21,7 @@ use crate::waits::resource::{Ask, Kind, Resource};
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let l = async_stack::locks::RwLock::new(1);
+/// let l = async_stack::sync::RwLock::new(1);
 /// {
 ///     let (a, b) = (l.read().await, l.read().await);
 ///     assert_eq!(*a + *b, 2);
@@ -67,7 +67,7 @@ impl<T> RwLock<T> {
     /// created.
     ///
     /// ```
-    /// let l = async_stack::locks::RwLock::new(5);
+    /// let l = async_stack::sync::RwLock::new(5);
     /// assert_eq!(l.into_inner(), 5);
     /// ```
     #[track_caller]
@@ -81,7 +81,7 @@ impl<T> RwLock<T> {
     /// Consumes the lock, returning the data.
     ///
     /// ```
-    /// assert_eq!(async_stack::locks::RwLock::new(2).into_inner(), 2);
+    /// assert_eq!(async_stack::sync::RwLock::new(2).into_inner(), 2);
     /// ```
     pub fn into_inner(self) -> T {
         unwrap_inner(self.inner).into_inner()
@@ -94,7 +94,7 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let l = async_stack::locks::RwLock::new(1);
+    /// let l = async_stack::sync::RwLock::new(1);
     /// assert_eq!(*l.read().await, 1);
     /// # }
     /// ```
@@ -118,7 +118,7 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let l = async_stack::locks::RwLock::new(1);
+    /// let l = async_stack::sync::RwLock::new(1);
     /// *l.write().await += 1;
     /// assert_eq!(*l.read().await, 2);
     /// # }
@@ -143,7 +143,7 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let l = std::sync::Arc::new(async_stack::locks::RwLock::new(1));
+    /// let l = std::sync::Arc::new(async_stack::sync::RwLock::new(1));
     /// assert_eq!(*l.clone().read_owned().await, 1);
     /// # }
     /// ```
@@ -167,7 +167,7 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let l = std::sync::Arc::new(async_stack::locks::RwLock::new(1));
+    /// let l = std::sync::Arc::new(async_stack::sync::RwLock::new(1));
     /// *l.clone().write_owned().await = 2;
     /// assert_eq!(*l.read().await, 2);
     /// # }
@@ -190,7 +190,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Locks for reading if no writer holds or waits for the lock.
     ///
     /// ```
-    /// let l = async_stack::locks::RwLock::new(1);
+    /// let l = async_stack::sync::RwLock::new(1);
     /// let w = l.try_write().unwrap();
     /// assert!(l.try_read().is_err());
     /// drop(w);
@@ -209,7 +209,7 @@ impl<T: ?Sized> RwLock<T> {
     /// Locks for writing if the lock is free.
     ///
     /// ```
-    /// let l = async_stack::locks::RwLock::new(1);
+    /// let l = async_stack::sync::RwLock::new(1);
     /// let r = l.try_read().unwrap();
     /// assert!(l.try_write().is_err());
     /// drop(r);
@@ -227,7 +227,7 @@ impl<T: ?Sized> RwLock<T> {
     /// The data, through a unique borrow.
     ///
     /// ```
-    /// let mut l = async_stack::locks::RwLock::new(1);
+    /// let mut l = async_stack::sync::RwLock::new(1);
     /// *l.get_mut() = 3;
     /// assert_eq!(l.into_inner(), 3);
     /// ```
@@ -264,7 +264,7 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let l = async_stack::locks::RwLock::new(1);
+    /// let l = async_stack::sync::RwLock::new(1);
     /// let mut w = l.write().await;
     /// *w = 2;
     /// let r = w.downgrade();
@@ -291,7 +291,7 @@ impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let l = std::sync::Arc::new(async_stack::locks::RwLock::new(1));
+    /// let l = std::sync::Arc::new(async_stack::sync::RwLock::new(1));
     /// let r = l.clone().write_owned().await.downgrade();
     /// assert_eq!(*r, 1);
     /// assert!(l.try_write().is_err());
@@ -334,5 +334,5 @@ macro_rules! read_guard_impls {
 
 read_guard_impls!(RwLockReadGuard<'a>);
 read_guard_impls!(OwnedRwLockReadGuard);
-crate::locks::mutex::guard_impls!(RwLockWriteGuard<'a>);
-crate::locks::mutex::guard_impls!(OwnedRwLockWriteGuard);
+crate::sync::mutex::guard_impls!(RwLockWriteGuard<'a>);
+crate::sync::mutex::guard_impls!(OwnedRwLockWriteGuard);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ::tokio::sync as tokio_sync;
 pub use ::tokio::sync::{AcquireError, TryAcquireError};
 
-use crate::locks::acquire::{Acquiring, SharedHold, new_resource};
+use crate::sync::acquire::{Acquiring, SharedHold, new_resource};
 use crate::waits::resource::{Ask, Kind, Resource};
 
 /// A counting semaphore: `tokio::sync::Semaphore` (fair: FIFO), with the
@@ -24,7 +24,7 @@ use crate::waits::resource::{Ask, Kind, Resource};
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let s = async_stack::locks::Semaphore::new(2);
+/// let s = async_stack::sync::Semaphore::new(2);
 /// let a = s.acquire().await.unwrap();
 /// let b = s.acquire().await.unwrap();
 /// assert_eq!(s.available_permits(), 0);
@@ -59,7 +59,7 @@ impl Semaphore {
     /// as where it was created.
     ///
     /// ```
-    /// let s = async_stack::locks::Semaphore::new(3);
+    /// let s = async_stack::sync::Semaphore::new(3);
     /// assert_eq!(s.available_permits(), 3);
     /// ```
     #[track_caller]
@@ -73,7 +73,7 @@ impl Semaphore {
     /// Permits available now.
     ///
     /// ```
-    /// assert_eq!(async_stack::locks::Semaphore::new(1).available_permits(), 1);
+    /// assert_eq!(async_stack::sync::Semaphore::new(1).available_permits(), 1);
     /// ```
     pub fn available_permits(&self) -> usize {
         self.inner.available_permits()
@@ -82,7 +82,7 @@ impl Semaphore {
     /// Adds `n` permits (waking waiters in queue order).
     ///
     /// ```
-    /// let s = async_stack::locks::Semaphore::new(0);
+    /// let s = async_stack::sync::Semaphore::new(0);
     /// s.add_permits(2);
     /// assert_eq!(s.available_permits(), 2);
     /// ```
@@ -93,7 +93,7 @@ impl Semaphore {
     /// Removes up to `n` available permits; returns how many.
     ///
     /// ```
-    /// let s = async_stack::locks::Semaphore::new(3);
+    /// let s = async_stack::sync::Semaphore::new(3);
     /// assert_eq!(s.forget_permits(2), 2);
     /// ```
     pub fn forget_permits(&self, n: usize) -> usize {
@@ -103,7 +103,7 @@ impl Semaphore {
     /// Closes the semaphore: waiters and later acquires fail.
     ///
     /// ```
-    /// let s = async_stack::locks::Semaphore::new(1);
+    /// let s = async_stack::sync::Semaphore::new(1);
     /// s.close();
     /// assert!(s.is_closed() && s.try_acquire().is_err());
     /// ```
@@ -114,7 +114,7 @@ impl Semaphore {
     /// Whether [`close`](Self::close) was called.
     ///
     /// ```
-    /// assert!(!async_stack::locks::Semaphore::new(1).is_closed());
+    /// assert!(!async_stack::sync::Semaphore::new(1).is_closed());
     /// ```
     pub fn is_closed(&self) -> bool {
         self.inner.is_closed()
@@ -125,7 +125,7 @@ impl Semaphore {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let s = async_stack::locks::Semaphore::new(1);
+    /// let s = async_stack::sync::Semaphore::new(1);
     /// let p = s.acquire().await.unwrap();
     /// assert_eq!(p.num_permits(), 1);
     /// # }
@@ -140,7 +140,7 @@ impl Semaphore {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let s = async_stack::locks::Semaphore::new(3);
+    /// let s = async_stack::sync::Semaphore::new(3);
     /// let p = s.acquire_many(2).await.unwrap();
     /// assert_eq!((p.num_permits(), s.available_permits()), (2, 1));
     /// # }
@@ -178,7 +178,7 @@ impl Semaphore {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let s = std::sync::Arc::new(async_stack::locks::Semaphore::new(1));
+    /// let s = std::sync::Arc::new(async_stack::sync::Semaphore::new(1));
     /// let p = s.clone().acquire_owned().await.unwrap();
     /// assert_eq!(p.num_permits(), 1);
     /// # }
@@ -195,7 +195,7 @@ impl Semaphore {
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() {
-    /// let s = std::sync::Arc::new(async_stack::locks::Semaphore::new(2));
+    /// let s = std::sync::Arc::new(async_stack::sync::Semaphore::new(2));
     /// let p = s.clone().acquire_many_owned(2).await.unwrap();
     /// assert_eq!(p.num_permits(), 2);
     /// # }
@@ -231,7 +231,7 @@ impl Semaphore {
     /// One permit, if available now.
     ///
     /// ```
-    /// let s = async_stack::locks::Semaphore::new(1);
+    /// let s = async_stack::sync::Semaphore::new(1);
     /// let p = s.try_acquire().unwrap();
     /// assert!(s.try_acquire().is_err());
     /// drop(p);
@@ -244,7 +244,7 @@ impl Semaphore {
     /// `n` permits, if available now.
     ///
     /// ```
-    /// let s = async_stack::locks::Semaphore::new(2);
+    /// let s = async_stack::sync::Semaphore::new(2);
     /// assert!(s.try_acquire_many(3).is_err());
     /// assert!(s.try_acquire_many(2).is_ok());
     /// ```
@@ -268,7 +268,7 @@ impl Semaphore {
     /// [`try_acquire`](Self::try_acquire) for a semaphore in an `Arc`.
     ///
     /// ```
-    /// let s = std::sync::Arc::new(async_stack::locks::Semaphore::new(1));
+    /// let s = std::sync::Arc::new(async_stack::sync::Semaphore::new(1));
     /// assert!(s.clone().try_acquire_owned().is_ok());
     /// ```
     #[track_caller]
@@ -280,7 +280,7 @@ impl Semaphore {
     /// `Arc`.
     ///
     /// ```
-    /// let s = std::sync::Arc::new(async_stack::locks::Semaphore::new(2));
+    /// let s = std::sync::Arc::new(async_stack::sync::Semaphore::new(2));
     /// assert!(s.clone().try_acquire_many_owned(2).is_ok());
     /// ```
     #[track_caller]
@@ -314,7 +314,7 @@ impl SemaphorePermit<'_> {
     /// The permits this holds.
     ///
     /// ```
-    /// let s = async_stack::locks::Semaphore::new(2);
+    /// let s = async_stack::sync::Semaphore::new(2);
     /// assert_eq!(s.try_acquire_many(2).unwrap().num_permits(), 2);
     /// ```
     pub fn num_permits(&self) -> usize {
@@ -324,7 +324,7 @@ impl SemaphorePermit<'_> {
     /// Keeps the permits out of the semaphore for good (the hold ends).
     ///
     /// ```
-    /// let s = async_stack::locks::Semaphore::new(1);
+    /// let s = async_stack::sync::Semaphore::new(1);
     /// s.try_acquire().unwrap().forget();
     /// assert_eq!(s.available_permits(), 0);
     /// ```
@@ -339,7 +339,7 @@ impl OwnedSemaphorePermit {
     /// The permits this holds.
     ///
     /// ```
-    /// let s = std::sync::Arc::new(async_stack::locks::Semaphore::new(2));
+    /// let s = std::sync::Arc::new(async_stack::sync::Semaphore::new(2));
     /// assert_eq!(s.try_acquire_many_owned(2).unwrap().num_permits(), 2);
     /// ```
     pub fn num_permits(&self) -> usize {
@@ -349,7 +349,7 @@ impl OwnedSemaphorePermit {
     /// Keeps the permits out of the semaphore for good (the hold ends).
     ///
     /// ```
-    /// let s = std::sync::Arc::new(async_stack::locks::Semaphore::new(1));
+    /// let s = std::sync::Arc::new(async_stack::sync::Semaphore::new(1));
     /// s.clone().try_acquire_owned().unwrap().forget();
     /// assert_eq!(s.available_permits(), 0);
     /// ```
@@ -363,7 +363,7 @@ impl OwnedSemaphorePermit {
     /// least `n`.
     ///
     /// ```
-    /// let s = std::sync::Arc::new(async_stack::locks::Semaphore::new(3));
+    /// let s = std::sync::Arc::new(async_stack::sync::Semaphore::new(3));
     /// let mut p = s.try_acquire_many_owned(3).unwrap();
     /// let q = p.split(1).unwrap();
     /// assert_eq!((p.num_permits(), q.num_permits()), (2, 1));
