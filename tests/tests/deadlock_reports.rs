@@ -3,6 +3,7 @@
 //! (`deadlocks(true)`) reporting it once, and the debug endpoint's
 //! `/debug/async/deadlocks`.
 
+mod common;
 mod http_common;
 
 use std::sync::{Arc, Mutex as StdMutex};
@@ -138,15 +139,7 @@ fn a_deadlock_in_the_dump_the_watchdog_and_the_endpoint() {
         // The JSON: read back whole, and valid against the schema.
         let json = d.to_json();
         assert_eq!(TaskDump::from_json(&json).unwrap(), d);
-        let schema_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/task-dump.schema.json");
-        let schema: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
-        let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-        let errors: Vec<String> = jsonschema::validator_for(&schema)
-            .unwrap()
-            .iter_errors(&value)
-            .map(|e| e.to_string())
-            .collect();
+        let errors = common::dump_schema_errors(&json);
         assert!(errors.is_empty(), "{errors:?}");
 
         // The endpoint: the same report.

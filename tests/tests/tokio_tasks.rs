@@ -6,6 +6,8 @@
 //! a `LocalSet`, against what a user sees: the entry's fields, its text and
 //! its JSON.
 
+mod common;
+
 use std::time::Duration;
 
 use async_stack::dump::{live_tasks, write_text};
@@ -161,15 +163,7 @@ async fn join_case() {
     );
     assert!(json.contains(&needle), "{json}");
     assert_eq!(TaskDump::from_json(&json).unwrap(), d);
-    let schema_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/task-dump.schema.json");
-    let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
-    let value: serde_json::Value = serde_json::from_str(&json).unwrap();
-    let errors: Vec<String> = jsonschema::validator_for(&schema)
-        .unwrap()
-        .iter_errors(&value)
-        .map(|e| e.to_string())
-        .collect();
+    let errors = common::dump_schema_errors(&json);
     assert!(errors.is_empty(), "schema errors: {errors:?}");
     // A filter sees the entry's status once, with the first root's id.
     let mut seen = 0;

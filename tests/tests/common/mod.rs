@@ -1,8 +1,9 @@
 //! Helpers shared by the `walker_*` and `frame_*` tests: a description of
 //! an async frame that compares exactly (function, file, line, running), a
 //! check of the spliced layout of a capture, a future that yields once,
-//! a minimal thread-park executor, and a runner of the helper binaries
-//! that read an environment variable once per process.
+//! a minimal thread-park executor, a runner of the helper binaries
+//! that read an environment variable once per process, and the check of a
+//! dump's JSON against the checked-in schema.
 //!
 //! Every test file that uses this module declares `mod common;`; each uses a
 //! different subset of it, hence the `dead_code` allowance.
@@ -229,4 +230,18 @@ pub fn run_with_env(bin: &str, var: &str, value: Option<&std::ffi::OsStr>) -> (S
         String::from_utf8(out.stdout).unwrap(),
         String::from_utf8(out.stderr).unwrap(),
     )
+}
+
+/// What is wrong with `json` against the checked-in dump schema
+/// (`docs/task-dump.schema.json`); empty when it is valid.
+pub fn dump_schema_errors(json: &str) -> Vec<String> {
+    let schema_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/task-dump.schema.json");
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let value: serde_json::Value = serde_json::from_str(json).expect("JSON");
+    jsonschema::validator_for(&schema)
+        .expect("a valid schema")
+        .iter_errors(&value)
+        .map(|e| e.to_string())
+        .collect()
 }
