@@ -110,13 +110,19 @@ fn write_quoted(out: &mut String, name: &str) {
 /// holds (depth `STACK_CAPACITY - 1`).
 const MAX_FRAME_INDENT: usize = 2 * STACK_CAPACITY;
 
+/// The indentation of a frame's first line at `depth`: two columns per
+/// level, capped so that a deep tree stays within [`MAX_FRAME_INDENT`];
+/// the lines under the frame are four columns further in.
+fn frame_pad(depth: u32) -> usize {
+    2 * ((depth as usize).min(MAX_FRAME_INDENT / 2 - 1) + 1)
+}
+
 /// Appends one frame's two lines, indented by its depth: two columns per
 /// level, at most [`MAX_FRAME_INDENT`] (a deeper frame, which only a dump
 /// built in code can hold, is shown at that indentation, so that no depth
 /// makes a line longer than its text plus that much).
 fn write_frame(out: &mut String, frame: &DumpFrame) {
-    let shown_depth = (frame.depth as usize).min(MAX_FRAME_INDENT / 2 - 1);
-    let pad = 2 * (shown_depth + 1);
+    let pad = frame_pad(frame.depth);
     write_pad(out, pad);
     out.push_str(&frame.function);
     out.push_str(" [async]\n");
@@ -251,7 +257,7 @@ fn wait_frames(t: &TaskInfo) -> Vec<(Option<usize>, &ResourceWait)> {
 /// `depth` (`None`: at the task's level).
 fn write_wait(out: &mut String, depth: Option<u32>, w: &ResourceWait) {
     let pad = match depth {
-        Some(d) => 2 * ((d as usize).min(MAX_FRAME_INDENT / 2 - 1) + 1) + 4,
+        Some(d) => frame_pad(d) + 4,
         None => 2,
     };
     write_pad(out, pad);
