@@ -261,7 +261,7 @@ fn a_reader_queued_behind_a_waiting_writer_waits_for_it() {
 async fn await_other(ready: oneshot::Sender<u64>, other: oneshot::Receiver<JoinHandle<()>>) {
     ready.send(id()).unwrap();
     let h = other.await.unwrap();
-    h.await.unwrap();
+    h.await.unwrap(); // AWAIT_HANDLE
 }
 
 #[test]
@@ -273,13 +273,15 @@ fn two_tasks_awaiting_each_others_handles() {
         let (give_b, get_b) = oneshot::channel();
         let ha = spawn_named("a", await_other(ready_a, get_a)); // SPAWN_A
         let hb = spawn_named("b", await_other(ready_b, get_b)); // SPAWN_B
+        let hb_id = hb.id();
         let (a, b) = (a.await.unwrap(), b.await.unwrap());
         give_a.send(hb).unwrap();
         give_b.send(ha).unwrap();
         let d = deadlock_of(vec![a, b]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
-        let a_edge = expected(a, "", K::JoinHandle, "SPAWN_B", b, "", "");
-        let b_edge = expected(b, "", K::JoinHandle, "SPAWN_A", a, "", "");
+        // The line of each handle's `.await`, from the waiter's frame.
+        let a_edge = expected(a, "AWAIT_HANDLE", K::JoinHandle, "SPAWN_B", b, "", "");
+        let b_edge = expected(b, "AWAIT_HANDLE", K::JoinHandle, "SPAWN_A", a, "", "");
         let want = if a < b {
             vec![a_edge, b_edge]
         } else {
@@ -290,6 +292,32 @@ fn two_tasks_awaiting_each_others_handles() {
         let text = d.to_string();
         let want = format!("for the end of task {b}, spawned at {}:{spawn_b}:", file!());
         assert!(text.contains(&want), "{text}");
+
+        // The dump shows the same wait under the frame that awaits the
+        // handle, with that `.await` as its line.
+        let dump = async_stack::dump();
+        let task_a = dump.task(a).expect("a is live");
+        let tokio_b: u64 = hb_id.to_string().parse().unwrap();
+        assert_eq!(task_a.waits.len(), 1);
+        let w = &task_a.waits[0];
+        assert_eq!(w.resource, K::JoinHandle);
+        assert_eq!(w.tokio_task, Some(tokio_b));
+        assert_eq!(w.created_at.line, spawn_b);
+        assert_eq!(
+            w.waiting_at.as_ref().map(|l| l.line),
+            Some(line_of("AWAIT_HANDLE"))
+        );
+        let text = task_a.to_string();
+        let frame = format!("awaiting at {}:{}:", file!(), line_of("AWAIT_HANDLE"));
+        let wait = format!(
+            "waiting for JoinHandle of tokio task {tokio_b} spawned at {}:{spawn_b}:",
+            file!()
+        );
+        let (f, w) = (text.find(&frame), text.find(&wait));
+        assert!(
+            f.is_some() && w.is_some() && f < w,
+            "the wait under its frame:\n{text}"
+        );
     });
 }
 

@@ -30,6 +30,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
+use crate::record::location::SourceLocation;
 use crate::waits::resource::{Hold, Kind, Registry, Resource, ResourceCopy, Wait};
 
 /// What the detector needs to know of tasks, read from the task registry
@@ -42,6 +43,12 @@ pub(crate) trait TaskView {
     fn roots_of(&self, tokio_id: u64) -> Vec<u64>;
     /// The task's name.
     fn name(&self, task: u64) -> Option<String>;
+    /// The `.await` its deepest shown frame is suspended at: for a wait
+    /// with no call site of its own (an awaited `JoinHandle`), the line
+    /// that awaits it, as a dump shows it.
+    fn awaiting_at(&self, _task: u64) -> Option<SourceLocation> {
+        None
+    }
 }
 
 /// Why a waiter waits for a blocker.
@@ -66,6 +73,9 @@ pub(crate) struct Edge {
     pub(crate) via: Via,
     /// The waiter's name (filled in once confirmed).
     pub(crate) waiter_name: Option<String>,
+    /// For a wait without a call site of its own: the `.await` the waiter
+    /// is suspended at (filled in once confirmed).
+    pub(crate) awaiting_at: Option<SourceLocation>,
 }
 
 /// A confirmed deadlock: its edges, a cycle first (starting from the
@@ -126,6 +136,9 @@ pub(crate) fn detect<V: TaskView>(
             let mut edges = c.edges;
             for e in &mut edges {
                 e.waiter_name = second.name(e.waiter);
+                if e.wait.at.is_none() {
+                    e.awaiting_at = second.awaiting_at(e.waiter);
+                }
             }
             Found { edges }
         })
@@ -186,6 +199,7 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
                         blocker,
                         via,
                         waiter_name: None,
+                        awaiting_at: None,
                     },
                 ));
             };

@@ -75,8 +75,10 @@ pub struct WaitEdge {
     pub waiter: u64,
     /// The waiting task's name, if it has one.
     pub waiter_name: Option<String>,
-    /// Where it waits: the line of the `lock()`, `acquire()` or awaited
-    /// `JoinHandle` call.
+    /// Where it waits: the line of the `lock()` or `acquire()` call; for
+    /// an awaited `JoinHandle`, the `.await` the waiter's deepest traced
+    /// frame is suspended at (`None` if that frame is not at an `.await`
+    /// it recorded).
     pub waiting_at: Option<SourceLocation>,
     /// What it waits for.
     pub resource: ResourceKind,
@@ -200,7 +202,7 @@ impl From<Found> for Deadlock {
             .map(|e| WaitEdge {
                 waiter: e.waiter,
                 waiter_name: e.waiter_name,
-                waiting_at: e.wait.at.map(source_location),
+                waiting_at: e.wait.at.map(source_location).or(e.awaiting_at),
                 resource: e.resource.kind.into(),
                 created_at: source_location(e.resource.created_at),
                 holder: e.blocker,

@@ -1,11 +1,15 @@
 //! The detector's view of tasks ([`TaskView`]), read from the task
 //! registry: one pass over the records, without a lock.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
+use crate::record::location::SourceLocation;
+use crate::record::site::{SiteId, await_site_by_id};
 use crate::shim::Ordering;
 use crate::task::TaskState;
 use crate::task::registry;
+use crate::task::stack::reader::StackCopy;
 use crate::waits::detect::{Interest, TaskView};
 
 /// The live tasks at one pass.
@@ -65,5 +69,33 @@ impl TaskView for Tasks {
         let r = registry::record(index)?;
         let name = r.name(index)?.as_str().to_owned();
         (r.id.load(Ordering::Acquire) == task).then_some(name)
+    }
+
+    /// The deepest shown frame's `.await` (the last of the deepest, in
+    /// the order a dump lists frames: the frame a dump shows the wait
+    /// under).
+    fn awaiting_at(&self, task: u64) -> Option<SourceLocation> {
+        let &(index, _) = self.tasks.get(&task)?;
+        let r = registry::record(index)?;
+        let mut copy = StackCopy::default();
+        let raw = r.read(index, &mut copy, crate::clock::now_ms())?;
+        if raw.id != task || !raw.stack_copied {
+            return None;
+        }
+        let (_, deepest) = copy
+            .frames
+            .iter()
+            .enumerate()
+            .max_by_key(|&(i, f)| (f.depth, i))?;
+        let site = SiteId::from_raw(deepest.site);
+        if deepest.innermost || !site.is_await() {
+            return None;
+        }
+        let a = await_site_by_id(site.id())?;
+        Some(SourceLocation {
+            file: Cow::Borrowed(a.file()),
+            line: a.line(),
+            column: a.column(),
+        })
     }
 }

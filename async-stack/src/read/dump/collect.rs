@@ -420,6 +420,18 @@ impl Waits {
                 tokio_task: w.tokio_task,
             });
         }
+        // A wait without a line of its own is at the `.await` of the frame
+        // it shows under.
+        let lines: Vec<(usize, Option<SourceLocation>)> = t
+            .wait_frames()
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, w))| w.waiting_at.is_none())
+            .map(|(k, (frame, _))| (k, frame.and_then(|i| t.frames[i].awaiting_at.clone())))
+            .collect();
+        for (k, at) in lines {
+            t.waits[k].waiting_at = at;
+        }
     }
 }
 

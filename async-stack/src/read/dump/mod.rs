@@ -249,6 +249,42 @@ impl TaskInfo {
     pub fn time_in_state(&self) -> Duration {
         Duration::from_millis(self.state_ms)
     }
+
+    /// The frame under which each of the task's waits shows (an index
+    /// into `frames`): in the wait's root (the branch of `branches` it
+    /// names, when every root has frames), the deepest frame awaiting at
+    /// the wait's line, else the deepest frame; `None` when the root shows
+    /// no frame. Text dumps place wait lines there, and a wait with no
+    /// line of its own (an awaited `JoinHandle`) takes that frame's
+    /// `.await` as its `waiting_at`.
+    pub(crate) fn wait_frames(&self) -> Vec<(Option<usize>, &ResourceWait)> {
+        let frames = &self.frames;
+        let starts: Vec<usize> = (0..frames.len())
+            .filter(|&i| frames[i].depth == 0)
+            .collect();
+        let whole = 0..frames.len();
+        self.waits
+            .iter()
+            .map(|w| {
+                let range = match self.branches.iter().position(|&b| b == w.task) {
+                    Some(k) if starts.len() == self.branches.len() => {
+                        starts[k]..starts.get(k + 1).copied().unwrap_or(frames.len())
+                    }
+                    _ => whole.clone(),
+                };
+                let same_line = |i: &usize| {
+                    let f = &frames[*i];
+                    matches!((&f.awaiting_at, &w.waiting_at), (Some(a), Some(b)) if a.file == b.file && a.line == b.line)
+                };
+                let deepest = |candidates: &mut dyn Iterator<Item = usize>| {
+                    candidates.max_by_key(|&i| (frames[i].depth, i))
+                };
+                let frame = deepest(&mut range.clone().filter(same_line))
+                    .or_else(|| deepest(&mut range.clone()));
+                (frame, w)
+            })
+            .collect()
+    }
 }
 
 /// A snapshot of every live task. Build one with [`dump()`], or read one

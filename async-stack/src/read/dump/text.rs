@@ -220,38 +220,6 @@ fn write_stack(
     }
 }
 
-/// The frame of `t` under which each of its waits shows: in the wait's
-/// root (the branch of `t.branches` it names, when every root has frames),
-/// the deepest frame awaiting at the wait's line, else the deepest frame;
-/// `None` when the root shows no frame.
-fn wait_frames(t: &TaskInfo) -> Vec<(Option<usize>, &ResourceWait)> {
-    let starts: Vec<usize> = (0..t.frames.len())
-        .filter(|&i| t.frames[i].depth == 0)
-        .collect();
-    let whole = 0..t.frames.len();
-    t.waits
-        .iter()
-        .map(|w| {
-            let range = match t.branches.iter().position(|&b| b == w.task) {
-                Some(k) if starts.len() == t.branches.len() => {
-                    starts[k]..starts.get(k + 1).copied().unwrap_or(t.frames.len())
-                }
-                _ => whole.clone(),
-            };
-            let same_line = |i: &usize| {
-                let f = &t.frames[*i];
-                matches!((&f.awaiting_at, &w.waiting_at), (Some(a), Some(b)) if a.file == b.file && a.line == b.line)
-            };
-            let deepest = |candidates: &mut dyn Iterator<Item = usize>| {
-                candidates.max_by_key(|&i| (t.frames[i].depth, i))
-            };
-            let frame = deepest(&mut range.clone().filter(same_line))
-                .or_else(|| deepest(&mut range.clone()));
-            (frame, w)
-        })
-        .collect()
-}
-
 /// `waiting for Mutex created at src/bank.rs:12:15, held by task 7
 /// (acquired at src/bank.rs:40:9, 3.2s ago)`, indented under a frame at
 /// `depth` (`None`: at the task's level).
@@ -297,9 +265,9 @@ fn write_wait(out: &mut String, depth: Option<u32>, w: &ResourceWait) {
 }
 
 /// A task's frames (see [`write_stack`]), each wait under its frame (see
-/// [`wait_frames`]); waits of roots without frames after them.
+/// [`TaskInfo::wait_frames`]); waits of roots without frames after them.
 fn write_frames_with_waits(out: &mut String, t: &TaskInfo, open: &mut Vec<usize>) {
-    let waits = wait_frames(t);
+    let waits = t.wait_frames();
     write_stack(out, &t.frames, open, |out, i, frame| {
         write_frame(out, frame);
         for (_, w) in waits.iter().filter(|(at, _)| *at == Some(i)) {
