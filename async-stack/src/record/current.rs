@@ -197,6 +197,7 @@ impl Active {
     /// Whether a task root was ever polled on this thread (it is an
     /// executor's thread).
     #[inline]
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) fn polled_tasks(&self) -> bool {
         self.thread.get() != 0
     }

@@ -30,7 +30,9 @@
 #[cfg(not(async_stack_loom))]
 use std::sync::OnceLock;
 
-use crate::pages::{Arena, PAGE};
+use crate::pages::Arena;
+#[cfg(not(async_stack_loom))]
+use crate::pages::PAGE;
 #[cfg(not(async_stack_loom))]
 use crate::shim::{AtomicPtr, AtomicUsize};
 use crate::shim::{AtomicU64, Ordering};

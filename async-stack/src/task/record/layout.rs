@@ -372,6 +372,7 @@ impl TaskRecord {
 
     /// The count of wakes from outside the task's polls so far.
     #[inline]
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) fn woken_count(&self) -> u64 {
         wakes::count(self.wakes.load(Ordering::Acquire))
     }

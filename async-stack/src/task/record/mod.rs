@@ -78,5 +78,6 @@ pub(crate) mod vtables;
 
 #[cfg_attr(async_stack_loom, allow(unused_imports))]
 pub(crate) use layout::{TaskRecord, spawn, state, wakes};
+#[cfg_attr(async_stack_loom, allow(unused_imports))]
 pub(crate) use names::{TaskExt, TaskName};
 pub(crate) use read::RawTask;
