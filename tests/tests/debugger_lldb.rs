@@ -105,3 +105,18 @@ fn lldb_rejects_bad_arguments_in_one_line() {
 fn lldb_shows_one_entry_per_tokio_task() {
     debugger::check_tokio_entries(TOOL);
 }
+
+/// A task waiting for a lock, a semaphore or a `JoinHandle` of
+/// `async_stack` shows the wait under the frame that awaits it, as the
+/// in-process dump does, live and on a core.
+#[test]
+fn lldb_shows_what_each_task_waits_for() {
+    debugger::check_waits(TOOL);
+}
+
+/// A corrupt list of waits is one line, never a hang or garbage; lists
+/// caught in the middle of a change are left out, and said to be.
+#[test]
+fn lldb_reports_corrupt_waits_in_one_line() {
+    debugger::check_waits_corruption(TOOL);
+}
