@@ -630,10 +630,7 @@ fn read_resource(r: u64) -> ReadResource {
     let at = |p: u64| (p != 0).then(|| loc.read(p));
     let exclusive = r + l.get("resource_exclusive");
     let list = |ptr: &str, len: &str, size: &str, task: &str, at_: &str, since: &str| {
-        let (base, n) = (
-            word_at(r + l.get(ptr)),
-            word_at(r + l.get(len)),
-        );
+        let (base, n) = (word_at(r + l.get(ptr)), word_at(r + l.get(len)));
         (0..n)
             .map(|i| {
                 let e = base + i * l.get(size);
@@ -701,15 +698,16 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     for r in [&m, &s, &j] {
         assert!(listed.contains(&address(r)), "listed in a slot");
         let copy = r.copy();
-        let record = |task, at: Option<&'static Location<'static>>, since| {
-            (task, at.map(location), since)
-        };
+        let record =
+            |task, at: Option<&'static Location<'static>>, since| (task, at.map(location), since);
         let want = ReadResource {
             key: copy.key,
             kind: copy.kind as u64,
             created_at: location(copy.created_at),
             target: copy.target.unwrap_or(0),
-            exclusive: copy.exclusive.map(|h| record(h.task, Some(h.at), h.since_ms)),
+            exclusive: copy
+                .exclusive
+                .map(|h| record(h.task, Some(h.at), h.since_ms)),
             holds: copy
                 .holds
                 .iter()

@@ -315,9 +315,15 @@ impl Resource {
     /// Changes one of the lists (locked by the caller) with `change`,
     /// keeping [`ListsView`] in step: the version made odd, then the
     /// change, then the list's pointer and length, then the next even
-    /// version. Three plain stores more than the change itself.
+    /// version: four plain stores and a release fence (no instruction on
+    /// x86), where a counter's one store stood before.
     #[inline]
-    fn edit<R>(&self, lists: &mut Lists, edited: Edited, change: impl FnOnce(&mut Lists) -> R) -> R {
+    fn edit<R>(
+        &self,
+        lists: &mut Lists,
+        edited: Edited,
+        change: impl FnOnce(&mut Lists) -> R,
+    ) -> R {
         use std::sync::atomic::{Ordering, fence};
         let view = &self.view;
         let version = view.version.load(Ordering::Relaxed);
@@ -327,11 +333,13 @@ impl Resource {
         let out = change(lists);
         match edited {
             Edited::Holds => {
-                view.holds.store(lists.holds.as_ptr().cast_mut(), Ordering::Relaxed);
+                view.holds
+                    .store(lists.holds.as_ptr().cast_mut(), Ordering::Relaxed);
                 view.holds_len.store(lists.holds.len(), Ordering::Relaxed);
             }
             Edited::Waits => {
-                view.waits.store(lists.waits.as_ptr().cast_mut(), Ordering::Relaxed);
+                view.waits
+                    .store(lists.waits.as_ptr().cast_mut(), Ordering::Relaxed);
                 view.waits_len.store(lists.waits.len(), Ordering::Relaxed);
             }
         }
@@ -620,6 +628,21 @@ impl Registry {
     /// Whether any resource has a wait.
     pub(crate) fn is_empty(&self) -> bool {
         lock(&self.listed).count == 0
+    }
+}
+
+#[cfg(all(test, not(async_stack_loom)))]
+impl Registry {
+    /// What the slots handed out hold, as a debugger reads them (null: a
+    /// free index).
+    pub(crate) fn slots(&self) -> Vec<*const Resource> {
+        (0..self.slots.len())
+            .map(|i| {
+                self.slots
+                    .get(i)
+                    .map_or(std::ptr::null(), |s| s.load(Ordering::Relaxed).cast_const())
+            })
+            .collect()
     }
 }
 

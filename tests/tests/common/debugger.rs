@@ -1031,7 +1031,10 @@ fn waits_entries(
                 Some(format!(
                     "waiting for Semaphore created at {semaphore}, held by code outside \
                      traced tasks (acquired at {}, <T> ago) and {}, for <T>",
-                    at("acquire_owned().await; // outside acquires", "acquire_owned"),
+                    at(
+                        "acquire_owned().await; // outside acquires",
+                        "acquire_owned"
+                    ),
                     held("permit", "s.acquire().await; // permit acquires", "acquire"),
                 )),
             ),
@@ -1131,7 +1134,11 @@ pub fn check_waits(tool: Tool) {
 pub fn check_waits_corruption(tool: Tool) {
     let out = out_dir(&format!("{}-waits-len", tool.program()));
     let out_arg = out.display().to_string();
-    let run = tool.live(&debuggee(), &["waits-len", &out_arg], &waits_steps(tool, &out));
+    let run = tool.live(
+        &debuggee(),
+        &["waits-len", &out_arg],
+        &waits_steps(tool, &out),
+    );
     let task = labelled_ids(&outputs(&out)["task-ids.txt"]);
     let sections: Vec<String> = task.keys().map(|label| format!("TASK-{label}")).collect();
     let sections: Vec<&str> = sections.iter().map(String::as_str).collect();
@@ -1145,7 +1152,11 @@ pub fn check_waits_corruption(tool: Tool) {
 
     let out = out_dir(&format!("{}-waits-torn", tool.program()));
     let out_arg = out.display().to_string();
-    let run = tool.live(&debuggee(), &["waits-torn", &out_arg], &waits_steps(tool, &out));
+    let run = tool.live(
+        &debuggee(),
+        &["waits-torn", &out_arg],
+        &waits_steps(tool, &out),
+    );
     run.assert_no_traceback();
     let files = outputs(&out);
     let task = labelled_ids(&files["task-ids.txt"]);
