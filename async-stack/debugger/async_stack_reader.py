@@ -474,21 +474,29 @@ class Reader:
 
     # ---- tasks
 
+    def _arena(self, pages, count, capacity, size, what):
+        """``(index, address)`` of every entry of ``size`` bytes handed
+        out of an arena (pages of `arena_page_entries` entries, the address
+        of its `usize` count, its capacity), in index order; entries whose
+        page is not allocated yet are left out."""
+        l, m = self.layout, self.memory
+        if not pages or not count:
+            return []
+        handed_out = min(m.u64(count, "the %s count" % what), capacity)
+        found = []
+        for index in range(handed_out):
+            entry = self._page_entry(pages, l.arena_page_entries, size, index,
+                                     what)
+            if entry:
+                found.append((index, entry))
+        return found
+
     def records(self):
         """``(index, address)`` of every record handed out, in registry
         order."""
-        l, a, m = self.layout, self.addresses, self.memory
-        if not a.record_pages or not a.record_count:
-            return []
-        count = min(m.u64(a.record_count, "the record count"),
-                    a.record_capacity)
-        found = []
-        for index in range(count):
-            record = self._page_entry(a.record_pages, l.arena_page_entries,
-                                      l.record_size, index, "record")
-            if record:
-                found.append((index, record))
-        return found
+        l, a = self.layout, self.addresses
+        return self._arena(a.record_pages, a.record_count, a.record_capacity,
+                           l.record_size, "record")
 
     def tasks(self, with_waits=False):
         """Every live task, one entry per tokio task (see :func:`entries`),
@@ -719,18 +727,10 @@ class Reader:
         """The addresses of the resources listed in the waits registry
         (those with at least one wait), in slot order."""
         l, a, m = self.layout, self.addresses, self.memory
-        if not a.listed_pages or not a.listed_count:
-            return []
-        count = min(m.u64(a.listed_count, "the listed-resource count"),
-                    a.listed_capacity)
-        found = []
-        for index in range(count):
-            slot = self._page_entry(a.listed_pages, l.arena_page_entries,
-                                    l.pointer_size, index, "listed-resource")
-            resource = m.u64(slot, "a listed-resource slot") if slot else 0
-            if resource:
-                found.append(resource)
-        return found
+        slots = self._arena(a.listed_pages, a.listed_count, a.listed_capacity,
+                            l.pointer_size, "listed-resource")
+        found = [m.u64(slot, "a listed-resource slot") for _, slot in slots]
+        return [resource for resource in found if resource]
 
     def resource(self, address):
         """The :class:`Resource` at ``address``, or None when its lists

@@ -39,10 +39,9 @@ fn steps(task_ids: &[u64]) -> Vec<Step> {
 fn chain() -> Chain {
     let out = debugger::out_dir("gdb-chain");
     let core = out.join("core");
-    let out_arg = out.display().to_string();
     let mut live_steps = steps(&[]);
     live_steps.extend(section("GCORE", &format!("gcore {}", core.display())));
-    let live = TOOL.live(&debugger::debuggee(), &["chain", &out_arg], &live_steps);
+    let live = TOOL.live_mode("chain", &out, &live_steps);
     live.assert_no_traceback();
     let files = debugger::outputs(&out);
     let dump = files.get("dump.txt").cloned().expect("dump.txt");

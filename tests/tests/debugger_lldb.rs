@@ -45,8 +45,7 @@ fn lldb_async_bt_and_tasks_match_the_process_live_and_on_a_core() {
     debugger::require("gdb");
     // Live.
     let out = debugger::out_dir("lldb-chain");
-    let out_arg = out.display().to_string();
-    let live = TOOL.live(&debugger::debuggee(), &["chain", &out_arg], &steps(&[]));
+    let live = TOOL.live_mode("chain", &out, &steps(&[]));
     live.assert_no_traceback();
     let files = debugger::outputs(&out);
     // 1. `async-bt` shows the walker's async frames.

@@ -281,6 +281,14 @@ impl Tool {
         self.finish(command, binary, steps)
     }
 
+    /// Runs the debuggee in `mode`, its outputs in `out`, to its
+    /// breakpoint, then `steps` (see [`Tool::live`]).
+    #[track_caller]
+    pub fn live_mode(self, mode: &str, out: &Path, steps: &[Step]) -> Run {
+        let out_arg = out.display().to_string();
+        self.live(&debuggee(), &[mode, &out_arg], steps)
+    }
+
     /// Runs `binary` stopped at its first instruction, loads the script and
     /// runs `steps`.
     #[track_caller]
@@ -317,10 +325,9 @@ impl Tool {
 #[track_caller]
 pub fn gcore(mode: &str, out: &Path) -> PathBuf {
     let core = out.join("core");
-    let out_arg = out.display().to_string();
-    let run = Tool::Gdb.live(
-        &debuggee(),
-        &[mode, &out_arg],
+    let run = Tool::Gdb.live_mode(
+        mode,
+        out,
         &[Step::Command(format!("gcore {}", core.display()))],
     );
     assert!(core.is_file(), "gcore wrote no core:\n{run}");
@@ -586,12 +593,7 @@ pub fn outputs(out: &Path) -> BTreeMap<String, String> {
 #[track_caller]
 pub fn check_bt_all(tool: Tool) {
     let out = out_dir(&format!("{}-two", tool.program()));
-    let out_arg = out.display().to_string();
-    let run = tool.live(
-        &debuggee(),
-        &["two", &out_arg],
-        &section("ALL", "async-bt all"),
-    );
+    let run = tool.live_mode("two", &out, &section("ALL", "async-bt all"));
     run.assert_no_traceback();
     let files = outputs(&out);
     let all = run.section("ALL");
@@ -627,8 +629,7 @@ pub fn check_corruption(tool: Tool) {
         ),
     ] {
         let out = out_dir(&format!("{}-{mode}", tool.program()));
-        let out_arg = out.display().to_string();
-        let run = tool.live(&debuggee(), &[mode, &out_arg], &steps);
+        let run = tool.live_mode(mode, &out, &steps);
         assert_one_line_error(&run, sections, problem);
     }
     let run = tool.at_entry(Path::new("/bin/true"), &steps);
@@ -684,8 +685,7 @@ pub fn check_bad_arguments(tool: Tool) {
         .flat_map(|(name, command, _)| section(name, command))
         .collect();
     let out = out_dir(&format!("{}-arguments", tool.program()));
-    let out_arg = out.display().to_string();
-    let run = tool.live(&debuggee(), &["chain", &out_arg], &steps);
+    let run = tool.live_mode("chain", &out, &steps);
     for (name, _, problem) in cases {
         assert_one_line_error(&run, &[name], problem);
     }
@@ -757,6 +757,53 @@ pub fn debuggee_location(snippet: &str, at: &str) -> String {
     format!("{FILE}:{}:{}", index + 1, column + 1)
 }
 
+/// Steps that run `async-tasks` (section `TASKS`), then `async-bt task
+/// <id>` for each task the debuggee noted in `task-ids.txt` in `out` (see
+/// [`each_task_step`]).
+fn table_and_each_task(tool: Tool, out: &Path) -> Vec<Step> {
+    let mut steps: Vec<Step> = section("TASKS", "async-tasks").into();
+    steps.push(each_task_step(tool, &out.join("task-ids.txt"), out));
+    steps
+}
+
+/// What one session of [`live_and_core`] printed, and what the
+/// debuggee's run wrote: its outputs by file name, and its task and tokio
+/// ids by label (`task-ids.txt`, `tokio-ids.txt`).
+struct Session {
+    run: Run,
+    files: BTreeMap<String, String>,
+    task: BTreeMap<String, u64>,
+    tokio: BTreeMap<String, u64>,
+    /// `live` or `core`.
+    what: &'static str,
+}
+
+/// The steps of [`table_and_each_task`] on the debuggee in `mode`, live,
+/// and on a core of another run (written by gdb): the two sessions, each
+/// without a Python traceback.
+#[track_caller]
+fn live_and_core(tool: Tool, mode: &str) -> [Session; 2] {
+    let live_out = out_dir(&format!("{}-{mode}-live", tool.program()));
+    let core_out = out_dir(&format!("{}-{mode}-core", tool.program()));
+    let core = gcore(mode, &core_out);
+    let live = tool.live_mode(mode, &live_out, &table_and_each_task(tool, &live_out));
+    let on_core = tool.core(&debuggee(), &core, &table_and_each_task(tool, &core_out));
+    let _ = std::fs::remove_file(&core);
+    [(live, live_out, "live"), (on_core, core_out, "core")].map(|(run, out, what)| {
+        run.assert_no_traceback();
+        let files = outputs(&out);
+        let task = labelled_ids(&files["task-ids.txt"]);
+        let tokio = labelled_ids(&files["tokio-ids.txt"]);
+        Session {
+            run,
+            files,
+            task,
+            tokio,
+            what,
+        }
+    })
+}
+
 /// The entries of the debuggee in mode `tokio`, as the dump's text shows
 /// them (times as `<T>`, see [`mask_times`]): the plain `tokio::spawn` that
 /// joins two roots is one entry, the id of its first root (`left`), both
@@ -808,32 +855,14 @@ fn tokio_entries(task: &BTreeMap<String, u64>, tokio: &BTreeMap<String, u64>) ->
 /// in-process dump prints it.
 #[track_caller]
 pub fn check_tokio_entries(tool: Tool) {
-    let live_out = out_dir(&format!("{}-tokio-live", tool.program()));
-    let core_out = out_dir(&format!("{}-tokio-core", tool.program()));
-    let core = gcore("tokio", &core_out);
-    let table = || section("TASKS", "async-tasks");
-    let mut live_steps: Vec<Step> = table().into();
-    live_steps.push(each_task_step(
-        tool,
-        &live_out.join("task-ids.txt"),
-        &live_out,
-    ));
-    let live_arg = live_out.display().to_string();
-    let live = tool.live(&debuggee(), &["tokio", &live_arg], &live_steps);
-    let mut core_steps: Vec<Step> = table().into();
-    core_steps.push(each_task_step(
-        tool,
-        &core_out.join("task-ids.txt"),
-        &core_out,
-    ));
-    let on_core = tool.core(&debuggee(), &core, &core_steps);
-    let _ = std::fs::remove_file(&core);
-
-    for (run, out, what) in [(&live, &live_out, "live"), (&on_core, &core_out, "core")] {
-        run.assert_no_traceback();
-        let files = outputs(out);
-        let task = labelled_ids(&files["task-ids.txt"]);
-        let tokio = labelled_ids(&files["tokio-ids.txt"]);
+    for Session {
+        run,
+        files,
+        task,
+        tokio,
+        what,
+    } in live_and_core(tool, "tokio")
+    {
         let [join, solo, alone] = tokio_entries(&task, &tokio);
         for (label, want) in [
             ("left", &join),
@@ -1070,36 +1099,19 @@ fn waits_entries(
     ])
 }
 
-/// Steps of a waits session: `async-tasks`, then `async-bt task <id>`
-/// for each task the debuggee noted in `task-ids.txt` (in `out`).
-fn waits_steps(tool: Tool, out: &Path) -> Vec<Step> {
-    let mut steps: Vec<Step> = section("TASKS", "async-tasks").into();
-    steps.push(each_task_step(tool, &out.join("task-ids.txt"), out));
-    steps
-}
-
 /// Mode `waits`, live and on a core of another run (written by gdb):
 /// `async-bt task <id>` shows each task's wait under the frame that
 /// awaits it, exactly as the in-process dump of that run shows it.
 #[track_caller]
 pub fn check_waits(tool: Tool) {
-    let live_out = out_dir(&format!("{}-waits-live", tool.program()));
-    let core_out = out_dir(&format!("{}-waits-core", tool.program()));
-    let core = gcore("waits", &core_out);
-    let live_arg = live_out.display().to_string();
-    let live = tool.live(
-        &debuggee(),
-        &["waits", &live_arg],
-        &waits_steps(tool, &live_out),
-    );
-    let on_core = tool.core(&debuggee(), &core, &waits_steps(tool, &core_out));
-    let _ = std::fs::remove_file(&core);
-
-    for (run, out, what) in [(&live, &live_out, "live"), (&on_core, &core_out, "core")] {
-        run.assert_no_traceback();
-        let files = outputs(out);
-        let task = labelled_ids(&files["task-ids.txt"]);
-        let tokio = labelled_ids(&files["tokio-ids.txt"]);
+    for Session {
+        run,
+        files,
+        task,
+        tokio,
+        what,
+    } in live_and_core(tool, "waits")
+    {
         let want = waits_entries(&task, &tokio);
         assert_eq!(want.len(), task.len(), "every task noted");
         let dumped = dump_tasks(&files["dump.txt"]);
@@ -1133,12 +1145,7 @@ pub fn check_waits(tool: Tool) {
 #[track_caller]
 pub fn check_waits_corruption(tool: Tool) {
     let out = out_dir(&format!("{}-waits-len", tool.program()));
-    let out_arg = out.display().to_string();
-    let run = tool.live(
-        &debuggee(),
-        &["waits-len", &out_arg],
-        &waits_steps(tool, &out),
-    );
+    let run = tool.live_mode("waits-len", &out, &table_and_each_task(tool, &out));
     let task = labelled_ids(&outputs(&out)["task-ids.txt"]);
     let sections: Vec<String> = task.keys().map(|label| format!("TASK-{label}")).collect();
     let sections: Vec<&str> = sections.iter().map(String::as_str).collect();
@@ -1151,12 +1158,7 @@ pub fn check_waits_corruption(tool: Tool) {
     assert_eq!(task_rows(&table).len(), task.len(), "async-tasks:\n{run}");
 
     let out = out_dir(&format!("{}-waits-torn", tool.program()));
-    let out_arg = out.display().to_string();
-    let run = tool.live(
-        &debuggee(),
-        &["waits-torn", &out_arg],
-        &waits_steps(tool, &out),
-    );
+    let run = tool.live_mode("waits-torn", &out, &table_and_each_task(tool, &out));
     run.assert_no_traceback();
     let files = outputs(&out);
     let task = labelled_ids(&files["task-ids.txt"]);
