@@ -15,7 +15,8 @@ lookup, threads, native frames) and registers the commands, which call
   spliced in, as ``async_stack::backtrace()`` prints them;
 - ``async-bt all``: the same for every thread;
 - ``async-bt task <id>``: one task's tree, as the text dump prints it
-  (``<id>`` may name any root of a tokio task's entry);
+  (``<id>`` may name any root of a tokio task's entry), with what it waits
+  for under the frame that awaits it (see :meth:`Reader.waits`);
 - ``async-tasks``: one line per live task.
 
 A task is what the dump calls one: the traced roots first polled inside
@@ -38,13 +39,17 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 4
+VERSION = 5
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
 MAX_CHAIN_DEPTH = 1024
 
-#: The `Layout` fields of the descriptor, in declaration order (version 4).
+#: The most entries read of one resource's list of holds or waits; a longer
+#: list is reported as corrupt memory.
+MAX_LIST_LENGTH = 1 << 20
+
+#: The `Layout` fields of the descriptor, in declaration order (version 5).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -76,6 +81,16 @@ LAYOUT_FIELDS = (
     "name_ptr", "name_len",
     "spawn_tokio_bit", "ext_tokio_id", "ext_tokio_order",
     "clock_shift", "clock_monotonic",
+    "location_size", "location_probe_line", "location_probe_column",
+    "location_probe_file_len",
+    "resource_key", "resource_kind", "resource_created_at", "resource_target",
+    "resource_exclusive", "resource_version", "resource_waits",
+    "resource_waits_len", "resource_holds", "resource_holds_len",
+    "hold_slot_generation", "hold_slot_task", "hold_slot_at",
+    "hold_slot_since",
+    "hold_size", "hold_task", "hold_at", "hold_since",
+    "wait_size", "wait_task", "wait_at", "wait_since",
+    "kind_mutex", "kind_rwlock", "kind_semaphore", "kind_join_handle",
 )
 
 #: The `Addresses` fields of the descriptor, in declaration order.
@@ -86,6 +101,8 @@ ADDRESS_FIELDS = (
     "call_site_pages", "call_site_count",
     "await_site_pages", "await_site_count",
     "clock",
+    "listed_pages", "listed_page_count", "listed_count", "listed_capacity",
+    "location_probe", "location_probe_file",
 )
 
 HEADER_WORDS = 3  # magic, version, size
@@ -118,11 +135,37 @@ TreeFrame = collections.namedtuple(
 #: One live task, as the dump shows it: one entry, the record of a task
 #: of its own or the records filed under one tokio task (its branches, by
 #: id, in the order of their first poll; ``[id]`` for a task of its own).
-#: ``tokio_id`` is that tokio task's id, or None.
+#: ``tokio_id`` is that tokio task's id, or None. ``waits`` lists what
+#: its roots wait for (:class:`Wait`, at most one a root, in branch order).
 Task = collections.namedtuple(
     "Task",
     "id name state state_ms since_ms polls parent spawned_at frames hidden "
-    "torn tokio_id branches")
+    "torn tokio_id branches waits")
+
+#: What a root waits for, as the dump's `ResourceWait` has it: the root,
+#: the resource's kind (`Mutex`, `RwLock`, `Semaphore`, `JoinHandle`), its
+#: creation :class:`Location` (a `JoinHandle`'s spawn site), the acquire
+#: call's (None for a `JoinHandle`), how long it has waited, its
+#: :class:`Holder` list (exclusive first), and for a `JoinHandle` the
+#: awaited tokio task's id (else None).
+Wait = collections.namedtuple(
+    "Wait",
+    "task kind created_at waiting_at waiting_ms holders tokio_task")
+
+#: A holder of a resource: the task (0: code outside traced tasks), where
+#: it acquired it, and for how long it has held it.
+Holder = collections.namedtuple("Holder", "task acquired_at held_ms")
+
+#: A listed resource as read: its key (creation order), kind, creation
+#: site, tokio task (0: none), holders ``(task, at, since)`` (exclusive
+#: first) and waits ``(task, at, since)`` in queue order.
+Resource = collections.namedtuple(
+    "Resource", "key kind created_at target holders waits")
+
+#: Where std's `Location` keeps its file's address and length, its line
+#: and its column (byte offsets), and its size.
+LocationLayout = collections.namedtuple(
+    "LocationLayout", "file file_len line column size")
 
 #: Where a record's root is filed: the tokio task id and the root's order
 #: among the roots filed under tokio tasks (first poll first).
@@ -363,6 +406,11 @@ class Reader:
         self.layout = self.descriptor.layout
         self.addresses = self.descriptor.addresses
         self.sites = Sites(self.memory, self.descriptor)
+        self._location_layout = None
+        self._locations = {}
+        #: Listed resources the last :meth:`waits` skipped: caught in the
+        #: middle of a change of their lists.
+        self.torn_resources = 0
 
     def _page_entry(self, pages, per_page, size, index, what):
         """Entry ``index`` of an arena: a page table of ``per_page`` items."""
@@ -426,31 +474,41 @@ class Reader:
 
     # ---- tasks
 
+    def _arena(self, pages, count, capacity, size, what):
+        """``(index, address)`` of every entry of ``size`` bytes handed
+        out of an arena (pages of `arena_page_entries` entries, the address
+        of its `usize` count, its capacity), in index order; entries whose
+        page is not allocated yet are left out."""
+        l, m = self.layout, self.memory
+        if not pages or not count:
+            return []
+        handed_out = min(m.u64(count, "the %s count" % what), capacity)
+        found = []
+        for index in range(handed_out):
+            entry = self._page_entry(pages, l.arena_page_entries, size, index,
+                                     what)
+            if entry:
+                found.append((index, entry))
+        return found
+
     def records(self):
         """``(index, address)`` of every record handed out, in registry
         order."""
-        l, a, m = self.layout, self.addresses, self.memory
-        if not a.record_pages or not a.record_count:
-            return []
-        count = min(m.u64(a.record_count, "the record count"),
-                    a.record_capacity)
-        found = []
-        for index in range(count):
-            record = self._page_entry(a.record_pages, l.arena_page_entries,
-                                      l.record_size, index, "record")
-            if record:
-                found.append((index, record))
-        return found
+        l, a = self.layout, self.addresses
+        return self._arena(a.record_pages, a.record_count, a.record_capacity,
+                           l.record_size, "record")
 
-    def tasks(self):
+    def tasks(self, with_waits=False):
         """Every live task, one entry per tokio task (see :func:`entries`),
         sorted by id as dumps are, with times measured against one
-        "now"."""
+        "now"; with what each waits for when ``with_waits``."""
         raw = [r for r in (self._raw_task(index, rec)
                            for index, rec in self.records()) if r]
         raw.sort(key=lambda r: r["id"])
         now = self.now_ms(raw)
-        return entries([(self._task(r, now), self._filing(r)) for r in raw])
+        waiting = self.waits(now) if with_waits else {}
+        return entries([(self._task(r, now, waiting.get(r["id"])),
+                         self._filing(r)) for r in raw])
 
     def _raw_task(self, index, record):
         """The words of a live record (record ``index``), or None for a
@@ -501,7 +559,7 @@ class Reader:
             return "scheduled", max(woken, since)
         return "idle", since
 
-    def _task(self, raw, now):
+    def _task(self, raw, now, wait):
         state, since = self._state(raw["state"], raw["wakes"], now)
         words = self._slot_words(raw)
         l = self.layout
@@ -523,7 +581,7 @@ class Reader:
             name = root.task_name if root is not None else None
         return Task(raw["id"], name, state, max(now - since, 0), since,
                     raw["polls"], parent, spawned_at, frames, hidden, torn,
-                    None, [raw["id"]])
+                    None, [raw["id"]], [wait] if wait else [])
 
     def _tree_frame(self, copied):
         depth, site, running, innermost = copied
@@ -602,6 +660,156 @@ class Reader:
         return m.text(m.u64(name_pointer + l.name_ptr, what),
                       m.u64(name_pointer + l.name_len, what), "a task name")
 
+    # ---- waits
+
+    def location_layout(self):
+        """Where std's `Location` keeps its fields, found from the probe
+        the descriptor names: the word equal to the probe's file length,
+        the `u32`s equal to its line and column, and the word left whose
+        text is the probe's file."""
+        if self._location_layout is None:
+            self._location_layout = self._probe_location()
+        return self._location_layout
+
+    def _probe_location(self):
+        l, a, m = self.layout, self.addresses, self.memory
+        size, length = l.location_size, l.location_probe_file_len
+        if not 8 <= size <= 256 or not a.location_probe:
+            raise AsyncStackError("no probe Location in the descriptor")
+        data = m.bytes(a.location_probe, size, "the probe Location")
+        text = m.bytes(a.location_probe_file, length,
+                       "the probe Location's file") if length else b""
+
+        def one(found, what):
+            if len(found) != 1:
+                raise AsyncStackError(
+                    "cannot tell where std's Location keeps its %s (%d "
+                    "places match the probe): a std these scripts do not "
+                    "know" % (what, len(found)))
+            return found[0]
+
+        words = range(0, size - 7, 8)
+        word = lambda offset: struct.unpack_from("<Q", data, offset)[0]
+        file_len = one([o for o in words if word(o) == length], "file length")
+        u32s = lambda value: [
+            o for o in range(0, size - 3, 4)
+            if o // 8 != file_len // 8
+            and struct.unpack_from("<I", data, o)[0] == value]
+        line = one(u32s(l.location_probe_line), "line")
+        column = one(u32s(l.location_probe_column), "column")
+        taken = {file_len // 8, line // 8, column // 8}
+
+        def is_file(offset):
+            try:
+                return m.bytes(word(offset), length, "a file") == text
+            except AsyncStackError:
+                return False
+
+        file = one([o for o in words if o // 8 not in taken and is_file(o)],
+                   "file")
+        return LocationLayout(file, file_len, line, column, size)
+
+    def location(self, address, what):
+        """The :class:`Location` of the std `Location` at ``address``."""
+        if address not in self._locations:
+            layout = self.location_layout()
+            data = self.memory.bytes(address, layout.size,
+                                     "a Location of " + what)
+            word = lambda offset: struct.unpack_from("<Q", data, offset)[0]
+            u32 = lambda offset: struct.unpack_from("<I", data, offset)[0]
+            file = self.memory.text(word(layout.file), word(layout.file_len),
+                                    "the file of a Location of " + what)
+            self._locations[address] = Location(
+                file, u32(layout.line), u32(layout.column))
+        return self._locations[address]
+
+    def listed(self):
+        """The addresses of the resources listed in the waits registry
+        (those with at least one wait), in slot order."""
+        l, a, m = self.layout, self.addresses, self.memory
+        slots = self._arena(a.listed_pages, a.listed_count, a.listed_capacity,
+                            l.pointer_size, "listed-resource")
+        found = [m.u64(slot, "a listed-resource slot") for _, slot in slots]
+        return [resource for resource in found if resource]
+
+    def resource(self, address):
+        """The :class:`Resource` at ``address``, or None when its lists
+        were caught in the middle of a change (an odd version)."""
+        l, m = self.layout, self.memory
+        what = "resource %#x" % address
+        if m.u64(address + l.resource_version, what) % 2:
+            return None
+        kinds = {l.kind_mutex: "Mutex", l.kind_rwlock: "RwLock",
+                 l.kind_semaphore: "Semaphore",
+                 l.kind_join_handle: "JoinHandle"}
+        kind = m.bytes(address + l.resource_kind, 1, what)[0]
+        if kind not in kinds:
+            raise AsyncStackError("%s: unknown kind %d (corrupt memory?)"
+                                  % (what, kind))
+        holders = []
+        slot = address + l.resource_exclusive
+        if m.u64(slot + l.hold_slot_generation, what):
+            holders.append((
+                m.u64(slot + l.hold_slot_task, what),
+                self.location(m.u64(slot + l.hold_slot_at, what), what),
+                m.u64(slot + l.hold_slot_since, what)))
+        holders += self._list(address, "holds", l.hold_size,
+                              (l.hold_task, l.hold_at, l.hold_since), what)
+        waits = self._list(address, "waits", l.wait_size,
+                           (l.wait_task, l.wait_at, l.wait_since), what)
+        return Resource(
+            m.u64(address + l.resource_key, what), kinds[kind],
+            self.location(m.u64(address + l.resource_created_at, what), what),
+            m.u64(address + l.resource_target, what), holders, waits)
+
+    def _list(self, address, name, size, offsets, what):
+        """A resource's ``holds`` or ``waits`` list, as ``(task, at,
+        since)`` entries (``at`` None for a null pointer)."""
+        l, m = self.layout, self.memory
+        length = m.u64(address + getattr(l, "resource_%s_len" % name), what)
+        if length > MAX_LIST_LENGTH:
+            raise AsyncStackError(
+                "%s: implausible length %d of its %s list (corrupt memory?)"
+                % (what, length, name))
+        if length == 0:
+            return []
+        pointer = m.u64(address + getattr(l, "resource_" + name), what)
+        data = m.bytes(pointer, length * size,
+                       "the %s list of %s" % (name, what))
+        task_at, at_at, since_at = offsets
+        entries_ = []
+        for start in range(0, length * size, size):
+            word = lambda offset: struct.unpack_from("<Q", data, start + offset)[0]
+            at = word(at_at)
+            entries_.append((word(task_at),
+                             self.location(at, what) if at else None,
+                             word(since_at)))
+        return entries_
+
+    def waits(self, now):
+        """What each waiting root waits for, by task id, as the dump
+        reads it (`waiting_tasks`): the listed resources in key order, and
+        for each task its first wait met. Times are measured against
+        ``now``; resources caught in the middle of a change are skipped
+        and counted in :attr:`torn_resources`."""
+        resources, self.torn_resources = [], 0
+        for address in self.listed():
+            resource = self.resource(address)
+            if resource is None:
+                self.torn_resources += 1
+            else:
+                resources.append(resource)
+        resources.sort(key=lambda r: r.key)
+        since = lambda ms: max(now - ms, 0)
+        waiting = {}
+        for r in resources:
+            holders = [Holder(task, at, since(ms)) for task, at, ms in r.holders]
+            for task, at, ms in r.waits:
+                if task and task not in waiting:
+                    waiting[task] = Wait(task, r.kind, r.created_at, at,
+                                         since(ms), holders, r.target or None)
+        return waiting
+
 
 # ------------------------------------------------------------ entries
 
@@ -631,7 +839,7 @@ def merge_branches(tokio_id, branches):
     shortest time (idle since the latest change); polls are the most of
     any branch; name, parent and spawn site are those of the first branch
     that has one; frames are each branch's in turn, hidden frames add up,
-    and it is torn if a branch is."""
+    and it is torn if a branch is; waits are each branch's in turn."""
     def first_of(field):
         return next((getattr(b, field) for b in branches
                      if getattr(b, field) is not None), None)
@@ -647,7 +855,8 @@ def merge_branches(tokio_id, branches):
                 first_of("parent"), first_of("spawned_at"),
                 [f for b in branches for f in b.frames],
                 sum(b.hidden for b in branches), any(b.torn for b in branches),
-                tokio_id, [b.id for b in branches])
+                tokio_id, [b.id for b in branches],
+                [w for b in branches for w in b.waits])
 
 
 def build_tree(layout, words, meta, current_slot, foreign):
@@ -759,18 +968,75 @@ def _quoted(name):
     return '"%s"' % "".join(out)
 
 
-def innermost_first(frames):
-    """A task's tree frames in the order the dump writes them: post-order
-    of the pre-order tree, so each branch's leaf comes first
-    (`write_stack`)."""
+def _written_order(frames):
+    """The indices of a task's tree frames in the order the dump writes
+    them: post-order of the pre-order tree, so each branch's leaf comes
+    first (`write_stack`)."""
     ordered, open_ = [], []
     for index, frame in enumerate(frames):
         while open_ and frames[open_[-1]].depth >= frame.depth:
-            ordered.append(frames[open_.pop()])
+            ordered.append(open_.pop())
         open_.append(index)
     while open_:
-        ordered.append(frames[open_.pop()])
+        ordered.append(open_.pop())
     return ordered
+
+
+def innermost_first(frames):
+    """A task's tree frames in the order the dump writes them."""
+    return [frames[index] for index in _written_order(frames)]
+
+
+def wait_frames(task):
+    """``(frame index or None, wait)`` for each of a task's waits: in the
+    wait's root (the branch it names, when every root has frames), the
+    deepest frame awaiting at the wait's line, else the deepest frame;
+    None when the root shows no frame (`wait_frames`)."""
+    frames = task.frames
+    starts = [i for i, f in enumerate(frames) if f.depth == 0]
+    placed = []
+    for wait in task.waits:
+        low, high = 0, len(frames)
+        if wait.task in task.branches and len(starts) == len(task.branches):
+            k = task.branches.index(wait.task)
+            low = starts[k]
+            high = starts[k + 1] if k + 1 < len(starts) else len(frames)
+
+        def same_line(i):
+            at, want = frames[i].awaiting_at, wait.waiting_at
+            return (at is not None and want is not None
+                    and at.file == want.file and at.line == want.line)
+
+        candidates = ([i for i in range(low, high) if same_line(i)]
+                      or list(range(low, high)))
+        frame = max(candidates, key=lambda i: (frames[i].depth, i),
+                    default=None)
+        placed.append((frame, wait))
+    return placed
+
+
+def format_wait(depth, wait):
+    """`waiting for Mutex created at src/bank.rs:12:15, held by task 7
+    (acquired at src/bank.rs:40:9, 3.2s ago), for 1.2s`, indented under a
+    frame at ``depth`` (None: at the task's level), as `write_wait`."""
+    pad = " " * (2 * (depth + 1) + 4 if depth is not None else 2)
+    text = "waiting for " + wait.kind
+    if wait.kind == "JoinHandle":
+        if wait.tokio_task is not None:
+            text += " of tokio task %d" % wait.tokio_task
+        text += " spawned at " + format_location(wait.created_at)
+    else:
+        text += " created at " + format_location(wait.created_at)
+        if not wait.holders:
+            text += ", free (not taken yet)"
+        for i, holder in enumerate(wait.holders):
+            text += ", held by " if i == 0 else " and "
+            text += ("code outside traced tasks" if holder.task == 0
+                     else "task %d" % holder.task)
+            text += " (acquired at %s, %s ago)" % (
+                format_location(holder.acquired_at),
+                format_duration(holder.held_ms))
+    return pad + text + ", for " + format_duration(wait.waiting_ms)
 
 
 def _frame_lines(frame):
@@ -801,12 +1067,25 @@ def format_header(task):
                                       task.polls)
 
 
-def format_task(task):
+def format_task(task, torn_resources=0):
     """One task, exactly as the in-process text dump writes it: each
-    branch's frames in turn, innermost first (every root at depth 0)."""
+    branch's frames in turn, innermost first (every root at depth 0), each
+    wait under the frame that awaits it (:func:`wait_frames`). A note
+    follows when ``torn_resources`` resources with waits could not be read
+    (caught in the middle of a change)."""
     lines = [format_header(task)]
-    for frame in innermost_first(task.frames):
+    placed = wait_frames(task)
+    for index in _written_order(task.frames):
+        frame = task.frames[index]
         lines.extend(_frame_lines(frame))
+        lines.extend(format_wait(frame.depth, wait)
+                     for at, wait in placed if at == index)
+    lines.extend(format_wait(None, wait) for at, wait in placed if at is None)
+    if torn_resources:
+        lines.append("  (%d resource%s with waits caught in the middle of a "
+                     "change; %s waits not shown)" % (
+                         torn_resources, "" if torn_resources == 1 else "s",
+                         "its" if torn_resources == 1 else "their"))
     if task.torn:
         lines.append("  (stack caught in the middle of a write; not shown)")
     if task.hidden:
@@ -1000,9 +1279,9 @@ def async_bt(target, argument):
             wanted = int(words[1], 0)
         except ValueError:
             raise AsyncStackError("not a task id: %r" % words[1])
-        for task in reader.tasks():
+        for task in reader.tasks(with_waits=True):
             if wanted in task.branches:
-                return format_task(task)
+                return format_task(task, reader.torn_resources)
         raise AsyncStackError("no live task with id %d" % wanted)
     raise AsyncStackError("usage: async-bt [all | task <id>]")
 

@@ -39,10 +39,9 @@ fn steps(task_ids: &[u64]) -> Vec<Step> {
 fn chain() -> Chain {
     let out = debugger::out_dir("gdb-chain");
     let core = out.join("core");
-    let out_arg = out.display().to_string();
     let mut live_steps = steps(&[]);
     live_steps.extend(section("GCORE", &format!("gcore {}", core.display())));
-    let live = TOOL.live(&debugger::debuggee(), &["chain", &out_arg], &live_steps);
+    let live = TOOL.live_mode("chain", &out, &live_steps);
     live.assert_no_traceback();
     let files = debugger::outputs(&out);
     let dump = files.get("dump.txt").cloned().expect("dump.txt");
@@ -156,4 +155,19 @@ fn gdb_rejects_bad_arguments_in_one_line() {
 #[test]
 fn gdb_shows_one_entry_per_tokio_task() {
     debugger::check_tokio_entries(TOOL);
+}
+
+/// A task waiting for a lock, a semaphore or a `JoinHandle` of
+/// `async_stack` shows the wait under the frame that awaits it, as the
+/// in-process dump does, live and on a core.
+#[test]
+fn gdb_shows_what_each_task_waits_for() {
+    debugger::check_waits(TOOL);
+}
+
+/// A corrupt list of waits is one line, never a hang or garbage; lists
+/// caught in the middle of a change are left out, and said to be.
+#[test]
+fn gdb_reports_corrupt_waits_in_one_line() {
+    debugger::check_waits_corruption(TOOL);
 }

@@ -45,8 +45,7 @@ fn lldb_async_bt_and_tasks_match_the_process_live_and_on_a_core() {
     debugger::require("gdb");
     // Live.
     let out = debugger::out_dir("lldb-chain");
-    let out_arg = out.display().to_string();
-    let live = TOOL.live(&debugger::debuggee(), &["chain", &out_arg], &steps(&[]));
+    let live = TOOL.live_mode("chain", &out, &steps(&[]));
     live.assert_no_traceback();
     let files = debugger::outputs(&out);
     // 1. `async-bt` shows the walker's async frames.
@@ -104,4 +103,19 @@ fn lldb_rejects_bad_arguments_in_one_line() {
 #[test]
 fn lldb_shows_one_entry_per_tokio_task() {
     debugger::check_tokio_entries(TOOL);
+}
+
+/// A task waiting for a lock, a semaphore or a `JoinHandle` of
+/// `async_stack` shows the wait under the frame that awaits it, as the
+/// in-process dump does, live and on a core.
+#[test]
+fn lldb_shows_what_each_task_waits_for() {
+    debugger::check_waits(TOOL);
+}
+
+/// A corrupt list of waits is one line, never a hang or garbage; lists
+/// caught in the middle of a change are left out, and said to be.
+#[test]
+fn lldb_reports_corrupt_waits_in_one_line() {
+    debugger::check_waits_corruption(TOOL);
 }

@@ -3,7 +3,9 @@
 //! chunk and extension page tables and the record count of
 //! [`crate::task::registry`], the thread-root list of
 //! [`crate::record::threads`], the site tables of [`crate::record::site`],
-//! the clock word of [`crate::clock`]) and constants. Everything is
+//! the clock word of [`crate::clock`], the page table of the resources
+//! listed in the waits registry of [`crate::waits::resource`]), a probe
+//! `Location`, and constants. Everything is
 //! fixed when the program is linked: the descriptor *pulls* these
 //! addresses, and no lower layer knows it exists.
 
@@ -13,6 +15,9 @@ use std::sync::atomic::AtomicPtr;
 use crate::record::site::{AWAIT_SITES, CALL_SITES};
 use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
 use crate::task::registry::{CHUNK_PAGES, EXT_PAGES, MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
+use crate::waits::resource::{LISTED_CAPACITY, LISTED_COUNT, LISTED_PAGES};
+
+use super::layout::LOCATION_PROBE;
 
 /// Where the data is (see the module docs): the addresses of statics, and
 /// constants, all fixed at compile time.
@@ -43,6 +48,18 @@ pub struct Addresses {
     pub(crate) await_site_count: AtomicPtr<()>,
     /// The ticking clock word (a `u64`).
     pub(crate) clock: AtomicPtr<()>,
+    /// The page table of the waits registry's slots (each the address of
+    /// a listed resource, or null), its page count, its `usize` count of
+    /// slots handed out (may briefly exceed the capacity), and the
+    /// capacity.
+    pub(crate) listed_pages: AtomicPtr<()>,
+    pub(crate) listed_page_count: u64,
+    pub(crate) listed_count: AtomicPtr<()>,
+    pub(crate) listed_capacity: u64,
+    /// A `Location` whose line, column and file length the layout part
+    /// gives (`location_probe_*`), and the address of its file's text.
+    pub(crate) location_probe: AtomicPtr<()>,
+    pub(crate) location_probe_file: AtomicPtr<()>,
 }
 
 /// The address part of [`super::ASYNC_STACK_DEBUG`].
@@ -63,6 +80,12 @@ pub(super) const ADDRESSES: Addresses = Addresses {
     await_site_pages: address(&AWAIT_SITES.pages),
     await_site_count: address(&AWAIT_SITES.len),
     clock: address(&crate::clock::NOW),
+    listed_pages: address(&LISTED_PAGES),
+    listed_page_count: LISTED_PAGES.len() as u64,
+    listed_count: address(&LISTED_COUNT),
+    listed_capacity: LISTED_CAPACITY as u64,
+    location_probe: address(LOCATION_PROBE),
+    location_probe_file: address(LOCATION_PROBE.file()),
 };
 
 /// The address of a static, as the descriptor stores it.

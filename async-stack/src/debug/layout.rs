@@ -4,6 +4,7 @@
 //! few against the types as well).
 
 use std::mem::{offset_of, size_of};
+use std::panic::Location;
 
 use crate::pages::PAGE;
 use crate::record::current::Active;
@@ -15,6 +16,7 @@ use crate::record::threads::{MAX_THREADS, ThreadRoot};
 use crate::task::record::{TaskExt, TaskName, TaskRecord, spawn, state, wakes};
 use crate::task::stack::words::Chunk;
 use crate::task::stack::{self, foreign, meta, word};
+use crate::waits::resource::{Hold, HoldSlot, Kind, ListsView, Resource, Wait};
 
 /// The sizes, offsets and bit layouts a script needs (see the module docs).
 /// All in bytes or bits, one `u64` each.
@@ -126,7 +128,55 @@ pub struct Layout {
     /// attached to a live process can read "now" from the same clock;
     /// `0`: ms since an origin in the process.
     pub clock_monotonic: u64,
+    // std's `Location`, whose fields are private: its size, and the line,
+    // column and file length of the probe location (address part), from
+    // which a script finds where a `Location` keeps them
+    pub location_size: u64,
+    pub location_probe_line: u64,
+    pub location_probe_column: u64,
+    pub location_probe_file_len: u64,
+    // A listed resource (waits): its key (creation order), kind (a `u8`),
+    // creation site, tokio task (`0`: none), exclusive hold, and the
+    // version, pointers and lengths of its lists
+    pub resource_key: u64,
+    pub resource_kind: u64,
+    pub resource_created_at: u64,
+    pub resource_target: u64,
+    pub resource_exclusive: u64,
+    pub resource_version: u64,
+    pub resource_waits: u64,
+    pub resource_waits_len: u64,
+    pub resource_holds: u64,
+    pub resource_holds_len: u64,
+    // The exclusive hold (generation `0`: none)
+    pub hold_slot_generation: u64,
+    pub hold_slot_task: u64,
+    pub hold_slot_at: u64,
+    pub hold_slot_since: u64,
+    // A shared hold, an element of the `holds` list
+    pub hold_size: u64,
+    pub hold_task: u64,
+    pub hold_at: u64,
+    pub hold_since: u64,
+    // A wait, an element of the `waits` list (`at`: null for none)
+    pub wait_size: u64,
+    pub wait_task: u64,
+    pub wait_at: u64,
+    pub wait_since: u64,
+    // The values of `resource_kind`
+    pub kind_mutex: u64,
+    pub kind_rwlock: u64,
+    pub kind_semaphore: u64,
+    pub kind_join_handle: u64,
 }
+
+/// A `Location` whose line, column and file the descriptor states, so
+/// that a script finds where any `Location` keeps them (its fields are
+/// private to `std`, so `offset_of!` cannot name them).
+pub(super) const LOCATION_PROBE: &Location<'static> = Location::caller();
+
+// Two different numbers, so that a script cannot take one for the other.
+const _: () = assert!(LOCATION_PROBE.line() != LOCATION_PROBE.column());
 
 const fn o(offset: usize) -> u64 {
     offset as u64
@@ -217,6 +267,36 @@ pub(super) const LAYOUT: Layout = Layout {
     ext_tokio_order: o(offset_of!(TaskExt, tokio_order)),
     clock_shift: 1,
     clock_monotonic: cfg!(target_os = "linux") as u64,
+    location_size: o(size_of::<Location<'static>>()),
+    location_probe_line: LOCATION_PROBE.line() as u64,
+    location_probe_column: LOCATION_PROBE.column() as u64,
+    location_probe_file_len: o(LOCATION_PROBE.file().len()),
+    resource_key: o(offset_of!(Resource, key)),
+    resource_kind: o(offset_of!(Resource, kind)),
+    resource_created_at: o(offset_of!(Resource, created_at)),
+    resource_target: o(offset_of!(Resource, target)),
+    resource_exclusive: o(offset_of!(Resource, exclusive)),
+    resource_version: o(offset_of!(Resource, view) + offset_of!(ListsView, version)),
+    resource_waits: o(offset_of!(Resource, view) + offset_of!(ListsView, waits)),
+    resource_waits_len: o(offset_of!(Resource, view) + offset_of!(ListsView, waits_len)),
+    resource_holds: o(offset_of!(Resource, view) + offset_of!(ListsView, holds)),
+    resource_holds_len: o(offset_of!(Resource, view) + offset_of!(ListsView, holds_len)),
+    hold_slot_generation: o(HoldSlot::GENERATION_OFFSET),
+    hold_slot_task: o(HoldSlot::TASK_OFFSET),
+    hold_slot_at: o(HoldSlot::AT_OFFSET),
+    hold_slot_since: o(HoldSlot::SINCE_OFFSET),
+    hold_size: o(size_of::<Hold>()),
+    hold_task: o(offset_of!(Hold, task)),
+    hold_at: o(offset_of!(Hold, at)),
+    hold_since: o(offset_of!(Hold, since_ms)),
+    wait_size: o(size_of::<Wait>()),
+    wait_task: o(offset_of!(Wait, task)),
+    wait_at: o(offset_of!(Wait, at)),
+    wait_since: o(offset_of!(Wait, since_ms)),
+    kind_mutex: Kind::Mutex as u64,
+    kind_rwlock: Kind::RwLock as u64,
+    kind_semaphore: Kind::Semaphore as u64,
+    kind_join_handle: Kind::JoinHandle as u64,
 };
 
 const fn current_slot_shift() -> u64 {

@@ -25,12 +25,17 @@
 //!   root, thread state, task record, stack chunk, task extension, task
 //!   name), and the bit layouts of the packed words (state, wakes, slot
 //!   words, the record's `meta`, `foreign` and `spawn` words, the
-//!   current-frame tag). These are constants, computed from the real
-//!   types at compile time; a test checks them against the real layout;
+//!   current-frame tag), and those of the waits-for graph (a listed
+//!   resource, its exclusive hold, a shared hold, a wait, the values of a
+//!   resource's kind). These are constants, computed from the real types
+//!   at compile time; a test checks them against the real layout. std's
+//!   `Location`, whose fields are private, is described by a probe
+//!   instead (see **Waits** below);
 //! - an **address** part: where the task records' page table is, how many
 //!   records were handed out, the page tables of stack chunks and task
-//!   extensions, the thread-root list, the two site tables, and the ticking
-//!   clock word. All are addresses of statics, fixed when the program is
+//!   extensions, the thread-root list, the two site tables, the ticking
+//!   clock word, the slots of the waits registry, and the probe
+//!   `Location`. All are addresses of statics, fixed when the program is
 //!   linked: the descriptor is whole from the start, so a core of a
 //!   process that never ran a task reads as one with no task (every count
 //!   `0`, every page `0`). The lower layers never write it: it *pulls*
@@ -89,6 +94,41 @@
 //!   entry, as in a dump: its branches in that order, its id that of the
 //!   first branch, its state and counts merged as the dump merges them.
 //!
+//! - **Waits** (feature `tokio`: the locks of `async_stack::sync` and
+//!   awaited `async_stack::tokio::JoinHandle`s; see `waits/`). The
+//!   resources that have at least one wait are *listed*: slot `i` (a
+//!   pointer, `pointer_size` bytes) is entry `i % arena_page_entries` of
+//!   page `i / arena_page_entries` of the `listed_pages` table (a page not
+//!   allocated is `0`), for `i` below the smaller of the `listed_count`
+//!   word and `listed_capacity`; a slot holds the address of a listed
+//!   resource, or `0`. A resource has a `key` (its creation order: the
+//!   in-process reader goes through resources by key), a `kind` (a `u8`,
+//!   one of the `kind_*` values), the address of its creation `Location`
+//!   (`created_at`; for a `JoinHandle`, the spawn site) and, for a
+//!   `JoinHandle`, the tokio id of the awaited task (`target`, `0`:
+//!   none). Its holders are its exclusive hold first, then its shared
+//!   holds in list order: the exclusive hold is the hold slot at
+//!   `resource_exclusive`, whose `generation` is `0` when nobody holds the
+//!   resource, and otherwise names the holding task (`task`, `0`: code
+//!   outside traced tasks), the `Location` of the acquire (`at`) and since
+//!   when (`since`); the shared holds (`RwLock` readers, `Semaphore`
+//!   permits) are an array of `holds_len` holds of `hold_size` bytes at
+//!   `holds`. The waits, in queue order, are an array of `waits_len`
+//!   waits of `wait_size` bytes at `waits`: the waiting task, the
+//!   `Location` of the acquire call (`at`, `0` for a `JoinHandle`) and
+//!   since when. Times are ms on the clock of `clock_monotonic`. The
+//!   lists' `version` is odd while the process was changing them: their
+//!   pointers and lengths are then not to be read. A task waits for the
+//!   first wait of its id met in key order (tasks `0` are not shown).
+//! - **Locations** are std's `Location`s, `location_size` bytes, whose
+//!   fields are private. The probe (`location_probe`) is one whose line,
+//!   column and file length the layout part gives
+//!   (`location_probe_line`, ...) and whose file's text is at
+//!   `location_probe_file`: the word equal to the length is where every
+//!   `Location` keeps its file's length, the other word whose text is the
+//!   probe's file is where it keeps the file's address, and the `u32`s
+//!   equal to the line and the column are where it keeps them.
+//!
 //! A debugger reads a stopped process, so it needs none of the sequence
 //! counters that in-process readers use; what it reads may still be
 //! inconsistent if the process stopped inside a write (a core taken in the
@@ -101,10 +141,10 @@
 //! - `addresses.rs`: the address part, the addresses of the lower layers'
 //!   statics;
 //! - `gdb_autoload.rs`: the gdb scripts embedded in the binary;
-//! - `testing.rs`: hooks that corrupt the descriptor and a chain, for the
-//!   debugger-script tests; `tests.rs`: a reader of this process's memory
-//!   that knows nothing but the descriptor, and a check that the Python
-//!   reader reads the same version and fields.
+//! - `testing.rs`: hooks that corrupt the descriptor, a chain and the
+//!   waits, for the debugger-script tests; `tests.rs`: a reader of this
+//!   process's memory that knows nothing but the descriptor, and a check
+//!   that the Python reader reads the same version and fields.
 
 // `std`'s, not `crate::shim`'s: the descriptor is constant data that a
 // debugger reads from a stopped process; atomics only make it `Sync`, and
@@ -142,7 +182,14 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// Version 4: roots filed under a tokio task. `spawn_tokio_bit`,
 /// `ext_tokio_id` and `ext_tokio_order` follow `name_len` (so every later
 /// field moved by three words).
-pub const VERSION: u64 = 4;
+///
+/// Version 5: waits. The layout part gains, after `clock_monotonic`, the
+/// probe of std's `Location` and the layouts of a listed resource, its
+/// holds and waits, and its kinds (`location_size` to
+/// `kind_join_handle`); the address part gains, after `clock`, the slots
+/// of the waits registry and the probe `Location` (`listed_pages` to
+/// `location_probe_file`).
+pub const VERSION: u64 = 5;
 
 /// The descriptor. See the module docs.
 #[repr(C)]
@@ -171,12 +218,13 @@ pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
     addresses: addresses::ADDRESSES,
 };
 
-/// Hooks for the debugger-script tests, which must corrupt a live chain
-/// and the descriptor to check that the scripts report it cleanly. Not
+/// Hooks for the debugger-script tests, which must corrupt a live chain,
+/// the descriptor and the waits to check that the scripts report it cleanly. Not
 /// part of the API.
 #[doc(hidden)]
 pub mod __testing {
     pub use crate::debug::testing::{
-        corrupt_descriptor_magic, corrupt_descriptor_version, leaked_chain, set_current_parent,
+        corrupt_descriptor_magic, corrupt_descriptor_version, corrupt_waits_len, leaked_chain,
+        mark_waits_changing, set_current_parent,
     };
 }

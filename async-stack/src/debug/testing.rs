@@ -1,5 +1,5 @@
-//! Hooks for the debugger-script tests, which must corrupt a live chain
-//! and the descriptor to check that the scripts report it cleanly
+//! Hooks for the debugger-script tests, which must corrupt a live chain,
+//! the descriptor and the waits to check that the scripts report it cleanly
 //! (exported as `debug::__testing`). Not part of the API.
 
 // `std`'s: see the parent module.
@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use super::{ASYNC_STACK_DEBUG, VERSION};
 use crate::record::frame::AsyncStackFrame;
 use crate::record::site::CallSite;
+use crate::waits::resource::Registry;
 
 /// Overwrites the descriptor's magic number (the scripts must then
 /// refuse it).
@@ -48,4 +49,28 @@ pub fn set_current_parent(parent: *const AsyncStackFrame) -> *const AsyncStackFr
         f.parent.store(parent.cast_mut(), Ordering::Relaxed);
     }
     frame
+}
+
+/// Overwrites the length of the `waits` list that debuggers read (the
+/// resource's `ListsView`) of every resource listed in the waits registry
+/// with `len`; the process's own lists are untouched. Returns how many
+/// resources it changed.
+pub fn corrupt_waits_len(len: usize) -> usize {
+    let listed = Registry::global().listed();
+    for r in &listed {
+        r.view.waits_len.store(len, Ordering::Relaxed);
+    }
+    listed.len()
+}
+
+/// Shows the lists of every resource listed in the waits registry to
+/// debuggers as caught in the middle of a change (an odd version in the
+/// resource's `ListsView`); the process's own lists are untouched.
+/// Returns how many resources it changed.
+pub fn mark_waits_changing() -> usize {
+    let listed = Registry::global().listed();
+    for r in &listed {
+        r.view.version.fetch_or(1, Ordering::Relaxed);
+    }
+    listed.len()
 }

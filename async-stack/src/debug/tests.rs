@@ -4,7 +4,9 @@
 
 use std::future::Future;
 use std::mem::{offset_of, size_of};
+use std::panic::Location;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Waker};
 
 use super::{ASYNC_STACK_DEBUG, VERSION};
@@ -13,6 +15,7 @@ use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
 use crate::task::record::{TaskExt, TaskRecord, spawn};
 use crate::task::registry::{MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
 use crate::task::traced::TracedExt;
+use crate::waits::resource::{Ask, Hold, Kind, Registry, Resource, Wait};
 
 /// The descriptor as the scripts see it: an array of words.
 struct Raw {
@@ -29,6 +32,16 @@ fn word_at(addr: u64) -> u64 {
 fn u32_at(addr: u64) -> u32 {
     // SAFETY: as in `word_at`, 4-byte aligned.
     unsafe { std::ptr::read_volatile(addr as usize as *const u32) }
+}
+
+fn u8_at(addr: u64) -> u8 {
+    // SAFETY: as in `word_at`.
+    unsafe { std::ptr::read_volatile(addr as usize as *const u8) }
+}
+
+fn bytes_at(addr: u64, len: u64) -> Vec<u8> {
+    // SAFETY: as in `word_at`: live bytes the descriptor names.
+    unsafe { std::slice::from_raw_parts(addr as usize as *const u8, len as usize) }.to_vec()
 }
 
 fn str_at(l: &Named, raw_str: u64) -> String {
@@ -126,6 +139,36 @@ const LAYOUT_FIELDS: &[&str] = &[
     "ext_tokio_order",
     "clock_shift",
     "clock_monotonic",
+    "location_size",
+    "location_probe_line",
+    "location_probe_column",
+    "location_probe_file_len",
+    "resource_key",
+    "resource_kind",
+    "resource_created_at",
+    "resource_target",
+    "resource_exclusive",
+    "resource_version",
+    "resource_waits",
+    "resource_waits_len",
+    "resource_holds",
+    "resource_holds_len",
+    "hold_slot_generation",
+    "hold_slot_task",
+    "hold_slot_at",
+    "hold_slot_since",
+    "hold_size",
+    "hold_task",
+    "hold_at",
+    "hold_since",
+    "wait_size",
+    "wait_task",
+    "wait_at",
+    "wait_since",
+    "kind_mutex",
+    "kind_rwlock",
+    "kind_semaphore",
+    "kind_join_handle",
 ];
 
 const ADDRESS_FIELDS: &[&str] = &[
@@ -144,6 +187,12 @@ const ADDRESS_FIELDS: &[&str] = &[
     "await_site_pages",
     "await_site_count",
     "clock",
+    "listed_pages",
+    "listed_page_count",
+    "listed_count",
+    "listed_capacity",
+    "location_probe",
+    "location_probe_file",
 ];
 
 /// Descriptor words by field name.
@@ -210,6 +259,11 @@ fn the_descriptor_is_magic_version_and_every_field_in_order() {
         offset_of!(TaskExt, tokio_order) as u64
     );
     assert_eq!(1u32 << l.get("spawn_tokio_bit"), spawn::TOKIO);
+    assert_eq!(l.get("location_size"), size_of::<Location<'_>>() as u64);
+    assert_eq!(l.get("resource_key"), offset_of!(Resource, key) as u64);
+    assert_eq!(l.get("wait_size"), size_of::<Wait>() as u64);
+    assert_eq!(l.get("hold_at"), offset_of!(Hold, at) as u64);
+    assert_eq!(l.get("kind_join_handle"), Kind::JoinHandle as u64);
 }
 
 /// The quoted names of the Python tuple `name = (...)` in the reader.
@@ -251,6 +305,10 @@ fn every_address_is_set_from_the_start() {
         ("record_count", std::ptr::from_ref(&RECORD_COUNT).addr()),
         ("thread_pages", std::ptr::from_ref(&THREAD_PAGES).addr()),
         ("thread_count", std::ptr::from_ref(&THREAD_COUNT).addr()),
+        (
+            "listed_pages",
+            std::ptr::from_ref(&crate::waits::resource::LISTED_PAGES).addr(),
+        ),
     ] {
         assert_eq!(a.get(name), address as u64, "{name}");
     }
@@ -464,4 +522,228 @@ fn a_root_filed_under_a_tokio_task_reads_its_id_and_order_from_memory_alone() {
 
     drop(tx);
     rt.block_on(handle).unwrap();
+}
+
+/// Where std's `Location` keeps its file's address and length, its line
+/// and its column, found from the probe as the scripts find it: the word
+/// equal to the probe's file length, the `u32`s equal to its line and
+/// column, and the one word left, whose text is the probe's file.
+struct LocationLayout {
+    file: u64,
+    file_len: u64,
+    line: u64,
+    column: u64,
+}
+
+impl LocationLayout {
+    fn probe() -> Self {
+        let (l, a) = (layout_words(), address_words());
+        let (probe, size) = (a.get("location_probe"), l.get("location_size"));
+        let len = l.get("location_probe_file_len");
+        let only = |found: Vec<u64>, what: &str| {
+            assert_eq!(found.len(), 1, "one place for the {what}: {found:?}");
+            found[0]
+        };
+        let file_len = only(
+            (0..size / 8)
+                .map(|i| 8 * i)
+                .filter(|&o| word_at(probe + o) == len)
+                .collect(),
+            "length",
+        );
+        let u32_equal = |value: u64| {
+            (0..size / 4)
+                .map(|i| 4 * i)
+                .filter(|&o| o / 8 != file_len / 8 && u64::from(u32_at(probe + o)) == value)
+                .collect::<Vec<u64>>()
+        };
+        let line = only(u32_equal(l.get("location_probe_line")), "line");
+        let column = only(u32_equal(l.get("location_probe_column")), "column");
+        let file = only(
+            (0..size / 8)
+                .map(|i| 8 * i)
+                .filter(|&o| ![file_len / 8, line / 8, column / 8].contains(&(o / 8)))
+                .collect(),
+            "file",
+        );
+        assert_eq!(
+            bytes_at(word_at(probe + file), len),
+            bytes_at(a.get("location_probe_file"), len),
+            "the probe's file"
+        );
+        LocationLayout {
+            file,
+            file_len,
+            line,
+            column,
+        }
+    }
+
+    /// `(file, line, column)` of the `Location` at `at`.
+    fn read(&self, at: u64) -> (String, u32, u32) {
+        let text = bytes_at(word_at(at + self.file), word_at(at + self.file_len));
+        (
+            String::from_utf8(text).unwrap(),
+            u32_at(at + self.line),
+            u32_at(at + self.column),
+        )
+    }
+}
+
+fn location(l: &Location<'_>) -> (String, u32, u32) {
+    (l.file().to_owned(), l.line(), l.column())
+}
+
+/// A hold or a wait as read from memory: task, where, since when.
+type Record = (u64, Option<(String, u32, u32)>, u64);
+
+/// A listed resource as read from memory alone.
+#[derive(Debug, PartialEq)]
+struct ReadResource {
+    key: u64,
+    kind: u64,
+    created_at: (String, u32, u32),
+    target: u64,
+    exclusive: Option<Record>,
+    holds: Vec<Record>,
+    waits: Vec<Record>,
+    version: u64,
+}
+
+/// The addresses in the waits registry's slots.
+fn listed_from_memory() -> Vec<u64> {
+    let (l, a) = (layout_words(), address_words());
+    let count = word_at(a.get("listed_count")).min(a.get("listed_capacity"));
+    let per = l.get("arena_page_entries");
+    (0..count)
+        .filter_map(|i| {
+            let page = word_at(a.get("listed_pages") + 8 * (i / per));
+            (page != 0).then(|| word_at(page + (i % per) * l.get("pointer_size")))
+        })
+        .filter(|&r| r != 0)
+        .collect()
+}
+
+fn read_resource(r: u64) -> ReadResource {
+    let l = layout_words();
+    let loc = LocationLayout::probe();
+    let at = |p: u64| (p != 0).then(|| loc.read(p));
+    let exclusive = r + l.get("resource_exclusive");
+    let list = |ptr: &str, len: &str, size: &str, task: &str, at_: &str, since: &str| {
+        let (base, n) = (word_at(r + l.get(ptr)), word_at(r + l.get(len)));
+        (0..n)
+            .map(|i| {
+                let e = base + i * l.get(size);
+                (
+                    word_at(e + l.get(task)),
+                    at(word_at(e + l.get(at_))),
+                    word_at(e + l.get(since)),
+                )
+            })
+            .collect()
+    };
+    ReadResource {
+        key: word_at(r + l.get("resource_key")),
+        kind: u64::from(u8_at(r + l.get("resource_kind"))),
+        created_at: loc.read(word_at(r + l.get("resource_created_at"))),
+        target: word_at(r + l.get("resource_target")),
+        exclusive: (word_at(exclusive + l.get("hold_slot_generation")) != 0).then(|| {
+            (
+                word_at(exclusive + l.get("hold_slot_task")),
+                at(word_at(exclusive + l.get("hold_slot_at"))),
+                word_at(exclusive + l.get("hold_slot_since")),
+            )
+        }),
+        holds: list(
+            "resource_holds",
+            "resource_holds_len",
+            "hold_size",
+            "hold_task",
+            "hold_at",
+            "hold_since",
+        ),
+        waits: list(
+            "resource_waits",
+            "resource_waits_len",
+            "wait_size",
+            "wait_task",
+            "wait_at",
+            "wait_since",
+        ),
+        version: word_at(r + l.get("resource_version")),
+    }
+}
+
+/// Resources with waits, read from memory alone: the registry's slots
+/// name them while they have waits, and each reads as the in-process copy
+/// has it (kind, creation site, tokio task, exclusive hold, shared holds
+/// and waits in order).
+#[test]
+fn waits_read_from_memory_alone_are_what_the_process_records() {
+    let l = layout_words();
+    let reg = Registry::global();
+    let (created, acquired, waiting) = (Location::caller(), Location::caller(), Location::caller());
+    let m = Arc::new(Resource::new(Kind::Mutex, created, None, reg));
+    m.exclusive.acquire(7, acquired, 100);
+    let m_wait = m.start_wait(9, Some(waiting), Ask::Exclusive);
+    let s = Arc::new(Resource::new(Kind::Semaphore, created, None, reg));
+    s.hold_shared(0, acquired, 1);
+    s.hold_shared(5, waiting, 2);
+    let s_wait = s.start_wait(11, Some(waiting), Ask::Shared(1));
+    let j = Arc::new(Resource::new(Kind::JoinHandle, created, Some(42), reg));
+    let j_wait = j.start_wait(12, None, Ask::Finish);
+
+    let listed = listed_from_memory();
+    let address = |r: &Arc<Resource>| Arc::as_ptr(r) as u64;
+    for r in [&m, &s, &j] {
+        assert!(listed.contains(&address(r)), "listed in a slot");
+        let copy = r.copy();
+        let record =
+            |task, at: Option<&'static Location<'static>>, since| (task, at.map(location), since);
+        let want = ReadResource {
+            key: copy.key,
+            kind: copy.kind as u64,
+            created_at: location(copy.created_at),
+            target: copy.target.unwrap_or(0),
+            exclusive: copy
+                .exclusive
+                .map(|h| record(h.task, Some(h.at), h.since_ms)),
+            holds: copy
+                .holds
+                .iter()
+                .map(|h| record(h.task, Some(h.at), h.since_ms))
+                .collect(),
+            waits: copy
+                .waits
+                .iter()
+                .map(|w| record(w.task, w.at, w.since_ms))
+                .collect(),
+            version: copy.version,
+        };
+        assert_eq!(read_resource(address(r)), want);
+    }
+    // What each shows, by name.
+    let read = read_resource(address(&m));
+    assert_eq!(read.kind, l.get("kind_mutex"));
+    assert_eq!(read.created_at, location(created));
+    assert_eq!(read.exclusive, Some((7, Some(location(acquired)), 100)));
+    assert_eq!(read.waits[0].0, 9);
+    assert_eq!(read.version % 2, 0, "no change under way");
+    let read = read_resource(address(&s));
+    assert_eq!(read.kind, l.get("kind_semaphore"));
+    assert_eq!(read.exclusive, None);
+    let holders: Vec<u64> = read.holds.iter().map(|h| h.0).collect();
+    assert_eq!(holders, [0, 5]);
+    let read = read_resource(address(&j));
+    assert_eq!((read.kind, read.target), (l.get("kind_join_handle"), 42));
+    assert_eq!(read.waits, [(12, None, read.waits[0].2)]);
+
+    // Waits ended: out of the slots.
+    m.end_wait(m_wait);
+    s.end_wait(s_wait);
+    j.end_wait(j_wait);
+    let listed = listed_from_memory();
+    for r in [&m, &s, &j] {
+        assert!(!listed.contains(&address(r)), "unlisted");
+    }
 }

@@ -29,6 +29,12 @@
 //!   listed in the `Registry`, which is locked only when a resource gets
 //!   its first wait or loses its last (the slow path).
 //!
+//! Debuggers read the same records from memory alone: the registry keeps
+//! the listed resources' addresses in slots of a never-freed page table,
+//! and each resource the pointers and lengths of its lists, rewritten
+//! under its lock after each change (see `resource.rs` and the debug
+//! descriptor). The uncontended exclusive path writes nothing more.
+//!
 //! Writers record a hold after the tokio acquire succeeded, and release it
 //! *before* handing the resource back (exclusive holds) or *after* (shared
 //! holds, whose release hands permits to the next waiter and wakes it

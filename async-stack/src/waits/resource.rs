@@ -1,23 +1,50 @@
 //! One wrapped resource's records (holds and waits), and the [`Registry`]
 //! of the resources that have waits. The protocol is in the parent
 //! module's docs.
+//!
+//! # What a debugger reads
+//!
+//! The debugger scripts read these records from memory alone, through the
+//! debug descriptor (`debug/`), so the parts they read have layouts the
+//! descriptor can state ([`offset_of!`](std::mem::offset_of)):
+//!
+//! - the registry mirrors its listed resources in slots of a never-freed
+//!   page table (`pages.rs`): slot `i` holds the address of the resource
+//!   at index `i` of the registry, or null. Both change together, under
+//!   the registry's lock, when a resource gets its first wait or loses its
+//!   last (the slow path);
+//! - a resource keeps a [`ListsView`] of its lists: their data pointers
+//!   and lengths, rewritten under the resource's lock after each change,
+//!   and a version that is odd while a change is under way, so that a
+//!   debugger that stopped the process inside one says so rather than
+//!   read a vector that is being moved;
+//! - the exclusive hold is the [`HoldSlot`]'s words (generation `0`: no
+//!   holder), which the uncontended path writes as it always did;
+//! - [`Kind`] is a `u8` of fixed values, and [`Hold`] and [`Wait`] hold
+//!   plain words (`Option<&Location>` is a pointer, null for `None`).
 
 // The writers are the wrappers of feature `tokio` (and the tests).
 #![cfg_attr(not(feature = "tokio"), allow(dead_code))]
 
-use std::collections::BTreeMap;
+use std::mem::offset_of;
 use std::panic::Location;
 use std::sync::Arc;
 
+#[cfg(not(async_stack_loom))]
+use crate::pages::{Arena, PAGE};
 use crate::shim::{AtomicPtr, AtomicU64, Mutex, Ordering, fence, lock};
+#[cfg(not(async_stack_loom))]
+use crate::task::registry::MAX_TASKS;
 
-/// What a resource is, as reports name it.
+/// What a resource is, as reports name it. A `u8` of fixed values: the
+/// debug descriptor gives them to debuggers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub(crate) enum Kind {
-    Mutex,
-    RwLock,
-    Semaphore,
-    JoinHandle,
+    Mutex = 0,
+    RwLock = 1,
+    Semaphore = 2,
+    JoinHandle = 3,
 }
 
 /// What a wait asks for.
@@ -117,6 +144,16 @@ pub(crate) struct HoldSlot {
 }
 
 impl HoldSlot {
+    /// Where a debugger finds the words of a hold (see the module docs).
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const GENERATION_OFFSET: usize = offset_of!(HoldSlot, generation);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const TASK_OFFSET: usize = offset_of!(HoldSlot, task);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const AT_OFFSET: usize = offset_of!(HoldSlot, at);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const SINCE_OFFSET: usize = offset_of!(HoldSlot, since_ms);
+
     pub(crate) fn new() -> Self {
         HoldSlot {
             generation: AtomicU64::new(0),
@@ -195,8 +232,34 @@ struct Lists {
     holds: Vec<Hold>,
     /// In queue order.
     waits: Vec<Wait>,
-    /// Counts every change to `holds` and `waits`.
-    version: u64,
+    /// The resource's index in the registry while it is listed.
+    index: usize,
+}
+
+/// A resource's lists as a debugger reads them: plain words, written under
+/// the resource's lock by [`Resource::edit`] after each change.
+///
+/// `std`'s atomics, not `crate::shim`'s: the in-process readers read only
+/// `version`, and only under the lock, and loom cannot model a debugger.
+#[derive(Debug, Default)]
+pub(crate) struct ListsView {
+    /// The lists' version: even, advanced by 2 at each change of `holds`
+    /// or `waits`, and odd while a change is under way (a debugger that
+    /// stopped the process inside one reads an odd version).
+    pub(crate) version: std::sync::atomic::AtomicU64,
+    /// The data pointer and length of `waits`.
+    pub(crate) waits: std::sync::atomic::AtomicPtr<Wait>,
+    pub(crate) waits_len: std::sync::atomic::AtomicUsize,
+    /// The data pointer and length of `holds`.
+    pub(crate) holds: std::sync::atomic::AtomicPtr<Hold>,
+    pub(crate) holds_len: std::sync::atomic::AtomicUsize,
+}
+
+/// Which list an edit changes.
+#[derive(Clone, Copy)]
+enum Edited {
+    Holds,
+    Waits,
 }
 
 /// A copy of a resource's records at one instant (the exclusive hold is
@@ -220,10 +283,13 @@ pub(crate) struct Resource {
     pub(crate) key: u64,
     pub(crate) kind: Kind,
     pub(crate) created_at: &'static Location<'static>,
-    /// For a `JoinHandle`: the tokio id of the task it waits for.
-    pub(crate) target: Option<u64>,
+    /// For a `JoinHandle`: the tokio id of the task it waits for (`0`:
+    /// none; tokio's ids start at 1).
+    pub(crate) target: u64,
     registry: &'static Registry,
     pub(crate) exclusive: HoldSlot,
+    /// `lists` for debuggers.
+    pub(crate) view: ListsView,
     lists: Mutex<Lists>,
 }
 
@@ -238,11 +304,48 @@ impl Resource {
             key: next_generation(),
             kind,
             created_at,
-            target,
+            target: target.unwrap_or(0),
             registry,
             exclusive: HoldSlot::new(),
+            view: ListsView::default(),
             lists: Mutex::new(Lists::default()),
         }
+    }
+
+    /// Changes one of the lists (locked by the caller) with `change`,
+    /// keeping [`ListsView`] in step: the version made odd, then the
+    /// change, then the list's pointer and length, then the next even
+    /// version: four plain stores and a release fence (no instruction on
+    /// x86), where a counter's one store stood before.
+    #[inline]
+    fn edit<R>(
+        &self,
+        lists: &mut Lists,
+        edited: Edited,
+        change: impl FnOnce(&mut Lists) -> R,
+    ) -> R {
+        use std::sync::atomic::{Ordering, fence};
+        let view = &self.view;
+        let version = view.version.load(Ordering::Relaxed);
+        view.version.store(version + 1, Ordering::Relaxed);
+        // The odd version before any write of the change.
+        fence(Ordering::Release);
+        let out = change(lists);
+        match edited {
+            Edited::Holds => {
+                view.holds
+                    .store(lists.holds.as_ptr().cast_mut(), Ordering::Relaxed);
+                view.holds_len.store(lists.holds.len(), Ordering::Relaxed);
+            }
+            Edited::Waits => {
+                view.waits
+                    .store(lists.waits.as_ptr().cast_mut(), Ordering::Relaxed);
+                view.waits_len.store(lists.waits.len(), Ordering::Relaxed);
+            }
+        }
+        // Every write of the change before the even version.
+        view.version.store(version + 2, Ordering::Release);
+        out
     }
 
     /// Records a shared hold of `permits`; returns its generation.
@@ -253,15 +356,15 @@ impl Resource {
         permits: u32,
     ) -> u64 {
         let generation = next_generation();
-        let mut lists = lock(&self.lists);
-        lists.holds.push(Hold {
+        let hold = Hold {
             task,
             at,
             since_ms: stamp(task),
             generation,
             permits,
-        });
-        lists.version += 1;
+        };
+        let mut lists = lock(&self.lists);
+        self.edit(&mut lists, Edited::Holds, |l| l.holds.push(hold));
         generation
     }
 
@@ -269,8 +372,7 @@ impl Resource {
     pub(crate) fn release_shared(&self, generation: u64) {
         let mut lists = lock(&self.lists);
         if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
-            lists.holds.remove(i);
-            lists.version += 1;
+            self.edit(&mut lists, Edited::Holds, |l| l.holds.remove(i));
         }
     }
 
@@ -278,9 +380,8 @@ impl Resource {
     /// split or merged).
     pub(crate) fn resize_shared(&self, generation: u64, permits: u32) {
         let mut lists = lock(&self.lists);
-        if let Some(h) = lists.holds.iter_mut().find(|h| h.generation == generation) {
-            h.permits = permits;
-            lists.version += 1;
+        if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
+            self.edit(&mut lists, Edited::Holds, |l| l.holds[i].permits = permits);
         }
     }
 
@@ -293,20 +394,20 @@ impl Resource {
         ask: Ask,
     ) -> u64 {
         let generation = next_generation();
-        let mut lists = lock(&self.lists);
-        if lists.waits.is_empty() {
-            // Resource lock, then registry lock: `detect` never holds the
-            // registry's while taking a resource's.
-            lock(&self.registry.listed).insert(self.key, Arc::clone(self));
-        }
-        lists.waits.push(Wait {
+        let wait = Wait {
             task,
             at,
             ask,
             since_ms: stamp(task),
             generation,
-        });
-        lists.version += 1;
+        };
+        let mut lists = lock(&self.lists);
+        if lists.waits.is_empty() {
+            // Resource lock, then registry lock: `detect` never holds the
+            // registry's while taking a resource's.
+            lists.index = self.registry.list(self);
+        }
+        self.edit(&mut lists, Edited::Waits, |l| l.waits.push(wait));
         generation
     }
 
@@ -314,10 +415,10 @@ impl Resource {
     pub(crate) fn end_wait(&self, generation: u64) {
         let mut lists = lock(&self.lists);
         if let Some(i) = lists.waits.iter().position(|w| w.generation == generation) {
-            lists.waits.remove(i);
-            lists.version += 1;
+            self.edit(&mut lists, Edited::Waits, |l| l.waits.remove(i));
             if lists.waits.is_empty() {
-                lock(&self.registry.listed).remove(&self.key);
+                // Not the last reference: the caller's `&self` is another.
+                drop(self.registry.unlist(lists.index));
             }
         }
     }
@@ -330,18 +431,21 @@ impl Resource {
             key: self.key,
             kind: self.kind,
             created_at: self.created_at,
-            target: self.target,
+            target: (self.target != 0).then_some(self.target),
             exclusive,
             holds: lists.holds.clone(),
             waits: lists.waits.clone(),
-            version: lists.version,
+            version: self.view.version.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
     /// Whether the records are still those of `seen`: same version, same
     /// exclusive hold.
     pub(crate) fn unchanged(&self, seen: &ResourceCopy) -> bool {
-        let version = lock(&self.lists).version;
+        let version = {
+            let _lists = lock(&self.lists);
+            self.view.version.load(std::sync::atomic::Ordering::Relaxed)
+        };
         let was = seen.exclusive.map_or(0, |h| h.generation);
         version == seen.version && self.exclusive.generation() == was
     }
@@ -390,33 +494,160 @@ pub(crate) fn stamp(task: u64) -> u64 {
     0
 }
 
+/// The most resources that debuggers see listed at once (the slots of
+/// the registry's page table; more are listed all the same, but only the
+/// first this many indices have a slot).
+#[cfg(not(async_stack_loom))]
+pub(crate) const LISTED_CAPACITY: usize = MAX_TASKS.div_ceil(PAGE) * PAGE;
+
+/// The page table of the process's registry's slots, and how many slots
+/// were handed out: statics, so that the debug descriptor holds their
+/// addresses from the start.
+#[cfg(not(async_stack_loom))]
+pub(crate) static LISTED_PAGES: [AtomicPtr<ListedSlot>; LISTED_CAPACITY / PAGE] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; LISTED_CAPACITY / PAGE];
+#[cfg(not(async_stack_loom))]
+pub(crate) static LISTED_COUNT: crate::shim::AtomicUsize = crate::shim::AtomicUsize::new(0);
+
+/// A slot of the registry's page table: the address of a listed resource,
+/// or null.
+#[cfg(not(async_stack_loom))]
+pub(crate) type ListedSlot = AtomicPtr<Resource>;
+
 /// The resources that have at least one wait.
-#[derive(Debug, Default)]
+///
+/// Each listed resource has an index, reused once it is unlisted. The
+/// in-process readers read the resources under the lock; debuggers read
+/// slot `index` of `slots`, which holds the resource's address while it
+/// is listed (for indices below the slots' capacity). Both change under
+/// the lock, when a resource gets its first wait or loses its last.
 pub(crate) struct Registry {
-    /// By key, so in order of creation (and the same order at every run,
-    /// which the loom models need).
-    listed: Mutex<BTreeMap<u64, Arc<Resource>>>,
+    listed: Mutex<Listed>,
+    /// Not under loom: no model reads them.
+    #[cfg(not(async_stack_loom))]
+    slots: Arena<ListedSlot>,
+}
+
+/// The listed resources, under the registry's lock.
+#[derive(Default)]
+struct Listed {
+    /// By index; `None` for a free index.
+    resources: Vec<Option<Arc<Resource>>>,
+    /// The free indices.
+    free: Vec<usize>,
+    /// How many resources are listed.
+    count: usize,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("listed", &lock(&self.listed).count)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Registry {
+    /// A registry of its own (the tests'), whose slots are in a page
+    /// table of their own.
+    #[cfg(any(test, async_stack_loom))]
     pub(crate) fn new() -> Self {
-        Registry::default()
+        Registry {
+            listed: Mutex::new(Listed::default()),
+            #[cfg(not(async_stack_loom))]
+            slots: Arena::new(2 * PAGE, empty_slot),
+        }
     }
 
-    /// The process's registry.
+    /// The process's registry, whose slots the debug descriptor names.
     #[cfg(not(async_stack_loom))]
     pub(crate) fn global() -> &'static Registry {
         static GLOBAL: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
-        GLOBAL.get_or_init(Registry::new)
+        GLOBAL.get_or_init(|| Registry {
+            listed: Mutex::new(Listed::default()),
+            slots: Arena::with_pages(&LISTED_PAGES, &LISTED_COUNT, LISTED_CAPACITY, empty_slot),
+        })
     }
 
-    /// The listed resources, in no order.
+    /// Lists `resource` (which has no index); returns its index.
+    fn list(&self, resource: &Arc<Resource>) -> usize {
+        let mut listed = lock(&self.listed);
+        let index = match listed.free.pop() {
+            Some(index) => index,
+            None => {
+                listed.resources.push(None);
+                // Handed out in order, under this lock: slot `i` is index
+                // `i` (none past the capacity).
+                #[cfg(not(async_stack_loom))]
+                let _ = self.slots.fresh();
+                listed.resources.len() - 1
+            }
+        };
+        listed.resources[index] = Some(Arc::clone(resource));
+        listed.count += 1;
+        #[cfg(not(async_stack_loom))]
+        self.mirror(index, Arc::as_ptr(resource).cast_mut());
+        index
+    }
+
+    /// Unlists the resource at `index`; returns the registry's reference
+    /// to it.
+    fn unlist(&self, index: usize) -> Option<Arc<Resource>> {
+        let mut listed = lock(&self.listed);
+        #[cfg(not(async_stack_loom))]
+        self.mirror(index, std::ptr::null_mut());
+        let resource = listed.resources.get_mut(index)?.take()?;
+        listed.free.push(index);
+        listed.count -= 1;
+        Some(resource)
+    }
+
+    /// Writes the slot of `index`, if it has one.
+    #[cfg(not(async_stack_loom))]
+    fn mirror(&self, index: usize, resource: *mut Resource) {
+        if index < self.slots.len()
+            && let Some(slot) = self.slots.get(index)
+        {
+            slot.store(resource, Ordering::Release);
+        }
+    }
+
+    /// The listed resources, in order of creation (the same order at every
+    /// run, which the loom models need).
     pub(crate) fn listed(&self) -> Vec<Arc<Resource>> {
-        lock(&self.listed).values().cloned().collect()
+        let mut out: Vec<Arc<Resource>> = lock(&self.listed)
+            .resources
+            .iter()
+            .flatten()
+            .cloned()
+            .collect();
+        out.sort_unstable_by_key(|r| r.key);
+        out
     }
 
     /// Whether any resource has a wait.
     pub(crate) fn is_empty(&self) -> bool {
-        lock(&self.listed).is_empty()
+        lock(&self.listed).count == 0
     }
+}
+
+#[cfg(all(test, not(async_stack_loom)))]
+impl Registry {
+    /// What the slots handed out hold, as a debugger reads them (null: a
+    /// free index).
+    pub(crate) fn slots(&self) -> Vec<*const Resource> {
+        (0..self.slots.len())
+            .map(|i| {
+                self.slots
+                    .get(i)
+                    .map_or(std::ptr::null(), |s| s.load(Ordering::Relaxed).cast_const())
+            })
+            .collect()
+    }
+}
+
+/// A free slot.
+#[cfg(not(async_stack_loom))]
+fn empty_slot() -> ListedSlot {
+    AtomicPtr::new(std::ptr::null_mut())
 }

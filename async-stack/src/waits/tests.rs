@@ -217,6 +217,37 @@ fn resources_leave_the_registry_with_their_last_wait() {
     assert!(detect(reg, |_| View::default()).is_empty());
 }
 
+/// The in-process readers go through the listed resources in order of
+/// creation, whatever the order of their first waits; debuggers find each
+/// in the slot of its index while it has waits, and indices are reused.
+#[test]
+fn listed_resources_read_in_order_of_creation_and_sit_in_slots_for_debuggers() {
+    let reg = registry();
+    let (a, b, c) = (
+        resource(reg, Kind::Mutex),
+        resource(reg, Kind::RwLock),
+        resource(reg, Kind::Semaphore),
+    );
+    let keys = |reg: &Registry| reg.listed().iter().map(|r| r.key).collect::<Vec<_>>();
+    let ptr = |r: &Arc<Resource>| Arc::as_ptr(r);
+    let wc = c.start_wait(1, Some(at()), Ask::Shared(1));
+    let wa = a.start_wait(2, Some(at()), Ask::Exclusive);
+    let wa2 = a.start_wait(4, Some(at()), Ask::Exclusive);
+    assert_eq!(keys(reg), [a.key, c.key]);
+    assert_eq!(reg.slots(), [ptr(&c), ptr(&a)], "one slot a resource");
+    c.end_wait(wc);
+    assert_eq!(reg.slots(), [std::ptr::null(), ptr(&a)]);
+    let wb = b.start_wait(3, Some(at()), Ask::Exclusive);
+    assert_eq!(reg.slots(), [ptr(&b), ptr(&a)], "index 0 reused");
+    assert_eq!(keys(reg), [a.key, b.key]);
+    a.end_wait(wa);
+    assert_eq!(reg.slots(), [ptr(&b), ptr(&a)], "a still has a wait");
+    a.end_wait(wa2);
+    b.end_wait(wb);
+    assert_eq!(reg.slots(), [std::ptr::null(); 2]);
+    assert!(reg.is_empty());
+}
+
 #[test]
 fn the_dump_query_names_the_holders() {
     let reg = registry();

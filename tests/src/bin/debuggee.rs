@@ -38,6 +38,23 @@
 //!   displays them), `task-ids.txt` (`left`, `right`, `solo` and `alone`
 //!   with their async-stack task ids) and `dump.txt`, then stops on the
 //!   main thread, outside any poll.
+//! - `waits`: on a current-thread runtime, tasks waiting for the wrapped
+//!   resources of `async_stack::sync` and for a `JoinHandle`, each spawned
+//!   by name with `async_stack::tokio::spawn_named` and idle after one
+//!   poll: `holder` holds a `Mutex` that `locker` waits for (in
+//!   `waits_locker -> waits_lock_inner`); `reader` holds a read lock of an
+//!   `RwLock` that `writer` waits to write, and `queued` waits to read
+//!   behind that writer; the main thread (outside any traced task) and
+//!   `permit` each hold one of a `Semaphore`'s two permits, and
+//!   `acquirer` waits for one; `starved` waits for a `Semaphore` of no
+//!   permits; `joiner` awaits the `JoinHandle` of `awaited`, which never
+//!   ends. It writes `task-ids.txt` and `tokio-ids.txt` (each label with
+//!   its async-stack and tokio task ids) and `dump.txt`, then stops on
+//!   the main thread, outside any poll.
+//! - `waits-len`, `waits-torn`: as `waits`, then, after writing the dump,
+//!   the length of the `waits` list that debuggers read of every resource
+//!   is overwritten with 2^40 (`waits-len`), or every resource's lists are
+//!   shown as caught in the middle of a change (`waits-torn`).
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -146,14 +163,29 @@ async fn chain() {
 //
 // The tests find the `.await` lines by the comments at their ends.
 
-static TOKIO_PARKED: AtomicUsize = AtomicUsize::new(0);
+static PARKED: AtomicUsize = AtomicUsize::new(0);
 static TASK_IDS: Mutex<Vec<(&str, u64)>> = Mutex::new(Vec::new());
 
-/// Notes the id of the task being polled as `label`'s, and that it parked.
+/// Notes the id of the task being polled as `label`'s, and that it parked
+/// (or is about to, in the same poll).
 fn parked(label: &'static str) {
     let id = async_stack::current_task_id().expect("polled as a task root");
     TASK_IDS.lock().unwrap().push((label, id));
-    TOKIO_PARKED.fetch_add(1, Ordering::SeqCst);
+    PARKED.fetch_add(1, Ordering::SeqCst);
+}
+
+/// Yields until `n` tasks have parked.
+async fn until_parked(n: usize) {
+    while PARKED.load(Ordering::SeqCst) < n {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Writes `task-ids.txt` from [`parked`]'s notes.
+fn write_task_ids() {
+    let ids = TASK_IDS.lock().unwrap().clone();
+    let ids: String = ids.iter().map(|(l, id)| format!("{l} {id}\n")).collect();
+    write("task-ids.txt", &ids);
 }
 
 #[traced_async]
@@ -199,9 +231,7 @@ fn tokio_mode() {
         }
         let join = tokio::spawn(async { tokio::join!(tokio_left(left_rx), tokio_right()) });
         let solo = async_stack::tokio::spawn_named("solo", tokio_solo(solo_rx));
-        while TOKIO_PARKED.load(Ordering::SeqCst) < 3 {
-            tokio::task::yield_now().await;
-        }
+        until_parked(3).await;
         (join, solo)
     });
     let mut alone = Box::pin(tokio_alone());
@@ -211,12 +241,161 @@ fn tokio_mode() {
         "tokio-ids.txt",
         &format!("join {}\nsolo {}\n", join.id(), solo.id()),
     );
-    let ids = TASK_IDS.lock().unwrap().clone();
-    let ids: String = ids.iter().map(|(l, id)| format!("{l} {id}\n")).collect();
-    write("task-ids.txt", &ids);
+    write_task_ids();
     write("dump.txt", &async_stack::dump().to_string());
     async_stack_debug_break();
     drop((left_tx, solo_tx, alone));
+    std::process::exit(0);
+}
+
+// ---- waits ----
+//
+// The tests find the lines by the comments at their ends.
+
+type Lock = Arc<async_stack::sync::Mutex<u32>>;
+type Rw = Arc<async_stack::sync::RwLock<u32>>;
+type Permits = Arc<async_stack::sync::Semaphore>;
+
+#[traced_async]
+async fn waits_holder(m: Lock) {
+    let _guard = m.lock().await; // holder locks
+    parked("holder");
+    std::future::pending::<()>().await; // holder parks
+}
+
+#[traced_async]
+async fn waits_lock_inner(m: Lock) {
+    parked("locker");
+    let _guard = m.lock().await; // locker waits
+}
+
+#[traced_async]
+async fn waits_locker(m: Lock) {
+    waits_lock_inner(m).await;
+}
+
+#[traced_async]
+async fn waits_reader(l: Rw) {
+    let _read = l.read().await; // reader reads
+    parked("reader");
+    std::future::pending::<()>().await; // reader parks
+}
+
+#[traced_async]
+async fn waits_writer(l: Rw) {
+    parked("writer");
+    let _write = l.write().await; // writer waits
+}
+
+#[traced_async]
+async fn waits_queued(l: Rw) {
+    parked("queued");
+    let _read = l.read().await; // queued waits
+}
+
+#[traced_async]
+async fn waits_permit(s: Permits) {
+    let _permit = s.acquire().await; // permit acquires
+    parked("permit");
+    std::future::pending::<()>().await; // permit parks
+}
+
+#[traced_async]
+async fn waits_acquirer(s: Permits) {
+    parked("acquirer");
+    let _permit = s.acquire().await; // acquirer waits
+}
+
+#[traced_async]
+async fn waits_starved(s: Permits) {
+    parked("starved");
+    let _permit = s.acquire().await; // starved waits
+}
+
+#[traced_async]
+async fn waits_awaited() {
+    parked("awaited");
+    std::future::pending::<()>().await; // awaited parks
+}
+
+#[traced_async]
+async fn waits_joiner(awaited: async_stack::tokio::JoinHandle<()>) {
+    parked("joiner");
+    let _ = awaited.await; // joiner waits
+}
+
+/// Notes `handle`'s tokio id as `label`'s, then yields until its task
+/// parked (the tasks of `ids` park one after the other).
+async fn parked_task(
+    ids: &mut Vec<(&'static str, async_stack::tokio::Id)>,
+    label: &'static str,
+    handle: &async_stack::tokio::JoinHandle<()>,
+) {
+    ids.push((label, handle.id()));
+    until_parked(ids.len()).await;
+}
+
+fn waits_mode(mode: &str) {
+    use async_stack::tokio::spawn_named;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let mutex = Arc::new(async_stack::sync::Mutex::new(0)); // waits: mutex
+    let rwlock = Arc::new(async_stack::sync::RwLock::new(0)); // waits: rwlock
+    let semaphore = Arc::new(async_stack::sync::Semaphore::new(2)); // waits: semaphore
+    let empty = Arc::new(async_stack::sync::Semaphore::new(0)); // waits: empty
+    let (outside, tokio_ids) = rt.block_on(async {
+        // Tokio ids apart from task ids, so that neither passes for the
+        // other.
+        for _ in 0..10 {
+            let _ = tokio::spawn(async {}).await;
+        }
+        // Outside any traced task: held by the unknown task, 0.
+        let outside = semaphore.clone().acquire_owned().await; // outside acquires
+        // One at a time, so that each holds or queues in this order.
+        let mut ids = Vec::new();
+        let h = spawn_named("holder", waits_holder(mutex.clone()));
+        parked_task(&mut ids, "holder", &h).await;
+        let h = spawn_named("locker", waits_locker(mutex.clone()));
+        parked_task(&mut ids, "locker", &h).await;
+        let h = spawn_named("reader", waits_reader(rwlock.clone()));
+        parked_task(&mut ids, "reader", &h).await;
+        let h = spawn_named("writer", waits_writer(rwlock.clone()));
+        parked_task(&mut ids, "writer", &h).await;
+        let h = spawn_named("queued", waits_queued(rwlock.clone()));
+        parked_task(&mut ids, "queued", &h).await;
+        let h = spawn_named("permit", waits_permit(semaphore.clone()));
+        parked_task(&mut ids, "permit", &h).await;
+        let h = spawn_named("acquirer", waits_acquirer(semaphore.clone()));
+        parked_task(&mut ids, "acquirer", &h).await;
+        let h = spawn_named("starved", waits_starved(empty.clone()));
+        parked_task(&mut ids, "starved", &h).await;
+        let awaited = async_stack::tokio::spawn(waits_awaited()); // joiner awaits
+        parked_task(&mut ids, "awaited", &awaited).await;
+        let h = spawn_named("joiner", waits_joiner(awaited));
+        parked_task(&mut ids, "joiner", &h).await;
+        (outside, ids)
+    });
+    write(
+        "tokio-ids.txt",
+        &tokio_ids
+            .iter()
+            .map(|(label, id)| format!("{label} {id}\n"))
+            .collect::<String>(),
+    );
+    write_task_ids();
+    write("dump.txt", &async_stack::dump().to_string());
+    match mode {
+        "waits-len" => {
+            async_stack::debug::__testing::corrupt_waits_len(1 << 40);
+        }
+        "waits-torn" => {
+            async_stack::debug::__testing::mark_waits_changing();
+        }
+        _ => {}
+    }
+    async_stack_debug_break();
+    drop((outside, mutex, rwlock, empty));
     std::process::exit(0);
 }
 
@@ -265,13 +444,18 @@ async fn right_outer(barrier: Arc<Barrier>) {
 fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(mode), Some(out)) = (args.next(), args.next()) else {
-        eprintln!("usage: debuggee <chain|two|cycle|wild|deep|magic|version|tokio> <out-dir>");
+        eprintln!(
+            "usage: debuggee <chain|two|cycle|wild|deep|magic|version|tokio|waits|waits-len|waits-torn> <out-dir>"
+        );
         std::process::exit(2);
     };
     OUT.set(PathBuf::from(out)).expect("set once");
     MODE.set(mode.clone()).expect("set once");
     if mode == "tokio" {
         tokio_mode();
+    }
+    if mode.starts_with("waits") {
+        waits_mode(&mode);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -281,6 +281,14 @@ impl Tool {
         self.finish(command, binary, steps)
     }
 
+    /// Runs the debuggee in `mode`, its outputs in `out`, to its
+    /// breakpoint, then `steps` (see [`Tool::live`]).
+    #[track_caller]
+    pub fn live_mode(self, mode: &str, out: &Path, steps: &[Step]) -> Run {
+        let out_arg = out.display().to_string();
+        self.live(&debuggee(), &[mode, &out_arg], steps)
+    }
+
     /// Runs `binary` stopped at its first instruction, loads the script and
     /// runs `steps`.
     #[track_caller]
@@ -317,10 +325,9 @@ impl Tool {
 #[track_caller]
 pub fn gcore(mode: &str, out: &Path) -> PathBuf {
     let core = out.join("core");
-    let out_arg = out.display().to_string();
-    let run = Tool::Gdb.live(
-        &debuggee(),
-        &[mode, &out_arg],
+    let run = Tool::Gdb.live_mode(
+        mode,
+        out,
         &[Step::Command(format!("gcore {}", core.display()))],
     );
     assert!(core.is_file(), "gcore wrote no core:\n{run}");
@@ -586,12 +593,7 @@ pub fn outputs(out: &Path) -> BTreeMap<String, String> {
 #[track_caller]
 pub fn check_bt_all(tool: Tool) {
     let out = out_dir(&format!("{}-two", tool.program()));
-    let out_arg = out.display().to_string();
-    let run = tool.live(
-        &debuggee(),
-        &["two", &out_arg],
-        &section("ALL", "async-bt all"),
-    );
+    let run = tool.live_mode("two", &out, &section("ALL", "async-bt all"));
     run.assert_no_traceback();
     let files = outputs(&out);
     let all = run.section("ALL");
@@ -627,8 +629,7 @@ pub fn check_corruption(tool: Tool) {
         ),
     ] {
         let out = out_dir(&format!("{}-{mode}", tool.program()));
-        let out_arg = out.display().to_string();
-        let run = tool.live(&debuggee(), &[mode, &out_arg], &steps);
+        let run = tool.live_mode(mode, &out, &steps);
         assert_one_line_error(&run, sections, problem);
     }
     let run = tool.at_entry(Path::new("/bin/true"), &steps);
@@ -684,8 +685,7 @@ pub fn check_bad_arguments(tool: Tool) {
         .flat_map(|(name, command, _)| section(name, command))
         .collect();
     let out = out_dir(&format!("{}-arguments", tool.program()));
-    let out_arg = out.display().to_string();
-    let run = tool.live(&debuggee(), &["chain", &out_arg], &steps);
+    let run = tool.live_mode("chain", &out, &steps);
     for (name, _, problem) in cases {
         assert_one_line_error(&run, &[name], problem);
     }
@@ -757,6 +757,53 @@ pub fn debuggee_location(snippet: &str, at: &str) -> String {
     format!("{FILE}:{}:{}", index + 1, column + 1)
 }
 
+/// Steps that run `async-tasks` (section `TASKS`), then `async-bt task
+/// <id>` for each task the debuggee noted in `task-ids.txt` in `out` (see
+/// [`each_task_step`]).
+fn table_and_each_task(tool: Tool, out: &Path) -> Vec<Step> {
+    let mut steps: Vec<Step> = section("TASKS", "async-tasks").into();
+    steps.push(each_task_step(tool, &out.join("task-ids.txt"), out));
+    steps
+}
+
+/// What one session of [`live_and_core`] printed, and what the
+/// debuggee's run wrote: its outputs by file name, and its task and tokio
+/// ids by label (`task-ids.txt`, `tokio-ids.txt`).
+struct Session {
+    run: Run,
+    files: BTreeMap<String, String>,
+    task: BTreeMap<String, u64>,
+    tokio: BTreeMap<String, u64>,
+    /// `live` or `core`.
+    what: &'static str,
+}
+
+/// The steps of [`table_and_each_task`] on the debuggee in `mode`, live,
+/// and on a core of another run (written by gdb): the two sessions, each
+/// without a Python traceback.
+#[track_caller]
+fn live_and_core(tool: Tool, mode: &str) -> [Session; 2] {
+    let live_out = out_dir(&format!("{}-{mode}-live", tool.program()));
+    let core_out = out_dir(&format!("{}-{mode}-core", tool.program()));
+    let core = gcore(mode, &core_out);
+    let live = tool.live_mode(mode, &live_out, &table_and_each_task(tool, &live_out));
+    let on_core = tool.core(&debuggee(), &core, &table_and_each_task(tool, &core_out));
+    let _ = std::fs::remove_file(&core);
+    [(live, live_out, "live"), (on_core, core_out, "core")].map(|(run, out, what)| {
+        run.assert_no_traceback();
+        let files = outputs(&out);
+        let task = labelled_ids(&files["task-ids.txt"]);
+        let tokio = labelled_ids(&files["tokio-ids.txt"]);
+        Session {
+            run,
+            files,
+            task,
+            tokio,
+            what,
+        }
+    })
+}
+
 /// The entries of the debuggee in mode `tokio`, as the dump's text shows
 /// them (times as `<T>`, see [`mask_times`]): the plain `tokio::spawn` that
 /// joins two roots is one entry, the id of its first root (`left`), both
@@ -808,32 +855,14 @@ fn tokio_entries(task: &BTreeMap<String, u64>, tokio: &BTreeMap<String, u64>) ->
 /// in-process dump prints it.
 #[track_caller]
 pub fn check_tokio_entries(tool: Tool) {
-    let live_out = out_dir(&format!("{}-tokio-live", tool.program()));
-    let core_out = out_dir(&format!("{}-tokio-core", tool.program()));
-    let core = gcore("tokio", &core_out);
-    let table = || section("TASKS", "async-tasks");
-    let mut live_steps: Vec<Step> = table().into();
-    live_steps.push(each_task_step(
-        tool,
-        &live_out.join("task-ids.txt"),
-        &live_out,
-    ));
-    let live_arg = live_out.display().to_string();
-    let live = tool.live(&debuggee(), &["tokio", &live_arg], &live_steps);
-    let mut core_steps: Vec<Step> = table().into();
-    core_steps.push(each_task_step(
-        tool,
-        &core_out.join("task-ids.txt"),
-        &core_out,
-    ));
-    let on_core = tool.core(&debuggee(), &core, &core_steps);
-    let _ = std::fs::remove_file(&core);
-
-    for (run, out, what) in [(&live, &live_out, "live"), (&on_core, &core_out, "core")] {
-        run.assert_no_traceback();
-        let files = outputs(out);
-        let task = labelled_ids(&files["task-ids.txt"]);
-        let tokio = labelled_ids(&files["tokio-ids.txt"]);
+    for Session {
+        run,
+        files,
+        task,
+        tokio,
+        what,
+    } in live_and_core(tool, "tokio")
+    {
         let [join, solo, alone] = tokio_entries(&task, &tokio);
         for (label, want) in [
             ("left", &join),
@@ -908,6 +937,248 @@ pub fn check_tokio_entries(tool: Tool) {
         assert_eq!(
             dumped, shown,
             "{what}: the in-process dump and the debugger disagree"
+        );
+    }
+}
+
+/// The entries of the debuggee in mode `waits`, by label, as the dump's
+/// text shows them (times as `<T>`, see [`mask_times`]): each waiting
+/// task's wait under the frame that awaits it, with the resource's
+/// creation site and its holders (the exclusive holder or the readers,
+/// then the holders of permits in the order they took them, the main
+/// thread as code outside traced tasks), or the tokio task and spawn site
+/// of an awaited `JoinHandle`.
+fn waits_entries(
+    task: &BTreeMap<String, u64>,
+    tokio: &BTreeMap<String, u64>,
+) -> BTreeMap<&'static str, String> {
+    let at = debuggee_location;
+    let header = |label: &str| {
+        let name = if label == "awaited" {
+            String::new()
+        } else {
+            format!(" \"{label}\"")
+        };
+        format!(
+            "task {}{name} (tokio task {}) [idle <T>, 1 polls]:",
+            task[label], tokio[label]
+        )
+    };
+    let spawned = |label: &str| {
+        let site = if label == "awaited" {
+            at("async_stack::tokio::spawn(waits_awaited())", "async_stack")
+        } else {
+            at(&format!("spawn_named(\"{label}\""), "spawn_named")
+        };
+        format!("  spawned at {site}")
+    };
+    // A task of one frame, suspended at the `.await` of `snippet`, with
+    // the wait line `wait` under it.
+    let one = |label: &str, function: &str, snippet: &str, wait: Option<String>| {
+        let mut lines = vec![
+            header(label),
+            format!("  debuggee::{function} [async]"),
+            format!("      awaiting at {}", at(snippet, "await")),
+        ];
+        lines.extend(wait.map(|w| format!("      {w}")));
+        lines.push(spawned(label));
+        lines.join("\n")
+    };
+    let held = |label: &str, snippet: &str, call: &str| {
+        format!(
+            "task {} (acquired at {}, <T> ago)",
+            task[label],
+            at(snippet, call)
+        )
+    };
+    let mutex = at("async_stack::sync::Mutex::new(0)", "async_stack");
+    let rwlock = at("async_stack::sync::RwLock::new(0)", "async_stack");
+    let semaphore = at("async_stack::sync::Semaphore::new(2)", "async_stack");
+    let empty = at("async_stack::sync::Semaphore::new(0)", "async_stack");
+    let read_held = held("reader", "l.read().await; // reader reads", "read");
+    let locker = [
+        header("locker"),
+        "    debuggee::waits_lock_inner [async]".to_owned(),
+        format!(
+            "        awaiting at {}",
+            at("m.lock().await; // locker waits", "await")
+        ),
+        format!(
+            "        waiting for Mutex created at {mutex}, held by {}, for <T>",
+            held("holder", "m.lock().await; // holder locks", "lock")
+        ),
+        "  debuggee::waits_locker [async]".to_owned(),
+        format!(
+            "      awaiting at {}",
+            at("waits_lock_inner(m).await;", "await")
+        ),
+        spawned("locker"),
+    ]
+    .join("\n");
+    BTreeMap::from([
+        (
+            "holder",
+            one("holder", "waits_holder", "await; // holder parks", None),
+        ),
+        ("locker", locker),
+        (
+            "reader",
+            one("reader", "waits_reader", "await; // reader parks", None),
+        ),
+        (
+            "writer",
+            one(
+                "writer",
+                "waits_writer",
+                "l.write().await; // writer waits",
+                Some(format!(
+                    "waiting for RwLock created at {rwlock}, held by {read_held}, for <T>"
+                )),
+            ),
+        ),
+        (
+            "queued",
+            one(
+                "queued",
+                "waits_queued",
+                "l.read().await; // queued waits",
+                Some(format!(
+                    "waiting for RwLock created at {rwlock}, held by {read_held}, for <T>"
+                )),
+            ),
+        ),
+        (
+            "permit",
+            one("permit", "waits_permit", "await; // permit parks", None),
+        ),
+        (
+            "acquirer",
+            one(
+                "acquirer",
+                "waits_acquirer",
+                "s.acquire().await; // acquirer waits",
+                Some(format!(
+                    "waiting for Semaphore created at {semaphore}, held by code outside \
+                     traced tasks (acquired at {}, <T> ago) and {}, for <T>",
+                    at(
+                        "acquire_owned().await; // outside acquires",
+                        "acquire_owned"
+                    ),
+                    held("permit", "s.acquire().await; // permit acquires", "acquire"),
+                )),
+            ),
+        ),
+        (
+            "starved",
+            one(
+                "starved",
+                "waits_starved",
+                "s.acquire().await; // starved waits",
+                Some(format!(
+                    "waiting for Semaphore created at {empty}, free (not taken yet), for <T>"
+                )),
+            ),
+        ),
+        (
+            "awaited",
+            one("awaited", "waits_awaited", "await; // awaited parks", None),
+        ),
+        (
+            "joiner",
+            one(
+                "joiner",
+                "waits_joiner",
+                ".await; // joiner waits",
+                Some(format!(
+                    "waiting for JoinHandle of tokio task {} spawned at {}, for <T>",
+                    tokio["awaited"],
+                    at("async_stack::tokio::spawn(waits_awaited())", "async_stack"),
+                )),
+            ),
+        ),
+    ])
+}
+
+/// Mode `waits`, live and on a core of another run (written by gdb):
+/// `async-bt task <id>` shows each task's wait under the frame that
+/// awaits it, exactly as the in-process dump of that run shows it.
+#[track_caller]
+pub fn check_waits(tool: Tool) {
+    for Session {
+        run,
+        files,
+        task,
+        tokio,
+        what,
+    } in live_and_core(tool, "waits")
+    {
+        let want = waits_entries(&task, &tokio);
+        assert_eq!(want.len(), task.len(), "every task noted");
+        let dumped = dump_tasks(&files["dump.txt"]);
+        for (label, want) in &want {
+            let got = run.section(&format!("TASK-{label}"));
+            assert_eq!(
+                mask_times(got.trim_end(), false),
+                *want,
+                "{what}: async-bt task {} ({label}):\n{run}",
+                task[*label]
+            );
+            // The in-process dump of the same stop shows the same text.
+            let dumped = dumped
+                .iter()
+                .find(|t| t.id == task[*label])
+                .unwrap_or_else(|| panic!("{what}: {label} in the dump"));
+            assert_eq!(mask_times(&dumped.text, false), *want, "{what}: the dump");
+        }
+        // `async-tasks` lists them all, and no wait.
+        let table = run.section("TASKS");
+        assert_eq!(task_rows(&table).len(), want.len(), "{what}:\n{table}");
+        assert!(!table.contains("waiting for"), "{what}:\n{table}");
+    }
+}
+
+/// Modes `waits-len` and `waits-torn`, live: an absurd length of a
+/// resource's `waits` list is one `async-stack: ` line for `async-bt task`
+/// (which reads the waits), while `async-tasks` (which does not) still
+/// lists every task; lists caught in the middle of a change are not read,
+/// and each task says how many resources were left out.
+#[track_caller]
+pub fn check_waits_corruption(tool: Tool) {
+    let out = out_dir(&format!("{}-waits-len", tool.program()));
+    let run = tool.live_mode("waits-len", &out, &table_and_each_task(tool, &out));
+    let task = labelled_ids(&outputs(&out)["task-ids.txt"]);
+    let sections: Vec<String> = task.keys().map(|label| format!("TASK-{label}")).collect();
+    let sections: Vec<&str> = sections.iter().map(String::as_str).collect();
+    assert_one_line_error(
+        &run,
+        &sections,
+        "implausible length 1099511627776 of its waits list",
+    );
+    let table = run.section("TASKS");
+    assert_eq!(task_rows(&table).len(), task.len(), "async-tasks:\n{run}");
+
+    let out = out_dir(&format!("{}-waits-torn", tool.program()));
+    let run = tool.live_mode("waits-torn", &out, &table_and_each_task(tool, &out));
+    run.assert_no_traceback();
+    let files = outputs(&out);
+    let task = labelled_ids(&files["task-ids.txt"]);
+    let tokio = labelled_ids(&files["tokio-ids.txt"]);
+    for (label, want) in waits_entries(&task, &tokio) {
+        // The lines of the untouched stop, without the wait, and a note
+        // for the five resources with waits.
+        let mut lines: Vec<&str> = want
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("waiting for "))
+            .collect();
+        let note = "  (5 resources with waits caught in the middle of a change; \
+                    their waits not shown)";
+        lines.insert(lines.len() - 1, note);
+        let got = run.section(&format!("TASK-{label}"));
+        assert_eq!(
+            mask_times(got.trim_end(), false),
+            lines.join("\n"),
+            "async-bt task {} ({label}):\n{run}",
+            task[label]
         );
     }
 }
