@@ -1033,9 +1033,13 @@ def format_wait(depth, wait):
             text += ", held by " if i == 0 else " and "
             text += ("code outside traced tasks" if holder.task == 0
                      else "task %d" % holder.task)
-            text += " (acquired at %s, %s ago)" % (
-                format_location(holder.acquired_at),
-                format_duration(holder.held_ms))
+            # Code outside traced tasks is not timed.
+            if holder.task == 0:
+                text += " (acquired at %s)" % format_location(holder.acquired_at)
+            else:
+                text += " (acquired at %s, %s ago)" % (
+                    format_location(holder.acquired_at),
+                    format_duration(holder.held_ms))
     return pad + text + ", for " + format_duration(wait.waiting_ms)
 
 

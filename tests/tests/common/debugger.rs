@@ -1059,7 +1059,7 @@ fn waits_entries(
                 "s.acquire().await; // acquirer waits",
                 Some(format!(
                     "waiting for Semaphore created at {semaphore}, held by code outside \
-                     traced tasks (acquired at {}, <T> ago) and {}, for <T>",
+                     traced tasks (acquired at {}) and {}, for <T>",
                     at(
                         "acquire_owned().await; // outside acquires",
                         "acquire_owned"

@@ -413,7 +413,8 @@ impl Waits {
                     .map(|h| ResourceHolder {
                         task: h.task,
                         acquired_at: SourceLocation::of(h.acquired_at),
-                        held_ms: since(h.since_ms),
+                        // Holds outside traced tasks are not timed.
+                        held_ms: if h.task == 0 { 0 } else { since(h.since_ms) },
                         permits: h.permits,
                     })
                     .collect(),

@@ -238,7 +238,10 @@ pub struct ResourceHolder {
     pub task: u64,
     /// Where it acquired it.
     pub acquired_at: SourceLocation,
-    /// For how long, in milliseconds (coarse clock).
+    /// For how long, in milliseconds (coarse clock); `0` for a hold
+    /// acquired outside any traced task, which is not timed (so that code
+    /// outside traced tasks never starts the clock), and which text dumps
+    /// show without a time.
     pub held_ms: u64,
     /// The permits it holds (1 for a lock).
     pub permits: u32,

@@ -254,9 +254,13 @@ fn write_wait(out: &mut String, depth: Option<u32>, w: &ResourceWait) {
             }
             out.push_str(" (acquired at ");
             write_location(out, &h.acquired_at);
-            out.push_str(", ");
-            write_duration(out, u128::from(h.held_ms));
-            out.push_str(" ago)");
+            // Code outside traced tasks is not timed (see `held_ms`).
+            if h.task != 0 {
+                out.push_str(", ");
+                write_duration(out, u128::from(h.held_ms));
+                out.push_str(" ago");
+            }
+            out.push(')');
         }
     }
     out.push_str(", for ");

@@ -564,3 +564,31 @@ fn a_stream_returns_the_first_error_and_stops_writing() {
     assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe);
     assert_eq!(out.0, 2, "writes after the error");
 }
+
+/// A hold taken outside traced tasks is not timed: its holder shows no
+/// time, and a task's hold shows how long ago it was taken.
+#[test]
+fn a_hold_outside_traced_tasks_shows_no_time() {
+    let mut t = task(3, vec![frame(0, "app::wait", Some((9, 5)), false)]);
+    let holder = |task, line, held_ms| ResourceHolder {
+        task,
+        acquired_at: at("src/main.rs", line, 7),
+        held_ms,
+        permits: 1,
+    };
+    t.waits.push(ResourceWait {
+        task: 3,
+        resource: ResourceKind::Semaphore,
+        created_at: at("src/lib.rs", 2, 13),
+        waiting_at: Some(at("src/lib.rs", 9, 5)),
+        waiting_ms: 1_500,
+        holders: vec![holder(0, 4, 0), holder(7, 20, 3_200)],
+        tokio_task: None,
+    });
+    let text = t.to_string();
+    let want = "      awaiting at src/lib.rs:9:5\n      waiting for Semaphore created at \
+                src/lib.rs:2:13, held by code outside traced tasks (acquired at \
+                src/main.rs:4:7) and task 7 (acquired at src/main.rs:20:7, 3.2s ago), \
+                for 1.5s\n";
+    assert!(text.contains(want), "{text}");
+}
