@@ -106,10 +106,15 @@
 //! [`FrameRef::Native`]) and symbolised at export, so a profile loaded in
 //! another process still symbolises while the binary is at hand.
 //!
-//! Native frames beyond the interrupted function need frame pointers
-//! (`-C force-frame-pointers=yes`). Without them, or when the walk does not
-//! reach the innermost poll, a sample keeps only the interrupted address
-//! above its async frames: never frames the walk cannot vouch for.
+//! A sample keeps the native frames above its innermost poll: up to the
+//! first frame that holds a `Traced::poll`. The sampler thread finds that
+//! frame with the symboliser the export names frames with (one path, see
+//! `native/`), so that the frame kept last is the one the export cuts at
+//! that poll. Native frames beyond the interrupted function need frame
+//! pointers (`-C force-frame-pointers=yes`). Without them, or when the
+//! walk does not reach the innermost poll, a sample keeps only the
+//! interrupted address above its async frames: never frames the walk
+//! cannot vouch for.
 //!
 //! # Verification
 //!
@@ -152,7 +157,9 @@
 //!   paths;
 //! - `profile.rs`: the profile's model, interning, budget and stats;
 //! - `native/`: native addresses to (module, build id, offset)
-//!   (`modules.rs`) and, at export, to symbols (`elf.rs`);
+//!   (`modules.rs`) and to symbols (`elf.rs`), the sampler's one
+//!   symboliser: the intake asks it where a sample's innermost poll is,
+//!   and the export names frames with it;
 //! - `export/`: folded stacks and SVG, pprof, JSON;
 //! - [`snapshot`]: the file format of [`Profile::save`] and
 //!   [`Profile::load`].
