@@ -64,7 +64,8 @@ struct FileEntry {
     results: FxHashMap<(u64, bool), Vec<NativeSymbol>>,
     /// [`Symbolizer::in_traced_poll`]'s answers, by (offset, `call`): a
     /// bit per address, not its symbols, for the intake, which asks of
-    /// every native frame it keeps.
+    /// every native frame it keeps (Linux, not under loom).
+    #[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]
     in_poll: FxHashMap<(u64, bool), bool>,
 }
 
@@ -145,6 +146,7 @@ impl Symbolizer {
     /// this physical frame holds an async level, the one whose inline
     /// chain [`symbolize`](Self::symbolize) cuts there. `false` when the
     /// file is missing, another build, or has no symbol there.
+    #[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]
     pub(crate) fn in_traced_poll(
         &mut self,
         module: &str,
