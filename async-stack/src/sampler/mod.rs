@@ -166,6 +166,20 @@
 //!
 //! The live-chain check ([`verify_mismatches`]) lives beneath both the
 //! walker and the sampler, in the crate's `read/verify.rs`.
+//!
+//! Four types stand for a frame here, one per form it takes:
+//!
+//! - [`FrameRef`]: a frame with its text borrowed, the form a sampler
+//!   hands a frame to the profile in and the profile hands it back in;
+//! - `Frame` (`profile/interning.rs`): the interned form, ids into the
+//!   profile's tables, so that a stack is a list of small ids that hash
+//!   and compare in a few words and a snapshot stores each string once;
+//! - `JsonFrame` (`export/json.rs`): a frame as the JSON export's schema
+//!   spells it (tagged by `kind`, the build id in hex, a native frame's
+//!   symbols), the documented output rather than a model;
+//! - `CountFrame` (`export/count_pprof.rs`): the one line of a location in
+//!   a profile of counted stacks (the debug endpoint's goroutine profile),
+//!   which has no native or cleared frames.
 
 mod cache;
 mod export;
@@ -186,7 +200,7 @@ pub use snapshot::SnapshotError;
 
 /// The pprof writer of stacks counted once each, for the debug endpoint.
 #[cfg(feature = "http")]
-pub(crate) use export::count_pprof::{CountFrame, CountPprof, LabelValue};
+pub(crate) use export::count_pprof::{CountFrame, CountPprof, TaskLabels};
 
 pub use profile::{
     DEFAULT_BUDGET, FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, StackSample,

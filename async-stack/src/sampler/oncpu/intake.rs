@@ -17,7 +17,7 @@ use crate::sampler::MAX_DEPTH;
 use crate::sampler::labels::{Sources, group_of, site_frame};
 use crate::sampler::native::elf::Symbolizer;
 use crate::sampler::native::modules::Modules;
-use crate::sampler::profile::{Grouping, Profile, RawFrame, SampleState, SampledTask, Weights};
+use crate::sampler::profile::{FrameRef, Grouping, Profile, SampleState, SampledTask, Weights};
 use crate::sampler::tokio_tasks::TokioTasks;
 use crate::task::record::RawTask;
 use crate::task::registry;
@@ -74,7 +74,7 @@ impl Intake {
             stats.truncated += 1;
         }
         // The async frames, root first.
-        let mut frames: Vec<RawFrame<'_>> = live.iter().rev().map(|&id| site_frame(id)).collect();
+        let mut frames: Vec<FrameRef<'_>> = live.iter().rev().map(|&id| site_frame(id)).collect();
         // Check the live chain against the published stack.
         if s.copied && s.record != 0 && !s.live_cut {
             Self::verify(profile, s, live);
@@ -82,8 +82,8 @@ impl Intake {
         // The native frames above the innermost poll.
         let natives = self.natives(&s.native[..s.n_native as usize]);
         for n in natives.iter().rev() {
-            frames.push(RawFrame::Native {
-                module_path: &n.0,
+            frames.push(FrameRef::Native {
+                module: &n.0,
                 build_id: &n.1,
                 offset: n.2,
                 call: n.3,
@@ -152,8 +152,8 @@ impl Intake {
             _ => {
                 let root = s.live[s.n_live as usize - 1];
                 let group = match site_frame(root) {
-                    RawFrame::Async { function, .. } => function.to_owned(),
-                    RawFrame::Native { .. } => String::new(),
+                    FrameRef::Async { function, .. } => function.to_owned(),
+                    FrameRef::Native { .. } | FrameRef::Cleared => String::new(),
                 };
                 (group, s.task_id, 0, String::new())
             }

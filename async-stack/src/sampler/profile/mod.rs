@@ -42,6 +42,6 @@ pub(crate) mod stats;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use interning::{Entry, EntryKey, Frame, Interner, Module, RawFrame, SampledTask};
+pub(crate) use interning::{Entry, EntryKey, Frame, Interner, Module, SampledTask};
 pub use model::{DEFAULT_BUDGET, FrameRef, MAX_BUDGET, MIN_BUDGET, Profile, StackSample};
 pub use stats::{Grouping, SampleState, Stats, Weights};
