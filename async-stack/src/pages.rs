@@ -40,47 +40,9 @@ use crate::shim::{AtomicPtr, AtomicUsize, Mutex, Ordering, lock};
 /// The atomic pointer to one page of a page table (null: not allocated).
 pub(crate) trait PageCell<T>: Sync {
     fn load(&self, order: Ordering) -> *mut T;
-    /// Stores `new` if the cell holds `current`; the value it held.
-    fn compare_exchange(
-        &self,
-        current: *mut T,
-        new: *mut T,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<*mut T, *mut T>;
-}
-
-impl<T> PageCell<T> for std::sync::atomic::AtomicPtr<T> {
-    #[inline]
-    fn load(&self, order: Ordering) -> *mut T {
-        std::sync::atomic::AtomicPtr::load(self, order)
-    }
-    #[inline]
-    fn compare_exchange(
-        &self,
-        current: *mut T,
-        new: *mut T,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<*mut T, *mut T> {
-        std::sync::atomic::AtomicPtr::compare_exchange(self, current, new, success, failure)
-    }
-}
-
-#[cfg(async_stack_loom)]
-impl<T> PageCell<T> for loom::sync::atomic::AtomicPtr<T> {
-    fn load(&self, order: Ordering) -> *mut T {
-        loom::sync::atomic::AtomicPtr::load(self, order)
-    }
-    fn compare_exchange(
-        &self,
-        current: *mut T,
-        new: *mut T,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<*mut T, *mut T> {
-        loom::sync::atomic::AtomicPtr::compare_exchange(self, current, new, success, failure)
-    }
+    /// Stores `page` if the cell is still null (acquire-release): `Ok`, or
+    /// `Err` with the page another thread published first (acquire).
+    fn publish(&self, page: *mut T) -> Result<*mut T, *mut T>;
 }
 
 /// The published length of a [`PushTable`].
@@ -89,26 +51,38 @@ pub(crate) trait CountWord: Sync {
     fn store(&self, value: usize, order: Ordering);
 }
 
-impl CountWord for std::sync::atomic::AtomicUsize {
-    #[inline]
-    fn load(&self, order: Ordering) -> usize {
-        std::sync::atomic::AtomicUsize::load(self, order)
-    }
-    #[inline]
-    fn store(&self, value: usize, order: Ordering) {
-        std::sync::atomic::AtomicUsize::store(self, value, order);
-    }
+/// Implements [`PageCell`] and [`CountWord`] for the atomics of the
+/// module `$atomic`.
+macro_rules! page_table_atomics {
+    ($($atomic:ident)::+) => {
+        impl<T> PageCell<T> for $($atomic)::+::AtomicPtr<T> {
+            #[inline]
+            fn load(&self, order: Ordering) -> *mut T {
+                $($atomic)::+::AtomicPtr::load(self, order)
+            }
+            #[inline]
+            fn publish(&self, page: *mut T) -> Result<*mut T, *mut T> {
+                let null = std::ptr::null_mut();
+                self.compare_exchange(null, page, Ordering::AcqRel, Ordering::Acquire)
+            }
+        }
+
+        impl CountWord for $($atomic)::+::AtomicUsize {
+            #[inline]
+            fn load(&self, order: Ordering) -> usize {
+                $($atomic)::+::AtomicUsize::load(self, order)
+            }
+            #[inline]
+            fn store(&self, value: usize, order: Ordering) {
+                $($atomic)::+::AtomicUsize::store(self, value, order);
+            }
+        }
+    };
 }
 
+page_table_atomics!(std::sync::atomic);
 #[cfg(async_stack_loom)]
-impl CountWord for loom::sync::atomic::AtomicUsize {
-    fn load(&self, order: Ordering) -> usize {
-        loom::sync::atomic::AtomicUsize::load(self, order)
-    }
-    fn store(&self, value: usize, order: Ordering) {
-        loom::sync::atomic::AtomicUsize::store(self, value, order);
-    }
-}
+page_table_atomics!(loom::sync::atomic);
 
 /// Items per page of every arena.
 pub(crate) const PAGE: usize = if cfg!(async_stack_loom) { 2 } else { 256 };
@@ -238,12 +212,7 @@ pub(crate) fn page<T, C: PageCell<T> + ?Sized>(
     }
     let page: Box<[T]> = (0..len).map(|_| make()).collect();
     let page = Box::into_raw(page).cast::<T>();
-    match cell.compare_exchange(
-        std::ptr::null_mut(),
-        page,
-        Ordering::AcqRel,
-        Ordering::Acquire,
-    ) {
+    match cell.publish(page) {
         Ok(_) => page,
         Err(winner) => {
             // SAFETY: `page` came from `Box::into_raw` of a `[T]` of `len`

@@ -188,7 +188,8 @@ mod native;
 #[cfg(all(target_os = "linux", not(async_stack_loom)))]
 mod oncpu;
 mod profile;
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+// Only on-CPU sampling (Linux, not under loom) and the loom models use it.
+#[cfg_attr(any(not(target_os = "linux"), async_stack_loom), allow(dead_code))]
 mod ring;
 pub mod snapshot;
 mod thread;
