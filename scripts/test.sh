@@ -8,7 +8,8 @@
 #      with line tables only (profile `release-lines`), where inlining
 #      changes the native stack, and the million-live-task registry test,
 #      too slow for a debug build;
-#   3. the walker test meant for it in a release build with no debug info
+#   3. the walker test meant for it, and the sampler's test of where a
+#      sample's native frames end, in a release build with no debug info
 #      (profile `release-nodebug`);
 #   4. the loom models of everything another thread reads.
 set -euo pipefail
@@ -56,8 +57,9 @@ for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_
 done
 ASYNC_STACK_VERIFY=1 cargo test -p tests --profile release-lines "${walker_tests[@]}"
 
-echo "== 3/4 walker without debug info (release, no debug info)"
+echo "== 3/4 walker and sampler without debug info (release, no debug info)"
 cargo test -p tests --profile release-nodebug --test walker_no_debuginfo
+cargo test -p async-stack --lib --profile release-nodebug boundary_tests
 
 echo "== 4/4 loom models"
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg async_stack_loom" CARGO_TARGET_DIR=target/loom \

@@ -15,7 +15,7 @@ use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::read::dump::{DumpFrame, TaskInfo, live_tasks};
-use crate::sampler::{CountFrame, CountPprof, LabelValue};
+use crate::sampler::{CountFrame, CountPprof, TaskLabels};
 
 /// The gzipped profile of every live task, read one task at a time.
 pub(super) fn profile() -> io::Result<Vec<u8>> {
@@ -45,14 +45,12 @@ fn add(pprof: &mut CountPprof, task: &TaskInfo) {
         line: 0,
         column: 0,
     }];
-    let mut labels = vec![("task_id", LabelValue::Num(task.id))];
-    if let Some(name) = &task.name {
-        labels.push(("task_name", LabelValue::Str(name)));
-    }
-    if let Some(id) = task.tokio_id {
-        labels.push(("tokio_task_id", LabelValue::Num(id)));
-    }
-    labels.push(("state", LabelValue::Str(task.state.as_str())));
+    let labels = TaskLabels {
+        task_id: task.id,
+        tokio_id: task.tokio_id.unwrap_or(0),
+        task_name: task.name.as_deref().unwrap_or(""),
+        state: task.state.as_str(),
+    };
     if path == 0 {
         pprof.add(unavailable, &labels);
     } else {

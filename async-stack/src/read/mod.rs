@@ -3,7 +3,7 @@
 //!
 //! - [`walker`]: the current thread's native backtrace with the async
 //!   frames spliced in;
-//! - [`symbolize`]: the process-wide cache of resolved addresses;
+//! - [`symbolize`]: the walker's process-wide cache of resolved addresses;
 //! - [`verify`]: the live chain checked against the published stack, for
 //!   the walker and the sampler both;
 //! - [`sites`]: site ids resolved to their static call and await sites;

@@ -1,6 +1,7 @@
 //! Which native symbols are this crate's own poll machinery: the one
-//! definition the walker ([`crate::read::walker`]) and the sampler's
-//! export ([`crate::sampler`]'s ELF symboliser) both use. The debugger
+//! definition the walker ([`crate::read::walker`]) and the sampler's ELF
+//! symboliser (which finds the innermost poll of an on-CPU sample, and
+//! cuts inline chains at export) both use. The debugger
 //! scripts (Python) keep their own copy of the same rules; a test below
 //! checks that it names the same module and files as this one.
 //!

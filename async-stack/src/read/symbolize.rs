@@ -1,9 +1,17 @@
-//! Lazy, process-wide cached symbolisation of code addresses.
+//! Lazy, process-wide cached symbolisation of code addresses, for the
+//! walker ([`crate::read::walker`]) and what displays its backtraces (the
+//! panic hook, captures checked against the published stack).
 //!
 //! Capturing a backtrace records addresses only; names, files and lines
 //! are looked up (through `backtrace`'s addr2line-based symboliser) the
 //! first time a backtrace is displayed or its frames are inspected, and
 //! cached per address for every later capture.
+//!
+//! The sampler does not use it: its native frames are (module, build id,
+//! offset) triples that may be symbolised in another process, so they go
+//! through the sampler's own ELF symboliser, at drain time and at export
+//! alike (see [`crate::sampler`]'s `native/` module). Both symbolisers
+//! test frames with [`crate::read::plumbing`].
 
 use std::collections::HashMap;
 // A process-wide cache behind a lock, not part of any protocol another

@@ -14,20 +14,23 @@
 //! table's lock (re-checked inside it, in the style of `tracing-core`'s
 //! callsites). The id is `0` until registration completes; the tables that
 //! map ids back to records ([`CALL_SITES`], [`AWAIT_SITES`]) are
-//! append-only arrays of `#[repr(C)]` entries in pages that are never
-//! freed, read without a lock, so an id, once published, resolves forever,
-//! from another thread or from a debugger reading memory alone. Ids fit in [`SITE_ID_BITS`] bits (a published stack
+//! push-only tables ([`crate::pages::PushTable`]) of `#[repr(C)]` entries
+//! in pages that are never freed, read without a lock, so an id, once
+//! published, resolves forever, from another thread or from a debugger
+//! reading memory alone. Ids fit in [`SITE_ID_BITS`] bits (a published stack
 //! word holds one); a program with more distinct sites than that (over 16
 //! million) gets [`UNKNOWN_SITE`] for the rest, which dumps show as
 //! `<unknown>`.
 
-use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 // Always std atomics and locks: these records and tables are `static`s built by
-// `const fn`, which loom's atomics cannot be. The table's code is generic
-// over its word, and its loom model runs it on loom's.
+// `const fn`, which loom's atomics cannot be. The tables' code (here and in
+// `crate::pages`) is generic over its atomics, and its loom model runs it on
+// loom's. The steady state of a poll reads a site's `id` word only.
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
+
+use crate::pages::{CountWord, PageCell, PushTable};
 
 /// Static description of an instrumented function or `.traced()` call.
 ///
@@ -386,117 +389,57 @@ pub(crate) const SITE_PAGE: usize = 1024;
 /// Pages of a site table: room for every id below [`UNKNOWN_SITE`].
 pub(crate) const SITE_PAGES: usize = (UNKNOWN_SITE as usize).div_ceil(SITE_PAGE);
 
-/// An append-only table of site entries, readable without a lock: a fixed
-/// page table (in `.bss`, resident only where touched) of pages that are
-/// allocated once and never freed, and a length. A writer (under `write`)
-/// fills entry `len` and only then publishes `len + 1` with release
-/// ordering; a reader loads `len` with acquire ordering and reads entries
-/// below it. `#[repr(C)]`: the debug descriptor points at `pages` (page
-/// addresses) and `len`.
+/// The most sites of each kind: every id below [`UNKNOWN_SITE`].
+const SITE_CAPACITY: usize = UNKNOWN_SITE as usize - 1;
+
+/// A table of site entries: a push table of the crate's page tables
+/// ([`crate::pages::PushTable`]) of [`SITE_PAGE`]-entry pages, whose entry
+/// `i` is id `i + 1`. Its page table is in `.bss`, resident only where
+/// touched; the debug descriptor points at its `pages` (page addresses)
+/// and `len`.
+pub(crate) type SiteTable<E> = PushTable<E, SITE_PAGE, SITE_PAGES>;
+
+/// The entry of id `id` in `table`, if registered.
+#[inline]
+fn entry<E, const PAGE: usize, const PAGES: usize, C, W>(
+    table: &PushTable<E, PAGE, PAGES, C, W>,
+    id: u32,
+) -> Option<&'static E>
+where
+    C: PageCell<MaybeUninit<E>>,
+    W: CountWord,
+{
+    table.get((id as usize).checked_sub(1)?)
+}
+
+/// Registers in `table` the site whose id word is `id`, with the entry
+/// `make` builds: the id it gets, or [`UNKNOWN_SITE`] if the table is
+/// full. `make` runs under the table's lock, once per site.
 ///
-/// Generic over its atomic word `W` and its geometry so that the loom
-/// model below runs this very code on loom's atomics, with pages of two
-/// entries; the process's tables use std's, with [`SITE_PAGE`] entries a
-/// page.
-#[repr(C)]
-pub(crate) struct SiteTable<
-    E: 'static,
-    W = AtomicUsize,
-    const PAGE: usize = SITE_PAGE,
-    const PAGES: usize = SITE_PAGES,
-> {
-    /// Page addresses (`0`: not allocated yet).
-    pub(crate) pages: [W; PAGES],
-    pub(crate) len: W,
-    write: Mutex<()>,
-    entries: PhantomData<&'static E>,
-}
-
-/// An atomic word of a [`SiteTable`].
-pub(crate) trait TableWord: Sync {
-    fn load(&self, order: Ordering) -> usize;
-    fn store(&self, value: usize, order: Ordering);
-}
-
-impl TableWord for AtomicUsize {
-    #[inline]
-    fn load(&self, order: Ordering) -> usize {
-        AtomicUsize::load(self, order)
+/// Generic over the table's atomics so that the loom model below runs
+/// this very code on loom's, with pages of two entries; the process's
+/// tables use std's (statics, see [`SiteTable`]).
+#[cold]
+fn register<E, const PAGE: usize, const PAGES: usize, C, W>(
+    table: &PushTable<E, PAGE, PAGES, C, W>,
+    id: &AtomicU32,
+    make: impl FnOnce() -> E,
+) -> u32
+where
+    C: PageCell<MaybeUninit<E>>,
+    W: CountWord,
+{
+    let mut pusher = table.lock();
+    // Re-check under the lock: another thread may have won the race.
+    let current = id.load(Ordering::Acquire);
+    if current != 0 {
+        return current;
     }
-    #[inline]
-    fn store(&self, value: usize, order: Ordering) {
-        AtomicUsize::store(self, value, order);
-    }
-}
-
-impl<E: 'static> SiteTable<E> {
-    const fn new() -> Self {
-        SiteTable {
-            pages: [const { AtomicUsize::new(0) }; SITE_PAGES],
-            len: AtomicUsize::new(0),
-            write: Mutex::new(()),
-            entries: PhantomData,
-        }
-    }
-}
-
-impl<E: 'static, W: TableWord, const PAGE: usize, const PAGES: usize> SiteTable<E, W, PAGE, PAGES> {
-    /// The entry of id `id`, if registered.
-    #[inline]
-    pub(crate) fn get(&self, id: u32) -> Option<&'static E> {
-        let index = (id as usize).checked_sub(1)?;
-        if index >= self.len.load(Ordering::Acquire) {
-            return None;
-        }
-        let page = self.pages[index / PAGE].load(Ordering::Acquire);
-        let page = std::ptr::with_exposed_provenance::<E>(page);
-        // SAFETY: `index < len`, so the page holding it was allocated (a
-        // leaked block of `PAGE` entries whose address was exposed), stored
-        // before `len` was published (release, acquire above), and is never
-        // freed; its entry `index % PAGE` was written before `len` too and
-        // never again.
-        unsafe { page.add(index % PAGE).as_ref() }
-    }
-
-    /// Registers the site whose id word is `id` with the entry `make`
-    /// builds: the id it gets, or [`UNKNOWN_SITE`] if the table is full.
-    /// `make` runs under the table's lock, once per site.
-    #[cold]
-    fn register(&self, id: &AtomicU32, make: impl FnOnce() -> E) -> u32 {
-        let _guard = crate::shim::lock_std(&self.write);
-        // Re-check under the lock: another thread may have won the race.
-        let current = id.load(Ordering::Acquire);
-        if current != 0 {
-            return current;
-        }
-        let index = self.len.load(Ordering::Relaxed);
-        let new_id = if index + 1 < (PAGE * PAGES).min(UNKNOWN_SITE as usize) {
-            let cell = &self.pages[index / PAGE];
-            let mut page = cell.load(Ordering::Relaxed);
-            if page == 0 {
-                let fresh: Box<[MaybeUninit<E>]> = Box::new_uninit_slice(PAGE);
-                page = Box::into_raw(fresh).cast::<E>().expose_provenance();
-                cell.store(page, Ordering::Release);
-            }
-            let page = std::ptr::with_exposed_provenance_mut::<E>(page);
-            // SAFETY: `page` is a leaked allocation of `PAGE` entries, never
-            // freed; entry `index % PAGE` is past `len`, so no reader looks
-            // at it until `len` is published below, and only this thread
-            // (holding the lock) writes it.
-            unsafe { page.add(index % PAGE).write(make()) };
-            self.len.store(index + 1, Ordering::Release);
-            index as u32 + 1
-        } else {
-            UNKNOWN_SITE
-        };
-        id.store(new_id, Ordering::Release);
-        new_id
-    }
-
-    /// How many entries are published.
-    pub(crate) fn len(&self) -> usize {
-        self.len.load(Ordering::Acquire)
-    }
+    let new_id = pusher
+        .push(SITE_CAPACITY, make)
+        .map_or(UNKNOWN_SITE, |index| index as u32 + 1);
+    id.store(new_id, Ordering::Release);
+    new_id
 }
 
 /// The call-site table: call-site id `i + 1` at index `i`.
@@ -510,7 +453,7 @@ fn register_call_site(site: &'static CallSite) -> u32 {
     // Formatted outside the table's lock: it may register nothing, but
     // formatting once is enough (the name is kept per site).
     let function = site.function_static();
-    CALL_SITES.register(&site.id, || CallSiteEntry {
+    register(&CALL_SITES, &site.id, || CallSiteEntry {
         site,
         function: RawStr::new(function),
         file: RawStr::new(site.file),
@@ -528,7 +471,7 @@ fn register_call_site(site: &'static CallSite) -> u32 {
 #[inline(never)]
 fn register_await_site(site: &'static AwaitSite) -> u32 {
     let call_id = site.call_site.id();
-    AWAIT_SITES.register(&site.id, || AwaitSiteEntry {
+    register(&AWAIT_SITES, &site.id, || AwaitSiteEntry {
         site,
         call_id,
         line: site.line,
@@ -541,22 +484,22 @@ fn register_await_site(site: &'static AwaitSite) -> u32 {
 /// check each (dumps).
 pub(crate) fn snapshot() -> (Vec<&'static CallSite>, Vec<&'static AwaitSite>) {
     let calls = (1..=CALL_SITES.len() as u32)
-        .filter_map(|id| CALL_SITES.get(id).map(|e| e.site))
+        .filter_map(|id| entry(&CALL_SITES, id).map(|e| e.site))
         .collect();
     let awaits = (1..=AWAIT_SITES.len() as u32)
-        .filter_map(|id| AWAIT_SITES.get(id).map(|e| e.site))
+        .filter_map(|id| entry(&AWAIT_SITES, id).map(|e| e.site))
         .collect();
     (calls, awaits)
 }
 
 /// Resolves a call-site id published by another thread.
 pub(crate) fn call_site_by_id(id: u32) -> Option<&'static CallSite> {
-    CALL_SITES.get(id).map(|e| e.site)
+    entry(&CALL_SITES, id).map(|e| e.site)
 }
 
 /// Resolves an await-site id published by another thread.
 pub(crate) fn await_site_by_id(id: u32) -> Option<&'static AwaitSite> {
-    AWAIT_SITES.get(id).map(|e| e.site)
+    entry(&AWAIT_SITES, id).map(|e| e.site)
 }
 
 /// The key of a `.traced()` call site: its location's address and its
@@ -672,17 +615,14 @@ mod tests {
 mod loom_tests {
     use super::*;
 
-    impl TableWord for loom::sync::atomic::AtomicUsize {
-        fn load(&self, order: Ordering) -> usize {
-            loom::sync::atomic::AtomicUsize::load(self, order)
-        }
-        fn store(&self, value: usize, order: Ordering) {
-            loom::sync::atomic::AtomicUsize::store(self, value, order);
-        }
-    }
-
-    /// Pages of two entries, three pages.
-    type LoomTable = SiteTable<u64, loom::sync::atomic::AtomicUsize, 2, 3>;
+    /// Pages of two entries, three pages, on loom's atomics.
+    type LoomTable = PushTable<
+        u64,
+        2,
+        3,
+        loom::sync::atomic::AtomicPtr<MaybeUninit<u64>>,
+        loom::sync::atomic::AtomicUsize,
+    >;
 
     /// A reader that sees a length sees every entry below it, whole, across
     /// page boundaries, while the writer registers: never a page it cannot
@@ -690,22 +630,24 @@ mod loom_tests {
     #[test]
     fn every_id_below_the_published_length_resolves() {
         loom::model(|| {
-            let table: &'static LoomTable = Box::leak(Box::new(SiteTable {
-                pages: std::array::from_fn(|_| loom::sync::atomic::AtomicUsize::new(0)),
-                len: loom::sync::atomic::AtomicUsize::new(0),
-                write: Mutex::new(()),
-                entries: PhantomData,
-            }));
+            let table: &'static LoomTable = Box::leak(Box::new(PushTable::with_cells(
+                std::array::from_fn(|_| loom::sync::atomic::AtomicPtr::default()),
+                loom::sync::atomic::AtomicUsize::new(0),
+            )));
             let ids: &'static [AtomicU32; 3] = Box::leak(Box::default());
             let writer = loom::thread::spawn(move || {
                 for (i, id) in ids.iter().enumerate() {
-                    table.register(id, || 10 * (i as u64 + 1));
+                    register(table, id, || 10 * (i as u64 + 1));
                 }
             });
             loop {
                 let n = table.len() as u32;
                 for id in 1..=n {
-                    assert_eq!(table.get(id), Some(&(10 * u64::from(id))), "id {id} of {n}");
+                    assert_eq!(
+                        entry(table, id),
+                        Some(&(10 * u64::from(id))),
+                        "id {id} of {n}"
+                    );
                 }
                 if n == 3 {
                     break;

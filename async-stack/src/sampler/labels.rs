@@ -12,15 +12,15 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use super::Grouping;
-use super::profile::RawFrame;
+use super::profile::FrameRef;
 use crate::read::sites::{call_site_of, location_of};
 use crate::record::site::CallSite;
 use crate::task::record::TaskName;
 
 /// An interned site id as a profile frame (`<unknown>` if it names no
 /// site).
-pub(crate) fn site_frame(site: u32) -> RawFrame<'static> {
-    resolve_site(site).unwrap_or(RawFrame::Async {
+pub(crate) fn site_frame(site: u32) -> FrameRef<'static> {
+    resolve_site(site).unwrap_or(FrameRef::Async {
         function: "<unknown>",
         file: "",
         line: 0,
@@ -29,8 +29,8 @@ pub(crate) fn site_frame(site: u32) -> RawFrame<'static> {
 }
 
 /// An interned site id as a profile frame, if it names a site.
-pub(crate) fn resolve_site(site: u32) -> Option<RawFrame<'static>> {
-    location_of(site).map(|l| RawFrame::Async {
+pub(crate) fn resolve_site(site: u32) -> Option<FrameRef<'static>> {
+    location_of(site).map(|l| FrameRef::Async {
         function: l.function,
         file: l.file,
         line: l.line,

@@ -106,10 +106,15 @@
 //! [`FrameRef::Native`]) and symbolised at export, so a profile loaded in
 //! another process still symbolises while the binary is at hand.
 //!
-//! Native frames beyond the interrupted function need frame pointers
-//! (`-C force-frame-pointers=yes`). Without them, or when the walk does not
-//! reach the innermost poll, a sample keeps only the interrupted address
-//! above its async frames: never frames the walk cannot vouch for.
+//! A sample keeps the native frames above its innermost poll: up to the
+//! first frame that holds a `Traced::poll`. The sampler thread finds that
+//! frame with the symboliser the export names frames with (one path, see
+//! `native/`), so that the frame kept last is the one the export cuts at
+//! that poll. Native frames beyond the interrupted function need frame
+//! pointers (`-C force-frame-pointers=yes`). Without them, or when the
+//! walk does not reach the innermost poll, a sample keeps only the
+//! interrupted address above its async frames: never frames the walk
+//! cannot vouch for.
 //!
 //! # Verification
 //!
@@ -152,13 +157,29 @@
 //!   paths;
 //! - `profile.rs`: the profile's model, interning, budget and stats;
 //! - `native/`: native addresses to (module, build id, offset)
-//!   (`modules.rs`) and, at export, to symbols (`elf.rs`);
+//!   (`modules.rs`) and to symbols (`elf.rs`), the sampler's one
+//!   symboliser: the intake asks it where a sample's innermost poll is,
+//!   and the export names frames with it;
 //! - `export/`: folded stacks and SVG, pprof, JSON;
 //! - [`snapshot`]: the file format of [`Profile::save`] and
 //!   [`Profile::load`].
 //!
 //! The live-chain check ([`verify_mismatches`]) lives beneath both the
 //! walker and the sampler, in the crate's `read/verify.rs`.
+//!
+//! Four types stand for a frame here, one per form it takes:
+//!
+//! - [`FrameRef`]: a frame with its text borrowed, the form a sampler
+//!   hands a frame to the profile in and the profile hands it back in;
+//! - `Frame` (`profile/interning.rs`): the interned form, ids into the
+//!   profile's tables, so that a stack is a list of small ids that hash
+//!   and compare in a few words and a snapshot stores each string once;
+//! - `JsonFrame` (`export/json.rs`): a frame as the JSON export's schema
+//!   spells it (tagged by `kind`, the build id in hex, a native frame's
+//!   symbols), the documented output rather than a model;
+//! - `CountFrame` (`export/count_pprof.rs`): the one line of a location in
+//!   a profile of counted stacks (the debug endpoint's goroutine profile),
+//!   which has no native or cleared frames.
 
 mod cache;
 mod export;
@@ -167,7 +188,8 @@ mod native;
 #[cfg(all(target_os = "linux", not(async_stack_loom)))]
 mod oncpu;
 mod profile;
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+// Only on-CPU sampling (Linux, not under loom) and the loom models use it.
+#[cfg_attr(any(not(target_os = "linux"), async_stack_loom), allow(dead_code))]
 mod ring;
 pub mod snapshot;
 mod thread;
@@ -179,7 +201,7 @@ pub use snapshot::SnapshotError;
 
 /// The pprof writer of stacks counted once each, for the debug endpoint.
 #[cfg(feature = "http")]
-pub(crate) use export::count_pprof::{CountFrame, CountPprof, LabelValue};
+pub(crate) use export::count_pprof::{CountFrame, CountPprof, TaskLabels};
 
 pub use profile::{
     DEFAULT_BUDGET, FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, Profile, SampleState, StackSample,

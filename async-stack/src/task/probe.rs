@@ -31,7 +31,7 @@
 //!
 //! - **Per task**, a [`TaskWakes`] beside its registry record, in pages that are
 //!   allocated on first use while recording and never freed (like the
-//!   records). An entry belongs to the task whose id it holds: the first poll
+//!   records, and with the same code: [`crate::pages`]). An entry belongs to the task whose id it holds: the first poll
 //!   of a task while recording (re)initialises it, so a task spawned before
 //!   recording started is counted from its next poll.
 //! - **Per task, once**: its name, spawn site, root function and the tokio
@@ -195,27 +195,20 @@ pub(crate) struct TaskWakes {
 const WAKES_PAGE: usize = 1024;
 const WAKES_PAGES: usize = (1 << crate::task::place::RECORD_BITS) / WAKES_PAGE;
 
+/// The side table's page table ([`crate::pages`]): indexed by record
+/// index, so it hands out no indices of its own (no [`pages::Arena`]).
 static PAGES: [AtomicPtr<TaskWakes>; WAKES_PAGES] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; WAKES_PAGES];
 
 /// The entry of record `index`, allocating its page on first use.
 #[inline]
 pub(crate) fn wakes_of(index: u32) -> Option<&'static TaskWakes> {
-    let (page, at) = (index as usize / WAKES_PAGE, index as usize % WAKES_PAGE);
-    let p = pages::page(PAGES.get(page)?, WAKES_PAGE, TaskWakes::default);
-    // SAFETY: `pages::page` returns a page of `WAKES_PAGE` entries that is
-    // never freed, and `at < WAKES_PAGE`.
-    Some(unsafe { &*p.add(at) })
+    pages::get_or_make(&PAGES, WAKES_PAGE, index as usize, TaskWakes::default)
 }
 
 /// The entry of record `index` if its page exists (readers never allocate).
 pub(crate) fn existing_wakes(index: u32) -> Option<&'static TaskWakes> {
-    let (page, at) = (index as usize / WAKES_PAGE, index as usize % WAKES_PAGE);
-    let p = PAGES.get(page)?.load(Ordering::Acquire);
-    // SAFETY: a non-null page came from `pages::page` (published with
-    // release ordering, read here with acquire): `WAKES_PAGE` entries, never
-    // freed; `at < WAKES_PAGE`.
-    unsafe { p.as_ref().map(|_| &*p.add(at)) }
+    pages::get(&PAGES, WAKES_PAGE, index as usize)
 }
 
 /// Adds `n` to a field that only the thread polling the task writes (a

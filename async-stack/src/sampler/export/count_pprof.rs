@@ -2,18 +2,24 @@
 //! what Go serves as its goroutine profile, for a reader that holds no
 //! [`Profile`](crate::sampler::Profile) (the debug endpoint's task stacks).
 //!
-//! It shares the sampler's pprof tables ([`PprofBuilder`]) and encoding, so
-//! that both read alike in `go tool pprof`: the same function names and
-//! files, the same label keys (`task_id`, `task_name`, `tokio_task_id`,
-//! `state`). Each distinct frame (function, file, line, column) is one
+//! It shares the sampler's pprof tables ([`PprofBuilder`]), labels
+//! ([`TaskLabels`]) and encoding, so that both read alike in
+//! `go tool pprof`: the same function names and files, the same label keys
+//! and rules. Each distinct frame (function, file, line, column) is one
 //! location; each stack one sample of value 1.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-use super::pprof::{FunctionKind, PprofBuilder, int64, proto, write_gzipped};
+/// The labels of a counted stack: those of every pprof profile.
+pub(crate) use super::pprof::TaskLabels;
+use super::pprof::{FunctionKind, LabelKeys, PprofBuilder, int64, proto, write_gzipped};
 
-/// One frame of a counted stack: a function at a line of a file.
+/// One frame of a counted stack: a function at a line of a file, the one
+/// line of a pprof location. Its own type, not a
+/// [`FrameRef`](crate::sampler::FrameRef): a counted stack has no native
+/// frame to symbolise and no budget to clear it, and its reader (the
+/// goroutine profile) picks which of a dump frame's locations it shows.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CountFrame<'a> {
     pub(crate) function: &'a str,
@@ -22,17 +28,11 @@ pub(crate) struct CountFrame<'a> {
     pub(crate) column: u32,
 }
 
-/// The value of a sample's label.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum LabelValue<'a> {
-    Str(&'a str),
-    Num(u64),
-}
-
 /// A count profile being built: one sample per [`CountPprof::add`].
 pub(crate) struct CountPprof {
     b: PprofBuilder,
     sample_type: proto::ValueType,
+    keys: LabelKeys,
     samples: Vec<proto::Sample>,
     /// Location ids by (function id, line, column).
     locations: HashMap<(u64, u32, u32), u64>,
@@ -44,20 +44,22 @@ impl CountPprof {
         let mut b = PprofBuilder::default();
         b.string("");
         let sample_type = b.value_type(what, "count");
+        let keys = LabelKeys::new(&mut b);
         CountPprof {
             b,
             sample_type,
+            keys,
             samples: Vec::new(),
             locations: HashMap::new(),
         }
     }
 
     /// Adds one sample of value 1: `frames` leaf first, as pprof orders
-    /// them, and `labels` as (key, value).
+    /// them, labelled as `task`.
     pub(crate) fn add<'a>(
         &mut self,
         frames: impl IntoIterator<Item = CountFrame<'a>>,
-        labels: &[(&str, LabelValue<'_>)],
+        task: &TaskLabels<'_>,
     ) {
         let location_id = frames
             .into_iter()
@@ -76,24 +78,7 @@ impl CountPprof {
                 }
             })
             .collect();
-        let label = labels
-            .iter()
-            .map(|&(key, value)| {
-                let key = self.b.string(key);
-                match value {
-                    LabelValue::Str(s) => proto::Label {
-                        key,
-                        str: self.b.string(s),
-                        ..Default::default()
-                    },
-                    LabelValue::Num(n) => proto::Label {
-                        key,
-                        num: int64(n),
-                        ..Default::default()
-                    },
-                }
-            })
-            .collect();
+        let label = self.keys.labels(&mut self.b, task);
         self.samples.push(proto::Sample {
             location_id,
             value: vec![1],

@@ -168,6 +168,9 @@ struct JsonStack<'a> {
     frames: Vec<JsonFrame<'a>>,
 }
 
+/// A frame as the schema above spells it: the output's shape, not a
+/// model (a [`FrameRef`] tagged by `kind`, the build id in hex, and a
+/// native frame's symbols).
 #[derive(Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 enum JsonFrame<'a> {

@@ -144,14 +144,7 @@ impl Profile {
             .collect();
 
         let mut group_locations: HashMap<u32, u64> = HashMap::new();
-        let keys = [
-            b.string("task_id"),
-            b.string("task_name"),
-            b.string("state"),
-        ];
-        // Interned at its first use, so that a profile without tokio tasks
-        // has the string table it always had.
-        let mut tokio_key = None;
+        let mut keys = LabelKeys::new(&mut b);
         let mut samples = Vec::with_capacity(self.entries.len());
         for e in &self.entries {
             let group = *group_locations.entry(e.group).or_insert_with(|| {
@@ -165,33 +158,13 @@ impl Profile {
                 .map(|&f| frame_locations[f as usize])
                 .collect();
             location_id.push(group);
-            let mut label = Vec::with_capacity(4);
-            if e.task_id != 0 {
-                label.push(proto::Label {
-                    key: keys[0],
-                    num: int64(e.task_id),
-                    ..Default::default()
-                });
-            }
-            if e.tokio_id != 0 {
-                label.push(proto::Label {
-                    key: *tokio_key.get_or_insert_with(|| b.string("tokio_task_id")),
-                    num: int64(e.tokio_id),
-                    ..Default::default()
-                });
-            }
-            if !self.str(e.task_name).is_empty() {
-                label.push(proto::Label {
-                    key: keys[1],
-                    str: b.string(self.str(e.task_name)),
-                    ..Default::default()
-                });
-            }
-            label.push(proto::Label {
-                key: keys[2],
-                str: b.string(e.state.as_str()),
-                ..Default::default()
-            });
+            let task = TaskLabels {
+                task_id: e.task_id,
+                tokio_id: e.tokio_id,
+                task_name: self.str(e.task_name),
+                state: e.state.as_str(),
+            };
+            let label = keys.labels(&mut b, &task);
             let w = e.weights;
             samples.push(proto::Sample {
                 location_id,
@@ -226,6 +199,84 @@ impl Profile {
             default_sample_type,
             ..Default::default()
         })
+    }
+}
+
+/// The labels of a task's sample, the same in every pprof profile the
+/// crate writes (the sampler's, and the debug endpoint's goroutine
+/// profile: [`CountPprof`](super::count_pprof::CountPprof)), so that
+/// `go tool pprof -tagfocus` and `-tags` read both alike.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TaskLabels<'a> {
+    /// `task_id`, a number; left out when `0` (a `[cleared]` stack).
+    pub(crate) task_id: u64,
+    /// `tokio_task_id`, a number: the tokio task's id, which
+    /// `JoinHandle::id()` displays; left out when `0` (not a tokio task).
+    pub(crate) tokio_id: u64,
+    /// `task_name`; left out when empty.
+    pub(crate) task_name: &'a str,
+    /// `state`: the sampler's `on-cpu` or `off-cpu`, or a dump's task
+    /// state (`running`, `scheduled`, `idle`).
+    pub(crate) state: &'a str,
+}
+
+/// The label keys of one profile's string table: `task_id`, `task_name`
+/// and `state` interned when made, `tokio_task_id` at its first use (a
+/// profile without tokio tasks has no such string).
+pub(super) struct LabelKeys {
+    task_id: i64,
+    task_name: i64,
+    state: i64,
+    tokio_id: Option<i64>,
+}
+
+impl LabelKeys {
+    pub(super) fn new(b: &mut PprofBuilder) -> Self {
+        LabelKeys {
+            task_id: b.string("task_id"),
+            task_name: b.string("task_name"),
+            state: b.string("state"),
+            tokio_id: None,
+        }
+    }
+
+    /// `task`'s labels, in the order `task_id`, `tokio_task_id`,
+    /// `task_name`, `state`.
+    pub(super) fn labels(
+        &mut self,
+        b: &mut PprofBuilder,
+        task: &TaskLabels<'_>,
+    ) -> Vec<proto::Label> {
+        let mut label = Vec::with_capacity(4);
+        if task.task_id != 0 {
+            label.push(proto::Label {
+                key: self.task_id,
+                num: int64(task.task_id),
+                ..Default::default()
+            });
+        }
+        if task.tokio_id != 0 {
+            label.push(proto::Label {
+                key: *self
+                    .tokio_id
+                    .get_or_insert_with(|| b.string("tokio_task_id")),
+                num: int64(task.tokio_id),
+                ..Default::default()
+            });
+        }
+        if !task.task_name.is_empty() {
+            label.push(proto::Label {
+                key: self.task_name,
+                str: b.string(task.task_name),
+                ..Default::default()
+            });
+        }
+        label.push(proto::Label {
+            key: self.state,
+            str: b.string(task.state),
+            ..Default::default()
+        });
+        label
     }
 }
 

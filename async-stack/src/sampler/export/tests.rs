@@ -3,8 +3,7 @@
 
 use super::pprof::proto;
 use crate::sampler::profile::{
-    DEFAULT_BUDGET, FrameRef, MIN_BUDGET, Profile, RawFrame, SampleState, SampledTask, Stats,
-    Weights,
+    DEFAULT_BUDGET, FrameRef, MIN_BUDGET, Profile, SampleState, SampledTask, Stats, Weights,
 };
 
 /// The folded text of the fixture, exactly.
@@ -60,13 +59,13 @@ fn folded_by_cpu_time_leaves_out_off_cpu_stacks() {
 fn folded_labels_cannot_break_a_line() {
     let mut p = Profile::new(DEFAULT_BUDGET);
     let frames = [
-        RawFrame::Async {
+        FrameRef::Async {
             function: "a;b\nc",
             file: "x.rs",
             line: 1,
             column: 0,
         },
-        RawFrame::Async {
+        FrameRef::Async {
             function: "",
             file: "",
             line: 2,
@@ -328,7 +327,7 @@ fn cleared_stacks_export_as_one_frame() {
     let mut p = Profile::new(MIN_BUDGET);
     let names: Vec<String> = (0..4000).map(|i| format!("function_number_{i}")).collect();
     for (i, name) in names.iter().enumerate() {
-        let frame = RawFrame::Async {
+        let frame = FrameRef::Async {
             function: name,
             file: "src/lib.rs",
             line: 1,
@@ -412,14 +411,14 @@ fn svg_shows_groups_and_frames() {
 /// native frames of `/usr/bin/tour`, and off-CPU. At 100 Hz for 2 s, 31
 /// samples in all.
 pub(super) fn testing_profile() -> Profile {
-    let at = |function, line, column| RawFrame::Async {
+    let at = |function, line, column| FrameRef::Async {
         function,
         file: "src/tour.rs",
         line,
         column,
     };
-    let native = |offset, call| RawFrame::Native {
-        module_path: "/usr/bin/tour",
+    let native = |offset, call| FrameRef::Native {
+        module: "/usr/bin/tour",
         build_id: &[0xab, 0xcd, 0x01],
         offset,
         call,
@@ -445,12 +444,12 @@ pub(super) fn testing_profile() -> Profile {
     p.duration_ns = 2_000_000_000;
     p.start_unix_ns = 1_700_000_000_000_000_000;
     let (api, worker, state) = ("api", "worker", SampleState::OffCpu);
-    let at_fetch_row = [serve.clone(), fetch_row];
+    let at_fetch_row = [serve, fetch_row];
     p.add(api, 1, api, state, &at_fetch_row, off(5));
     p.add(api, 2, api, state, &at_fetch_row, off(4));
     let load_user = at("tour::load_user", 40, 9);
     let load_posts = at("tour::load_posts", 50, 9);
-    p.add(api, 3, api, state, &[serve_join.clone(), load_user], off(3));
+    p.add(api, 3, api, state, &[serve_join, load_user], off(3));
     p.add(api, 3, api, state, &[serve_join, load_posts], off(3));
     let decode = at("<[u8; 4] as tour::Codec>::decode", 70, 13);
     p.add(api, 1, api, state, &[serve, decode], off(2));

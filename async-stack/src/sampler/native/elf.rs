@@ -1,6 +1,13 @@
 //! The ELF symboliser: (module, build id, offset) triples to function,
 //! file and line with `addr2line`, step 3 of [`crate::sampler::native`],
-//! possibly in another process than the one that sampled them.
+//! possibly in another process than the one that sampled them. It is the
+//! sampler's only symboliser: the export names frames with
+//! [`Symbolizer::symbolize`], and the on-CPU intake finds where a sample's
+//! native frames meet its async ones with [`Symbolizer::in_traced_poll`].
+//! Both read one lookup ([`lookup`]) through one test
+//! ([`crate::read::plumbing::is_traced_poll`], in [`traced_poll_in`]), so
+//! the frame the intake keeps as the innermost poll's is the one whose
+//! inline chain the export cuts at `Traced::poll`.
 //!
 //! Invariants:
 //!
@@ -9,11 +16,13 @@
 //!   [`unsymbolized`]'s `"<file name>+0x<offset>"`.
 //! - Nothing allocates in proportion to a file's contents beyond what
 //!   `object` and `addr2line` do; inline chains are cut at
-//!   [`MAX_INLINE`] symbols, and both caches are bounded.
+//!   [`MAX_INLINE`] symbols, and every cache is bounded.
 
 use std::collections::HashMap;
 use std::fmt;
 use std::path::Path;
+
+use rustc_hash::FxHashMap;
 
 use crate::read::plumbing::{is_own_function, is_traced_poll};
 
@@ -51,12 +60,23 @@ struct FileEntry {
     /// The build id asked for (the file's own may be empty).
     build_id: Box<[u8]>,
     state: FileState,
-    results: HashMap<(u64, bool), Vec<NativeSymbol>>,
+    /// [`Symbolizer::symbolize`]'s answers, by (offset, `call`).
+    results: FxHashMap<(u64, bool), Vec<NativeSymbol>>,
+    /// [`Symbolizer::in_traced_poll`]'s answers, by (offset, `call`): a
+    /// bit per address, not its symbols, for the intake, which asks of
+    /// every native frame it keeps (Linux, not under loom).
+    #[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]
+    in_poll: FxHashMap<(u64, bool), bool>,
 }
 
 /// Symbolises (module, build id, offset) triples, caching the files it
-/// opens (by path and build id) and its results (by offset and `call`).
+/// opens (by path and build id) and its answers (by offset and `call`).
 /// It holds no state of the process that sampled the addresses.
+///
+/// Memory: at most [`MAX_FILES`] files, each with at most
+/// [`MAX_RESULTS_PER_FILE`] answers of each kind, and what `addr2line`
+/// parses of each file's debug info (the units of the addresses looked
+/// up), freed with the symbolizer.
 #[derive(Default)]
 pub(crate) struct Symbolizer {
     /// By path, then one entry per build id asked for.
@@ -121,6 +141,35 @@ impl Symbolizer {
         symbols
     }
 
+    /// Whether one of the inlined frames at `offset` in `module` (`call`
+    /// as for [`symbolize`](Self::symbolize)) is `Traced::poll`: whether
+    /// this physical frame holds an async level, the one whose inline
+    /// chain [`symbolize`](Self::symbolize) cuts there. `false` when the
+    /// file is missing, another build, or has no symbol there.
+    #[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]
+    pub(crate) fn in_traced_poll(
+        &mut self,
+        module: &str,
+        build_id: &[u8],
+        offset: u64,
+        call: bool,
+    ) -> bool {
+        let entry = self.entry(module, build_id);
+        let FileState::Loaded(loader) = &entry.state else {
+            return false;
+        };
+        if let Some(&cached) = entry.in_poll.get(&(offset, call)) {
+            return cached;
+        }
+        let symbols = lookup(loader, offset.saturating_sub(u64::from(call)));
+        let in_poll = traced_poll_in(&symbols).is_some();
+        if entry.in_poll.len() >= MAX_RESULTS_PER_FILE {
+            entry.in_poll.clear();
+        }
+        entry.in_poll.insert((offset, call), in_poll);
+        in_poll
+    }
+
     /// The cache entry of (`path`, `build_id`), opening the file the first
     /// time.
     fn entry(&mut self, path: &str, build_id: &[u8]) -> &mut FileEntry {
@@ -139,7 +188,8 @@ impl Symbolizer {
                 let entry = FileEntry {
                     build_id: build_id.into(),
                     state: open(path, build_id),
-                    results: HashMap::new(),
+                    results: FxHashMap::default(),
+                    in_poll: FxHashMap::default(),
                 };
                 let builds = self.files.entry(path.into()).or_default();
                 builds.push(entry);
@@ -285,14 +335,19 @@ pub(crate) fn unsymbolized(module: &str, offset: u64, suffix: &str) -> NativeSym
     }
 }
 
+/// Where the first `Traced::poll` is in an inline chain (innermost
+/// first), if it holds one.
+fn traced_poll_in(symbols: &[NativeSymbol]) -> Option<usize> {
+    symbols
+        .iter()
+        .position(|s| is_traced_poll(&s.function, s.file.as_deref()))
+}
+
 /// Cuts a non-empty inline chain (innermost first) at the first
 /// `Traced::poll`, and drops this crate's own functions inside it; keeps
 /// the innermost symbol if nothing else is left.
 pub(super) fn cut_plumbing(symbols: &mut Vec<NativeSymbol>) {
-    let level = symbols
-        .iter()
-        .position(|s| is_traced_poll(&s.function, s.file.as_deref()))
-        .unwrap_or(symbols.len());
+    let level = traced_poll_in(symbols).unwrap_or(symbols.len());
     if symbols[..level]
         .iter()
         .all(|s| is_own_function(&s.function))

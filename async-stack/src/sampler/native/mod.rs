@@ -1,5 +1,5 @@
 //! Native code addresses as (module, build id, offset), and their
-//! symbolisation.
+//! symbolisation: the sampler's one symbolisation path.
 //!
 //! A sampled instruction address only means something in the process that
 //! took it: libraries and position-independent executables load at a
@@ -23,8 +23,20 @@
 //!    that its build id is the one recorded, so that a rebuilt binary is
 //!    never read as the one that was sampled.
 //!
+//! Between steps 2 and 3, the on-CPU intake must know which of a sample's
+//! native frames lie above its innermost poll (the frames the sample
+//! keeps). It asks the same symboliser, on the sampler thread, with
+//! [`Symbolizer::in_traced_poll`](elf::Symbolizer::in_traced_poll): one
+//! [`Symbolizer`](elf::Symbolizer) per on-CPU session, whose caches are
+//! bounded and which is dropped with the session. The lookup and the test
+//! for `Traced::poll` ([`crate::read::plumbing`]) are the ones the export
+//! cuts inline chains with, so the frame the intake keeps as the
+//! innermost poll's is the one the export shows cut at that poll. The
+//! walker's symboliser (`backtrace`, [`crate::read::symbolize`]) plays no
+//! part.
+//!
 //! Files: [`modules`] (steps 1 and 2: the module map and the resolver)
-//! and [`elf`] (step 3: the symboliser).
+//! and [`elf`] (step 3, and the intake's boundary: the symboliser).
 //!
 //! # Accuracy
 //!
@@ -32,6 +44,8 @@
 //!
 //! - **The binary changed on disk** since the sample: a different build id
 //!   gives `"<file>+0x<offset> [build id mismatch]"`, never wrong names.
+//!   An on-CPU sample taken after the change cannot find its innermost
+//!   poll either, and keeps the interrupted address only.
 //!   A module without a build id (linked with `--build-id=none`) cannot be
 //!   checked and is symbolised from whatever file is at its path.
 //! - **The binary is gone** (deleted, or a profile read on another
@@ -40,7 +54,10 @@
 //! - **No debug info**: names from the symbol table only (no file, no
 //!   line, no inlined frames); the nearest symbol whose size covers the
 //!   address. Stripped binaries keep only their dynamic symbols, so a
-//!   private function shows as `"<file>+0x<offset>"`.
+//!   private function shows as `"<file>+0x<offset>"`. The innermost poll
+//!   is then found only where `Traced::poll` is a function of its own (a
+//!   poll through a `dyn Future`); where it was inlined, as `backtrace`
+//!   would find it no better, a sample keeps the interrupted address only.
 //! - **Separate debug files** (`.gnu_debuglink`, `/usr/lib/debug`) are not
 //!   looked up; split DWARF next to the binary (`.dwp`, `.dwo`) is.
 //! - **A library unloaded** (`dlclose`) before its samples were resolved:

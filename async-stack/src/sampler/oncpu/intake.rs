@@ -2,17 +2,22 @@
 //! profile entries, on the sampler thread. It checks the live chain
 //! against the published stack ([`crate::read::verify`]), keeps the native
 //! frames above the innermost poll as (module, build id, offset) triples
-//! ([`crate::sampler::native`]), and labels the task
+//! ([`crate::sampler::native`]), finding that poll with the symboliser the
+//! export names them with, and labels the task
 //! ([`crate::sampler::labels`]): a root filed under a tokio task as the
 //! roots of that tokio task, as the wall-clock tick does
 //! ([`crate::sampler::tokio_tasks`]).
 
+use std::sync::Arc;
+
 use super::buffers::Sample;
+use super::handler::on_signal;
 use crate::read::verify;
 use crate::sampler::MAX_DEPTH;
 use crate::sampler::labels::{Sources, group_of, site_frame};
+use crate::sampler::native::elf::Symbolizer;
 use crate::sampler::native::modules::Modules;
-use crate::sampler::profile::{Grouping, Profile, RawFrame, SampleState, SampledTask, Weights};
+use crate::sampler::profile::{FrameRef, Grouping, Profile, SampleState, SampledTask, Weights};
 use crate::sampler::tokio_tasks::TokioTasks;
 use crate::task::record::RawTask;
 use crate::task::registry;
@@ -26,15 +31,28 @@ pub(super) struct Intake {
     record_page: usize,
     /// Where native addresses live.
     modules: Modules,
+    /// Which native frame holds the innermost poll: the export's
+    /// symboliser, with its bounded caches, for the session's life.
+    symbolizer: Symbolizer,
 }
 
+/// A native frame kept: module path, build id, offset, and whether the
+/// address is a return address.
+type Native = (Arc<str>, Arc<[u8]>, u64, bool);
+
 impl Intake {
-    /// An intake with a fresh snapshot of the loaded modules.
+    /// An intake with a fresh snapshot of the loaded modules, and the
+    /// symbols of this binary loaded: the first lookup reads its debug
+    /// information, which is better done now than while the first samples
+    /// wait in their buffers.
     pub(super) fn new() -> Self {
-        Intake {
+        let mut intake = Intake {
             record_page: 0,
             modules: Modules::new(),
-        }
+            symbolizer: Symbolizer::new(),
+        };
+        let _ = intake.natives(&[on_signal as *const () as usize]);
+        intake
     }
 
     /// Adds the sample `s`, from a timer of period `period_ns`, to
@@ -56,17 +74,16 @@ impl Intake {
             stats.truncated += 1;
         }
         // The async frames, root first.
-        let mut frames: Vec<RawFrame<'_>> = live.iter().rev().map(|&id| site_frame(id)).collect();
+        let mut frames: Vec<FrameRef<'_>> = live.iter().rev().map(|&id| site_frame(id)).collect();
         // Check the live chain against the published stack.
         if s.copied && s.record != 0 && !s.live_cut {
             Self::verify(profile, s, live);
         }
         // The native frames above the innermost poll.
-        let keep = native_frames_to_keep(&s.native[..s.n_native as usize]);
-        let natives = self.natives(&s.native[..keep]);
+        let natives = self.natives(&s.native[..s.n_native as usize]);
         for n in natives.iter().rev() {
-            frames.push(RawFrame::Native {
-                module_path: &n.0,
+            frames.push(FrameRef::Native {
+                module: &n.0,
                 build_id: &n.1,
                 offset: n.2,
                 call: n.3,
@@ -135,23 +152,37 @@ impl Intake {
             _ => {
                 let root = s.live[s.n_live as usize - 1];
                 let group = match site_frame(root) {
-                    RawFrame::Async { function, .. } => function.to_owned(),
-                    RawFrame::Native { .. } => String::new(),
+                    FrameRef::Async { function, .. } => function.to_owned(),
+                    FrameRef::Native { .. } | FrameRef::Cleared => String::new(),
                 };
                 (group, s.task_id, 0, String::new())
             }
         }
     }
 
-    /// Module, build id, offset and whether each is a return address.
-    fn natives(&mut self, pcs: &[usize]) -> Vec<(String, Vec<u8>, u64, bool)> {
-        pcs.iter()
-            .enumerate()
-            .filter_map(|(i, &pc)| {
-                let (path, build_id, offset) = self.modules.resolve(pc)?;
-                Some((path.to_string(), build_id.to_vec(), offset, i > 0))
-            })
-            .collect()
+    /// The native frames of `pcs` (innermost first, the interrupted
+    /// address then return addresses) that belong above the async chain:
+    /// up to the first physical frame that holds a `Traced::poll` (the
+    /// innermost poll, whose inlined frames above the poll the export
+    /// keeps). Without one, only the interrupted address, which needs no
+    /// unwinding to be right. Addresses in no loaded module are left out.
+    fn natives(&mut self, pcs: &[usize]) -> Vec<Native> {
+        let mut kept = Vec::new();
+        for (i, &pc) in pcs.iter().enumerate() {
+            let Some((path, build_id, offset)) = self.modules.resolve(pc) else {
+                continue;
+            };
+            let call = i > 0;
+            let level = self
+                .symbolizer
+                .in_traced_poll(&path, &build_id, offset, call);
+            kept.push((path, build_id, offset, call));
+            if level {
+                return kept;
+            }
+        }
+        kept.retain(|n| !n.3);
+        kept
     }
 }
 
@@ -183,21 +214,6 @@ fn tokio_sources(
         sources.add(r.id, r.root_site, r.name.as_ref(), r.location);
     }
     sources
-}
-
-/// How many of the captured native frames (innermost first) belong above
-/// the async chain: up to the first physical frame that holds a
-/// `Traced::poll` (the innermost poll, whose inlined frames above the poll
-/// export keeps). Without one, only the interrupted address, which needs
-/// no unwinding to be right.
-fn native_frames_to_keep(pcs: &[usize]) -> usize {
-    for (i, &pc) in pcs.iter().enumerate() {
-        let syms = crate::read::symbolize::resolve(pc);
-        if syms.iter().any(crate::read::walker::is_level) {
-            return i + 1;
-        }
-    }
-    pcs.len().min(1)
 }
 
 #[cfg(all(test, feature = "tokio"))]
@@ -256,5 +272,63 @@ mod tests {
         assert_eq!(labels(a, &s.tokio_tasks), want);
         assert_eq!(labels(b, &s.tokio_tasks), want);
         drop(rt);
+    }
+}
+
+#[cfg(test)]
+mod boundary_tests {
+    use super::*;
+    use crate::read::symbolize;
+    use crate::read::walker::is_level;
+    use crate::task::traced::TracedExt;
+    use futures_util::FutureExt;
+    use std::future::Future;
+    use std::pin::Pin;
+
+    /// The physical frames of the stack, innermost first, from the
+    /// unwinder (DWARF call frame information: no frame pointers needed).
+    #[inline(never)]
+    fn capture() -> Vec<usize> {
+        let mut ips = Vec::new();
+        backtrace::trace(|f| {
+            ips.push(f.ip() as usize);
+            true
+        });
+        ips
+    }
+
+    /// The native frames an intake keeps end at the physical frame that
+    /// holds the innermost `Traced::poll`: the one the walker, through
+    /// `backtrace`'s symboliser, finds the innermost level in. Here the
+    /// poll is called through a vtable, so it is a physical frame of its
+    /// own, which a build with no debug info names from its symbol table
+    /// (`scripts/test.sh` runs this file's tests in such a build too).
+    #[test]
+    fn the_native_frames_kept_end_where_the_walker_finds_the_innermost_poll() {
+        let traced: Pin<Box<dyn Future<Output = Vec<usize>>>> =
+            Box::pin(async { capture() }.traced());
+        let ips = std::hint::black_box(traced)
+            .now_or_never()
+            .expect("ready at once");
+        let walker = ips
+            .iter()
+            .position(|&ip| symbolize::resolve(ip).iter().any(is_level))
+            .expect("the walker finds Traced::poll, by debug info or symbol table");
+        let mut intake = Intake::new();
+        let kept = intake.natives(&ips);
+        assert_eq!(kept.len(), walker + 1);
+        // The export names the frames kept: the capture among them.
+        let mut symbolizer = Symbolizer::new();
+        let names: Vec<String> = kept
+            .iter()
+            .flat_map(|(path, build_id, offset, call)| {
+                symbolizer.symbolize(path, build_id, *offset, *call)
+            })
+            .map(|s| s.function)
+            .collect();
+        assert!(
+            names.iter().any(|n| n.ends_with("boundary_tests::capture")),
+            "{names:?}"
+        );
     }
 }

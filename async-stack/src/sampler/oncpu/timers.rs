@@ -10,11 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::buffers::{ThreadBuf, free_buf, hold_within, take_buf};
-use super::handler::on_signal;
 use super::intake::Intake;
 use super::signal::{claim_signal, keep_handler};
 use crate::record::threads::Listed;
-use crate::sampler::native::modules::Modules;
 use crate::sampler::profile::Profile;
 use crate::sampler::tokio_tasks::TokioTasks;
 
@@ -102,11 +100,6 @@ impl Session {
             check_every: u64::from(hz / 10).max(1),
         };
         session.signal = claim_signal()?;
-        // Load the symbols of this binary now, not while the first
-        // samples wait in their buffers: the first lookup reads its debug
-        // information.
-        let _ = crate::read::symbolize::resolve(on_signal as *const () as usize);
-        let _ = Modules::new().resolve(on_signal as *const () as usize);
         Ok(session)
     }
 

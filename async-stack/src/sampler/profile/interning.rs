@@ -1,6 +1,7 @@
 //! A profile's **interned tables**: strings, modules, frames and stacks
-//! by id ([`Interner`]), the entries that aggregate samples ([`Entry`]),
-//! and frames as a sampler hands them over ([`RawFrame`]).
+//! by id ([`Interner`]), and the entries that aggregate samples
+//! ([`Entry`]). A sampler hands frames over as the profile hands them
+//! back, as [`FrameRef`](crate::sampler::FrameRef)s.
 
 use std::borrow::Borrow;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, RandomState};
@@ -19,7 +20,8 @@ pub(crate) struct Module {
     pub(crate) build_id: Vec<u8>,
 }
 
-/// One interned frame.
+/// One interned frame: a [`FrameRef`](crate::sampler::FrameRef) with its
+/// text replaced by ids into the profile's tables.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Frame {
     /// An async frame: function, and where it is (its `.await`, or its
@@ -185,22 +187,3 @@ impl<T: Eq + Hash + Clone, S: BuildHasher + Default> Interner<T, S> {
 /// the index's spare capacity, estimated (generously: the estimate dates
 /// from a map that held a second copy of every value).
 pub(super) const INTERN_OVERHEAD: usize = 32;
-
-/// A frame as a sampler hands it to the profile, before interning.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum RawFrame<'a> {
-    Async {
-        function: &'a str,
-        file: &'a str,
-        line: u32,
-        column: u32,
-    },
-    // Only on-CPU samples (not under loom) hold native frames.
-    #[cfg_attr(async_stack_loom, allow(dead_code))]
-    Native {
-        module_path: &'a str,
-        build_id: &'a [u8],
-        offset: u64,
-        call: bool,
-    },
-}

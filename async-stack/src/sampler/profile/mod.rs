@@ -42,6 +42,9 @@ pub(crate) mod stats;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use interning::{Entry, EntryKey, Frame, Interner, Module, RawFrame, SampledTask};
+pub(crate) use interning::{Entry, EntryKey, Frame, Interner, Module};
+// Only on-CPU samples (not under loom) and tests add a task by text.
+#[cfg_attr(async_stack_loom, allow(unused_imports))]
+pub(crate) use interning::SampledTask;
 pub use model::{DEFAULT_BUDGET, FrameRef, MAX_BUDGET, MIN_BUDGET, Profile, StackSample};
 pub use stats::{Grouping, SampleState, Stats, Weights};

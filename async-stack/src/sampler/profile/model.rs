@@ -8,8 +8,7 @@ use hashbrown::HashTable;
 
 use crate::read::verify::{MAX_MISMATCHES, Mismatch};
 use crate::sampler::profile::interning::{
-    Entry, EntryKey, Frame, Fx, INTERN_OVERHEAD, Interner, Module, RawFrame, SampledTask,
-    entry_hash,
+    Entry, EntryKey, Frame, Fx, INTERN_OVERHEAD, Interner, Module, SampledTask, entry_hash,
 };
 use crate::sampler::profile::stats::{Grouping, SampleState, Stats, Weights};
 
@@ -214,10 +213,11 @@ impl Profile {
         id
     }
 
-    /// The id of frame `f`, interned (with its strings) if new.
-    pub(crate) fn frame(&mut self, f: &RawFrame<'_>) -> u32 {
+    /// The id of frame `f`, interned (with its strings) if new: a sampler
+    /// hands frames over as [`frame_ref`](Self::frame_ref) hands them back.
+    pub(crate) fn frame(&mut self, f: &FrameRef<'_>) -> u32 {
         let frame = match *f {
-            RawFrame::Async {
+            FrameRef::Async {
                 function,
                 file,
                 line,
@@ -228,13 +228,13 @@ impl Profile {
                 line,
                 column,
             },
-            RawFrame::Native {
-                module_path,
+            FrameRef::Native {
+                module,
                 build_id,
                 offset,
                 call,
             } => {
-                let path = self.string(module_path);
+                let path = self.string(module);
                 let m = Module {
                     path,
                     build_id: build_id.to_vec(),
@@ -249,6 +249,7 @@ impl Profile {
                     call,
                 }
             }
+            FrameRef::Cleared => Frame::Cleared,
         };
         self.intern_frame(frame)
     }
@@ -282,7 +283,7 @@ impl Profile {
         task_id: u64,
         task_name: &str,
         state: SampleState,
-        frames: &[RawFrame<'_>],
+        frames: &[FrameRef<'_>],
         weights: Weights,
     ) {
         let task = SampledTask {
@@ -302,7 +303,7 @@ impl Profile {
         group: &str,
         task: SampledTask<'_>,
         state: SampleState,
-        frames: &[RawFrame<'_>],
+        frames: &[FrameRef<'_>],
         weights: Weights,
     ) {
         let ids: Vec<u32> = frames.iter().map(|f| self.frame(f)).collect();
@@ -411,7 +412,8 @@ pub struct StackSample<'a> {
     pub(super) entry: Entry,
 }
 
-/// One frame of a [`StackSample`].
+/// One frame of a [`StackSample`] (and, inside the crate, a frame as a
+/// sampler hands it to the profile).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FrameRef<'a> {
     /// An async frame: the function and where it is (the `.await` it is

@@ -2,12 +2,11 @@
 
 use std::collections::HashMap;
 
-use super::interning::*;
 use super::model::*;
 use super::stats::*;
 
-fn f(function: &str, line: u32) -> RawFrame<'_> {
-    RawFrame::Async {
+fn f(function: &str, line: u32) -> FrameRef<'_> {
+    FrameRef::Async {
         function,
         file: "src/lib.rs",
         line,

@@ -7,8 +7,8 @@ use super::format::*;
 use super::*;
 use crate::read::verify::{MAX_MISMATCHES, Mismatch};
 use crate::sampler::profile::{
-    DEFAULT_BUDGET, Frame, FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, RawFrame, SampleState,
-    SampledTask, Stats, Weights,
+    DEFAULT_BUDGET, Frame, FrameRef, Grouping, MAX_BUDGET, MIN_BUDGET, SampleState, SampledTask,
+    Stats, Weights,
 };
 use crate::task::STACK_CAPACITY;
 use proptest::prelude::*;
@@ -29,48 +29,34 @@ fn sample_profile() -> Profile {
     p.grouping = Grouping::SpawnSite;
     p.duration_ns = 12_345_678_901;
     p.start_unix_ns = 1_700_000_000_123_456_789;
-    let root = RawFrame::Async {
+    let root = FrameRef::Async {
         function: "app::main",
         file: "src/main.rs",
         line: 10,
         column: 5,
     };
-    let leaf = RawFrame::Async {
+    let leaf = FrameRef::Async {
         function: "app::serve::{{closure}}",
         file: "src/serve.rs",
         line: 420,
         column: 0,
     };
-    let libc = RawFrame::Native {
-        module_path: "/usr/lib/libc.so.6",
+    let libc = FrameRef::Native {
+        module: "/usr/lib/libc.so.6",
         build_id: &[0xde, 0xad, 0xbe, 0xef],
         offset: 0x1234,
         call: true,
     };
-    let app = RawFrame::Native {
-        module_path: "/bin/app",
+    let app = FrameRef::Native {
+        module: "/bin/app",
         build_id: &[],
         offset: u64::MAX - 1,
         call: false,
     };
     let off = SampleState::OffCpu;
     let on = SampleState::OnCpu;
-    p.add(
-        "server",
-        1,
-        "server",
-        off,
-        &[root.clone(), leaf.clone()],
-        w(3),
-    );
-    p.add(
-        "server",
-        1,
-        "server",
-        on,
-        &[root.clone(), leaf, libc, app],
-        w(2),
-    );
+    p.add("server", 1, "server", off, &[root, leaf], w(3));
+    p.add("server", 1, "server", on, &[root, leaf, libc, app], w(2));
     // A task filed under a tokio task (minor 1), with a tokio id of
     // several bytes.
     let filed = SampledTask {
@@ -255,7 +241,7 @@ fn round_trip_keeps_every_table() {
 #[test]
 fn loaded_profile_keeps_aggregating_into_its_entries() {
     let mut q = Profile::from_snapshot(&sample_profile().to_snapshot()).unwrap();
-    let root = RawFrame::Async {
+    let root = FrameRef::Async {
         function: "app::main",
         file: "src/main.rs",
         line: 10,
@@ -275,7 +261,7 @@ fn round_trip_of_a_profile_shed_by_its_budget() {
     let mut p = Profile::new(MIN_BUDGET);
     for i in 0..3000u32 {
         let name = format!("function_number_{i}");
-        let frame = RawFrame::Async {
+        let frame = FrameRef::Async {
             function: &name,
             file: "src/lib.rs",
             line: i,
@@ -907,13 +893,13 @@ fn a_full_default_budget_profile_round_trips_quickly() {
     while p.memory_bytes() < DEFAULT_BUDGET - 4096 && p.stats.cleared_stacks == 0 {
         let name = format!("myapp::module::function_{i}::{{{{closure}}}}");
         let frames = [
-            RawFrame::Async {
+            FrameRef::Async {
                 function: "app::main",
                 file: "src/main.rs",
                 line: 1,
                 column: 1,
             },
-            RawFrame::Async {
+            FrameRef::Async {
                 function: &name,
                 file: "src/module.rs",
                 line: i,
