@@ -15,7 +15,7 @@ use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
 use crate::task::record::{TaskExt, TaskRecord, spawn};
 use crate::task::registry::{MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
 use crate::task::traced::TracedExt;
-use crate::waits::resource::{Ask, Hold, Kind, Registry, Resource, Wait};
+use crate::waits::resource::{Ask, Hold, Kind, Registry, Resource, Wait, WaitRecord};
 
 /// The descriptor as the scripts see it: an array of words.
 struct Raw {
@@ -685,13 +685,13 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     let (created, acquired, waiting) = (Location::caller(), Location::caller(), Location::caller());
     let m = Arc::new(Resource::new(Kind::Mutex, created, None, reg));
     m.exclusive.acquire(7, acquired, 100);
-    let m_wait = m.start_wait(9, Some(waiting), Ask::Exclusive);
+    let m_wait = WaitRecord::start(&m, 9, Some(waiting), Ask::Exclusive);
     let s = Arc::new(Resource::new(Kind::Semaphore, created, None, reg));
     s.hold_shared(0, acquired, 1);
     s.hold_shared(5, waiting, 2);
-    let s_wait = s.start_wait(11, Some(waiting), Ask::Shared(1));
+    let s_wait = WaitRecord::start(&s, 11, Some(waiting), Ask::Shared(1));
     let j = Arc::new(Resource::new(Kind::JoinHandle, created, Some(42), reg));
-    let j_wait = j.start_wait(12, None, Ask::Finish);
+    let j_wait = WaitRecord::start(&j, 12, None, Ask::Finish);
 
     let listed = listed_from_memory();
     let address = |r: &Arc<Resource>| Arc::as_ptr(r) as u64;
@@ -739,9 +739,7 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     assert_eq!(read.waits, [(12, None, read.waits[0].2)]);
 
     // Waits ended: out of the slots.
-    m.end_wait(m_wait);
-    s.end_wait(s_wait);
-    j.end_wait(j_wait);
+    drop((m_wait, s_wait, j_wait));
     let listed = listed_from_memory();
     for r in [&m, &s, &j] {
         assert!(!listed.contains(&address(r)), "unlisted");

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::shim::{AtomicU64, Ordering};
 use crate::waits::detect::{TaskView, detect};
-use crate::waits::resource::{Ask, HoldSlot, Kind, Registry, Resource};
+use crate::waits::resource::{Ask, HoldSlot, Kind, Registry, Resource, WaitRecord};
 
 /// Every task idle, never woken; no tokio tasks.
 struct Idle;
@@ -46,18 +46,18 @@ fn a_cycle_never_whole_at_one_instant_is_never_reported() {
         let a = mutex(reg);
         a.exclusive.acquire(1, Location::caller(), 0);
         b.exclusive.acquire(2, Location::caller(), 0);
-        a.start_wait(3, None, Ask::Exclusive);
-        let w1 = b.start_wait(1, None, Ask::Exclusive);
+        let _w3 = WaitRecord::start(&a, 3, None, Ask::Exclusive);
+        let w1 = WaitRecord::start(&b, 1, None, Ask::Exclusive);
         let writer = {
-            let (a, b) = (a.clone(), b.clone());
+            let a = a.clone();
             loom::thread::spawn(move || {
-                b.end_wait(w1);
-                a.start_wait(2, None, Ask::Exclusive);
+                drop(w1);
+                WaitRecord::start(&a, 2, None, Ask::Exclusive)
             })
         };
         let found = detect(reg, |_| Idle);
         assert!(found.is_empty(), "{:?}", found[0].edges);
-        writer.join().unwrap();
+        let _w2 = writer.join().unwrap();
     });
 }
 
@@ -70,13 +70,13 @@ fn a_wait_that_ended_is_never_reported() {
         let (a, b) = (mutex(reg), mutex(reg));
         a.exclusive.acquire(1, Location::caller(), 0);
         b.exclusive.acquire(2, Location::caller(), 0);
-        a.start_wait(2, None, Ask::Exclusive);
-        let w1 = b.start_wait(1, None, Ask::Exclusive);
+        let _w2 = WaitRecord::start(&a, 2, None, Ask::Exclusive);
+        let w1 = WaitRecord::start(&b, 1, None, Ask::Exclusive);
         let ended = Arc::new(AtomicU64::new(0));
         let writer = {
-            let (b, ended) = (b.clone(), ended.clone());
+            let ended = ended.clone();
             loom::thread::spawn(move || {
-                b.end_wait(w1);
+                drop(w1);
                 ended.store(1, Ordering::SeqCst);
             })
         };

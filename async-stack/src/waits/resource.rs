@@ -387,7 +387,11 @@ impl Resource {
 
     /// Records a wait at the end of the queue; returns its generation.
     /// Lists the resource in the registry if it is its first wait.
-    pub(crate) fn start_wait(
+    ///
+    /// Only [`WaitRecord`] calls it, which keeps an `Arc` of the resource
+    /// until it has ended the wait: the registry's pointer to a listed
+    /// resource relies on that (see [`Registry`]).
+    fn start_wait(
         self: &Arc<Self>,
         task: u64,
         at: Option<&'static Location<'static>>,
@@ -412,13 +416,12 @@ impl Resource {
     }
 
     /// Ends the wait `generation`; unlists the resource after its last.
-    pub(crate) fn end_wait(&self, generation: u64) {
+    fn end_wait(&self, generation: u64) {
         let mut lists = lock(&self.lists);
         if let Some(i) = lists.waits.iter().position(|w| w.generation == generation) {
             self.edit(&mut lists, Edited::Waits, |l| l.waits.remove(i));
             if lists.waits.is_empty() {
-                // Not the last reference: the caller's `&self` is another.
-                drop(self.registry.unlist(lists.index));
+                self.registry.unlist(lists.index);
             }
         }
     }
@@ -521,6 +524,17 @@ pub(crate) type ListedSlot = AtomicPtr<Resource>;
 /// slot `index` of `slots`, which holds the resource's address while it
 /// is listed (for indices below the slots' capacity). Both change under
 /// the lock, when a resource gets its first wait or loses its last.
+///
+/// The registry holds no reference count of its own: a listed resource
+/// has a wait, and every wait is a [`WaitRecord`], which holds an `Arc`
+/// of the resource and ends the wait (unlisting the resource after its
+/// last, under this lock) before it lets that `Arc` go. So under the lock
+/// every listed address is that of a live resource, and [`listed`]
+/// takes its references there. That saves a wait two atomic
+/// read-modify-writes of the reference count, which the contended path
+/// pays at every first and last wait.
+///
+/// [`listed`]: Registry::listed
 pub(crate) struct Registry {
     listed: Mutex<Listed>,
     /// Not under loom: no model reads them.
@@ -531,13 +545,18 @@ pub(crate) struct Registry {
 /// The listed resources, under the registry's lock.
 #[derive(Default)]
 struct Listed {
-    /// By index; `None` for a free index.
-    resources: Vec<Option<Arc<Resource>>>,
+    /// By index, from `Arc::as_ptr`; null for a free index.
+    resources: Vec<*const Resource>,
     /// The free indices.
     free: Vec<usize>,
     /// How many resources are listed.
     count: usize,
 }
+
+// SAFETY: the addresses are of `Resource`s, which are `Send` and `Sync`;
+// they are only dereferenced under the registry's lock, while each is
+// kept alive by a wait record (see [`Registry`]).
+unsafe impl Send for Listed {}
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -575,7 +594,7 @@ impl Registry {
         let index = match listed.free.pop() {
             Some(index) => index,
             None => {
-                listed.resources.push(None);
+                listed.resources.push(std::ptr::null());
                 // Handed out in order, under this lock: slot `i` is index
                 // `i` (none past the capacity).
                 #[cfg(not(async_stack_loom))]
@@ -583,23 +602,26 @@ impl Registry {
                 listed.resources.len() - 1
             }
         };
-        listed.resources[index] = Some(Arc::clone(resource));
+        listed.resources[index] = Arc::as_ptr(resource);
         listed.count += 1;
         #[cfg(not(async_stack_loom))]
         self.mirror(index, Arc::as_ptr(resource).cast_mut());
         index
     }
 
-    /// Unlists the resource at `index`; returns the registry's reference
-    /// to it.
-    fn unlist(&self, index: usize) -> Option<Arc<Resource>> {
+    /// Unlists the resource at `index`.
+    fn unlist(&self, index: usize) {
         let mut listed = lock(&self.listed);
         #[cfg(not(async_stack_loom))]
         self.mirror(index, std::ptr::null_mut());
-        let resource = listed.resources.get_mut(index)?.take()?;
+        let Some(slot) = listed.resources.get_mut(index) else {
+            return;
+        };
+        if std::mem::replace(slot, std::ptr::null()).is_null() {
+            return;
+        }
         listed.free.push(index);
         listed.count -= 1;
-        Some(resource)
     }
 
     /// Writes the slot of `index`, if it has one.
@@ -615,12 +637,25 @@ impl Registry {
     /// The listed resources, in order of creation (the same order at every
     /// run, which the loom models need).
     pub(crate) fn listed(&self) -> Vec<Arc<Resource>> {
-        let mut out: Vec<Arc<Resource>> = lock(&self.listed)
+        let listed = lock(&self.listed);
+        let mut out: Vec<Arc<Resource>> = listed
             .resources
             .iter()
-            .flatten()
-            .cloned()
+            .filter(|p| !p.is_null())
+            .map(|&p| {
+                // SAFETY: `p` is from `Arc::as_ptr` of a listed resource,
+                // read under the registry's lock: a wait record holds an
+                // `Arc` of it and cannot let it go before unlisting it,
+                // which takes this lock (see `Registry`). So the count is
+                // at least one, and this new reference is the one
+                // `from_raw` takes over.
+                unsafe {
+                    Arc::increment_strong_count(p);
+                    Arc::from_raw(p)
+                }
+            })
             .collect();
+        drop(listed);
         out.sort_unstable_by_key(|r| r.key);
         out
     }

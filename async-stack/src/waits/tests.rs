@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::waits::detect::{TaskView, Via, detect};
 use crate::waits::query::waiting_tasks;
-use crate::waits::resource::{Ask, HoldSlot, Kind, Registry, Resource};
+use crate::waits::resource::{Ask, HoldSlot, Kind, Registry, Resource, WaitRecord};
 
 /// Every task idle with no wakes, unless listed as busy; tokio tasks map
 /// to the listed roots.
@@ -51,12 +51,12 @@ fn pairs(found: &[crate::waits::detect::Found]) -> Vec<Vec<(u64, u64)>> {
 }
 
 /// t1 holds a and waits for b; t2 holds b and waits for a.
-fn inversion(reg: &'static Registry) -> (Arc<Resource>, Arc<Resource>, u64, u64) {
+fn inversion(reg: &'static Registry) -> (Arc<Resource>, Arc<Resource>, WaitRecord, WaitRecord) {
     let (a, b) = (resource(reg, Kind::Mutex), resource(reg, Kind::Mutex));
     a.exclusive.acquire(1, at(), 0);
     b.exclusive.acquire(2, at(), 0);
-    let w1 = b.start_wait(1, Some(at()), Ask::Exclusive);
-    let w2 = a.start_wait(2, Some(at()), Ask::Exclusive);
+    let w1 = WaitRecord::start(&b, 1, Some(at()), Ask::Exclusive);
+    let w2 = WaitRecord::start(&a, 2, Some(at()), Ask::Exclusive);
     (a, b, w1, w2)
 }
 
@@ -83,7 +83,7 @@ fn a_busy_task_or_an_unknown_holder_frees_the_cycle() {
     let reg = registry();
     let m = resource(reg, Kind::Mutex);
     m.exclusive.acquire(0, at(), 0);
-    m.start_wait(1, Some(at()), Ask::Exclusive);
+    let _w = WaitRecord::start(&m, 1, Some(at()), Ask::Exclusive);
     assert!(
         detect(reg, |_| View::default()).is_empty(),
         "task 0 could let it go"
@@ -93,15 +93,16 @@ fn a_busy_task_or_an_unknown_holder_frees_the_cycle() {
 #[test]
 fn a_wait_that_ends_between_the_passes_is_not_reported() {
     let reg = registry();
-    let (_a, b, w1, _) = inversion(reg);
+    let (_a, b, w1, _w2) = inversion(reg);
     let calls = Cell::new(0);
+    let wait = std::cell::RefCell::new(Some(w1));
     let found = detect(reg, |_| {
         calls.set(calls.get() + 1);
         if calls.get() == 2 {
             // Between the passes: task 1 stops waiting (cancelled)...
-            b.end_wait(w1);
+            drop(wait.borrow_mut().take());
             // ...and waits again, with a new generation.
-            b.start_wait(1, Some(at()), Ask::Exclusive);
+            *wait.borrow_mut() = Some(WaitRecord::start(&b, 1, Some(at()), Ask::Exclusive));
         }
         View::default()
     });
@@ -114,7 +115,7 @@ fn a_wait_that_ends_between_the_passes_is_not_reported() {
 #[test]
 fn a_hold_that_changes_between_the_passes_is_not_reported() {
     let reg = registry();
-    let (a, _b, _, _) = inversion(reg);
+    let (a, _b, _w1, _w2) = inversion(reg);
     let calls = Cell::new(0);
     let found = detect(reg, |_| {
         calls.set(calls.get() + 1);
@@ -150,8 +151,8 @@ fn a_semaphore_waits_for_every_holder_of_permits() {
     s.hold_shared(2, at(), 1);
     let free = s.hold_shared(3, at(), 1);
     m.exclusive.acquire(1, at(), 0);
-    s.start_wait(1, Some(at()), Ask::Shared(1));
-    m.start_wait(2, Some(at()), Ask::Exclusive);
+    let _ws = WaitRecord::start(&s, 1, Some(at()), Ask::Shared(1));
+    let _wm = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
     // Task 3 runs: it could give its permit back.
     assert!(detect(reg, |_| View::default()).is_empty());
     s.release_shared(free);
@@ -166,8 +167,8 @@ fn a_reader_behind_a_waiting_writer_waits_for_it() {
     let reg = registry();
     let l = resource(reg, Kind::RwLock);
     l.hold_shared(1, at(), 1);
-    l.start_wait(2, Some(at()), Ask::Exclusive);
-    l.start_wait(1, Some(at()), Ask::Shared(1));
+    let _w2 = WaitRecord::start(&l, 2, Some(at()), Ask::Exclusive);
+    let _w1 = WaitRecord::start(&l, 1, Some(at()), Ask::Shared(1));
     let found = detect(reg, |_| View::default());
     // The cycle through the writer first, then the reader's own hold.
     assert_eq!(pairs(&found), [vec![(1, 2), (2, 1), (1, 1)]]);
@@ -177,8 +178,8 @@ fn a_reader_behind_a_waiting_writer_waits_for_it() {
 #[test]
 fn a_task_stuck_behind_a_deadlock_is_not_one_of_its_own() {
     let reg = registry();
-    let (a, _b, _, _) = inversion(reg);
-    a.start_wait(3, Some(at()), Ask::Exclusive);
+    let (a, _b, _w1, _w2) = inversion(reg);
+    let _w3 = WaitRecord::start(&a, 3, Some(at()), Ask::Exclusive);
     assert_eq!(
         pairs(&detect(reg, |_| View::default())),
         [vec![(1, 2), (2, 1)]]
@@ -190,8 +191,8 @@ fn a_join_handle_waits_for_every_root_of_its_task() {
     let reg = registry();
     let h1 = Arc::new(Resource::new(Kind::JoinHandle, at(), Some(100), reg));
     let h2 = Arc::new(Resource::new(Kind::JoinHandle, at(), Some(200), reg));
-    h1.start_wait(1, None, Ask::Finish);
-    h2.start_wait(2, None, Ask::Finish);
+    let _w1 = WaitRecord::start(&h1, 1, None, Ask::Finish);
+    let _w2 = WaitRecord::start(&h2, 2, None, Ask::Finish);
     let mut view = View::default();
     view.roots.insert(100, vec![2, 5]);
     view.roots.insert(200, vec![1]);
@@ -209,10 +210,10 @@ fn a_join_handle_waits_for_every_root_of_its_task() {
 #[test]
 fn resources_leave_the_registry_with_their_last_wait() {
     let reg = registry();
-    let (a, b, w1, w2) = inversion(reg);
+    let (_a, _b, w1, w2) = inversion(reg);
     assert_eq!(reg.listed().len(), 2);
-    b.end_wait(w1);
-    a.end_wait(w2);
+    drop(w1);
+    drop(w2);
     assert!(reg.is_empty());
     assert!(detect(reg, |_| View::default()).is_empty());
 }
@@ -230,20 +231,20 @@ fn listed_resources_read_in_order_of_creation_and_sit_in_slots_for_debuggers() {
     );
     let keys = |reg: &Registry| reg.listed().iter().map(|r| r.key).collect::<Vec<_>>();
     let ptr = |r: &Arc<Resource>| Arc::as_ptr(r);
-    let wc = c.start_wait(1, Some(at()), Ask::Shared(1));
-    let wa = a.start_wait(2, Some(at()), Ask::Exclusive);
-    let wa2 = a.start_wait(4, Some(at()), Ask::Exclusive);
+    let wc = WaitRecord::start(&c, 1, Some(at()), Ask::Shared(1));
+    let wa = WaitRecord::start(&a, 2, Some(at()), Ask::Exclusive);
+    let wa2 = WaitRecord::start(&a, 4, Some(at()), Ask::Exclusive);
     assert_eq!(keys(reg), [a.key, c.key]);
     assert_eq!(reg.slots(), [ptr(&c), ptr(&a)], "one slot a resource");
-    c.end_wait(wc);
+    drop(wc);
     assert_eq!(reg.slots(), [std::ptr::null(), ptr(&a)]);
-    let wb = b.start_wait(3, Some(at()), Ask::Exclusive);
+    let wb = WaitRecord::start(&b, 3, Some(at()), Ask::Exclusive);
     assert_eq!(reg.slots(), [ptr(&b), ptr(&a)], "index 0 reused");
     assert_eq!(keys(reg), [a.key, b.key]);
-    a.end_wait(wa);
+    drop(wa);
     assert_eq!(reg.slots(), [ptr(&b), ptr(&a)], "a still has a wait");
-    a.end_wait(wa2);
-    b.end_wait(wb);
+    drop(wa2);
+    drop(wb);
     assert_eq!(reg.slots(), [std::ptr::null(); 2]);
     assert!(reg.is_empty());
 }
@@ -255,7 +256,7 @@ fn the_dump_query_names_the_holders() {
     let held_at = at();
     m.exclusive.acquire(7, held_at, 40);
     let wait_at = at();
-    m.start_wait(9, Some(wait_at), Ask::Exclusive);
+    let _w = WaitRecord::start(&m, 9, Some(wait_at), Ask::Exclusive);
     let w = &waiting_tasks(reg)[&9];
     assert_eq!(
         (w.kind, w.waiting_at, w.permits),
