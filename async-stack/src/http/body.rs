@@ -16,6 +16,9 @@ use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
+// `std`'s, not `crate::shim`'s: a flag between the body's writer thread
+// and the response, in the debug endpoint, which loom does not model
+// (it is not built under loom).
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;

@@ -17,6 +17,9 @@
 //! released, the sampler stopped and the wake recording restored as it was
 //! before, by the guards' `Drop`, whichever way the session ends.
 
+// `std`'s, not `crate::shim`'s: the endpoint's one-session flag, a plain
+// try-lock that loom does not model (the endpoint is not built under
+// loom).
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 

@@ -120,7 +120,7 @@ pub fn reset() {
 /// Polls longer than `threshold` count as slow polls from now on.
 pub fn set_slow_poll_threshold(threshold: Duration) {
     let ns = u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX);
-    probe::SLOW_POLL_NS.store(ns, std::sync::atomic::Ordering::Relaxed);
+    probe::SLOW_POLL_NS.store(ns, crate::shim::Ordering::Relaxed);
 }
 
 /// The graph recorded so far: every task seen while recording (live, and
