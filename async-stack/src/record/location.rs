@@ -29,10 +29,17 @@ impl fmt::Display for SourceLocation {
 impl SourceLocation {
     /// The location `at` (a `#[track_caller]` caller, a `Location::caller()`).
     pub fn of(at: &'static std::panic::Location<'static>) -> SourceLocation {
+        SourceLocation::new_static(at.file(), at.line(), at.column())
+    }
+
+    /// A location whose file name is `'static` (a site's, a `Location`'s):
+    /// borrowed, not copied.
+    #[inline]
+    pub(crate) fn new_static(file: &'static str, line: u32, column: u32) -> SourceLocation {
         SourceLocation {
-            file: Cow::Borrowed(at.file()),
-            line: at.line(),
-            column: at.column(),
+            file: Cow::Borrowed(file),
+            line,
+            column,
         }
     }
 }

@@ -1,9 +1,7 @@
 //! The public face of the detector: [`deadlocks()`], [`Deadlock`],
 //! [`WaitEdge`] and [`ResourceKind`].
 
-use std::borrow::Cow;
 use std::fmt;
-use std::panic::Location;
 
 use crate::record::location::SourceLocation;
 use crate::waits::detect::{Found, Via};
@@ -185,15 +183,6 @@ impl fmt::Display for WaitEdge {
     }
 }
 
-/// A location as dumps show it.
-pub(crate) fn source_location(at: &'static Location<'static>) -> SourceLocation {
-    SourceLocation {
-        file: Cow::Borrowed(at.file()),
-        line: at.line(),
-        column: at.column(),
-    }
-}
-
 impl From<Found> for Deadlock {
     fn from(found: Found) -> Self {
         let edges = found
@@ -202,16 +191,16 @@ impl From<Found> for Deadlock {
             .map(|e| WaitEdge {
                 waiter: e.waiter,
                 waiter_name: e.waiter_name,
-                waiting_at: e.wait.at.map(source_location).or(e.awaiting_at),
+                waiting_at: e.wait.at.map(SourceLocation::of).or(e.awaiting_at),
                 resource: e.resource.kind.into(),
-                created_at: source_location(e.resource.created_at),
+                created_at: SourceLocation::of(e.resource.created_at),
                 holder: e.blocker,
                 acquired_at: match e.via {
-                    Via::Holds(h) => Some(source_location(h.at)),
+                    Via::Holds(h) => Some(SourceLocation::of(h.at)),
                     _ => None,
                 },
                 queued_ahead: match e.via {
-                    Via::QueuedAhead(w) => w.at.map(source_location),
+                    Via::QueuedAhead(w) => w.at.map(SourceLocation::of),
                     _ => None,
                 },
             })

@@ -1,7 +1,6 @@
 //! The detector's view of tasks ([`TaskView`]), read from the task
 //! registry: one pass over the records, without a lock.
 
-use std::borrow::Cow;
 use std::collections::HashMap;
 
 use crate::record::location::SourceLocation;
@@ -92,10 +91,6 @@ impl TaskView for Tasks {
             return None;
         }
         let a = await_site_by_id(site.id())?;
-        Some(SourceLocation {
-            file: Cow::Borrowed(a.file()),
-            line: a.line(),
-            column: a.column(),
-        })
+        Some(SourceLocation::new_static(a.file(), a.line(), a.column()))
     }
 }

@@ -139,7 +139,7 @@ impl Reader {
         t.parent = (raw.parent != 0).then_some(raw.parent);
         t.spawned_at = raw
             .location
-            .map(|l| location(l.file(), l.line(), l.column()));
+            .map(|l| SourceLocation::new_static(l.file(), l.line(), l.column()));
         t.root = (raw.root_site != 0).then(|| function_of(root_call));
         t.hidden_frames = if raw.stack_copied {
             self.copy.hidden
@@ -186,8 +186,8 @@ fn dump_frame(f: &CopiedFrame, sites: &Sites) -> DumpFrame {
     DumpFrame {
         depth: f.depth,
         function: function_of(call),
-        defined_at: call.map(|c| location(c.file(), c.line(), c.column())),
-        awaiting_at: awaiting.map(|a| location(a.file(), a.line(), a.column())),
+        defined_at: call.map(|c| SourceLocation::new_static(c.file(), c.line(), c.column())),
+        awaiting_at: awaiting.map(|a| SourceLocation::new_static(a.file(), a.line(), a.column())),
         running: f.running,
     }
 }
@@ -261,16 +261,6 @@ impl Sites {
 #[inline]
 fn function_of(call: Option<&'static CallSite>) -> Cow<'static, str> {
     Cow::Borrowed(call.map_or("<unknown>", CallSite::function_static))
-}
-
-/// A `'static` source location.
-#[inline]
-fn location(file: &'static str, line: u32, column: u32) -> SourceLocation {
-    SourceLocation {
-        file: Cow::Borrowed(file),
-        line,
-        column,
-    }
 }
 
 /// A live record filed under a tokio task, as the registry pass saw it:
