@@ -484,12 +484,12 @@ fn deadlock_mode(mode: &str) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("a runtime");
-    let first = Arc::new(async_stack::sync::Mutex::new(0)); // deadlock: first
-    let second = Arc::new(async_stack::sync::Mutex::new(0)); // deadlock: second
+    let first = Arc::new(async_stack::sync::Mutex::new(1)); // deadlock: first
+    let second = Arc::new(async_stack::sync::Mutex::new(2)); // deadlock: second
     let permit = Arc::new(async_stack::sync::Semaphore::new(1)); // deadlock: permit
-    let rw = Arc::new(async_stack::sync::RwLock::new(0)); // deadlock: rw
-    let third = Arc::new(async_stack::sync::Mutex::new(0)); // deadlock: third
-    let fourth = Arc::new(async_stack::sync::Mutex::new(0)); // deadlock: fourth
+    let rw = Arc::new(async_stack::sync::RwLock::new(5)); // deadlock: rw
+    let third = Arc::new(async_stack::sync::Mutex::new(3)); // deadlock: third
+    let fourth = Arc::new(async_stack::sync::Mutex::new(4)); // deadlock: fourth
     let found = rt.block_on(async {
         let both = Arc::new(tokio::sync::Barrier::new(2));
         spawn_named(
