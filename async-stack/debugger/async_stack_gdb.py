@@ -1,4 +1,5 @@
-"""gdb commands for async-stack: `async-bt` and `async-tasks`.
+"""gdb commands for async-stack: `async-bt`, `async-tasks` and
+`async-deadlocks`.
 
 Load with ``source /path/to/debugger/async_stack_gdb.py`` (the reader,
 ``async_stack_reader.py``, is found next to this file), or embed the text
@@ -120,5 +121,15 @@ class AsyncTasks(AsyncStackCommand):
         super().__init__("async-tasks")
 
 
+class AsyncDeadlocks(AsyncStackCommand):
+    """async-deadlocks: the deadlocks among tasks waiting for async-stack's
+    locks, semaphores and JoinHandles, as async_stack::deadlocks() reports
+    them (both .await lines of each wait), or that there is none."""
+
+    def __init__(self):
+        super().__init__("async-deadlocks")
+
+
 AsyncBt()
 AsyncTasks()
+AsyncDeadlocks()

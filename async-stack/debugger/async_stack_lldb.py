@@ -1,4 +1,5 @@
-"""lldb commands for async-stack: `async-bt` and `async-tasks`.
+"""lldb commands for async-stack: `async-bt`, `async-tasks` and
+`async-deadlocks`.
 
 Load with ``command script import /path/to/debugger/async_stack_lldb.py``
 (the reader, ``async_stack_reader.py``, is found next to this file). See
@@ -121,8 +122,16 @@ def async_tasks(debugger, command, result, internal_dict):
     _run("async-tasks", debugger, command, result)
 
 
+def async_deadlocks(debugger, command, result, internal_dict):
+    """async-deadlocks: the deadlocks among tasks waiting for async-stack's
+    locks, semaphores and JoinHandles, as async_stack::deadlocks() reports
+    them (both .await lines of each wait), or that there is none."""
+    _run("async-deadlocks", debugger, command, result)
+
+
 def __lldb_init_module(debugger, internal_dict):
     for name, function in (("async-bt", "async_bt"),
-                           ("async-tasks", "async_tasks")):
+                           ("async-tasks", "async_tasks"),
+                           ("async-deadlocks", "async_deadlocks")):
         debugger.HandleCommand("command script add -f %s.%s %s"
                                % (__name__, function, name))

@@ -17,7 +17,10 @@ lookup, threads, native frames) and registers the commands, which call
 - ``async-bt task <id>``: one task's tree, as the text dump prints it
   (``<id>`` may name any root of a tokio task's entry), with what it waits
   for under the frame that awaits it (see :meth:`Reader.waits`);
-- ``async-tasks``: one line per live task.
+- ``async-tasks``: one line per live task;
+- ``async-deadlocks``: the deadlocks among the tasks that wait for
+  async-stack's wrapped resources, in the text of
+  ``async_stack::deadlocks()`` (see :func:`find_deadlocks`).
 
 A task is what the dump calls one: the traced roots first polled inside
 one tokio task are one task, with one branch per root (see
@@ -39,7 +42,7 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 5
+VERSION = 6
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
@@ -49,7 +52,12 @@ MAX_CHAIN_DEPTH = 1024
 #: list is reported as corrupt memory.
 MAX_LIST_LENGTH = 1 << 20
 
-#: The `Layout` fields of the descriptor, in declaration order (version 5).
+#: The most waits-for edges :func:`find_deadlocks` builds (a waiter has one
+#: per holder and per task queued ahead of it); more is reported as too
+#: large to search rather than searched slowly.
+MAX_EDGES = 1 << 20
+
+#: The `Layout` fields of the descriptor, in declaration order (version 6).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -89,7 +97,7 @@ LAYOUT_FIELDS = (
     "hold_slot_generation", "hold_slot_task", "hold_slot_at",
     "hold_slot_since",
     "hold_size", "hold_task", "hold_at", "hold_since",
-    "wait_size", "wait_task", "wait_at", "wait_since",
+    "wait_size", "wait_task", "wait_at", "wait_since", "wait_generation",
     "kind_mutex", "kind_rwlock", "kind_semaphore", "kind_join_handle",
 )
 
@@ -158,7 +166,7 @@ Holder = collections.namedtuple("Holder", "task acquired_at held_ms")
 
 #: A listed resource as read: its key (creation order), kind, creation
 #: site, tokio task (0: none), holders ``(task, at, since)`` (exclusive
-#: first) and waits ``(task, at, since)`` in queue order.
+#: first) and waits ``(task, at, since, generation)`` in queue order.
 Resource = collections.namedtuple(
     "Resource", "key kind created_at target holders waits")
 
@@ -756,7 +764,8 @@ class Reader:
         holders += self._list(address, "holds", l.hold_size,
                               (l.hold_task, l.hold_at, l.hold_since), what)
         waits = self._list(address, "waits", l.wait_size,
-                           (l.wait_task, l.wait_at, l.wait_since), what)
+                           (l.wait_task, l.wait_at, l.wait_since,
+                            l.wait_generation), what)
         return Resource(
             m.u64(address + l.resource_key, what), kinds[kind],
             self.location(m.u64(address + l.resource_created_at, what), what),
@@ -764,7 +773,8 @@ class Reader:
 
     def _list(self, address, name, size, offsets, what):
         """A resource's ``holds`` or ``waits`` list, as ``(task, at,
-        since)`` entries (``at`` None for a null pointer)."""
+        since)`` entries (``at`` None for a null pointer), followed by the
+        words at any further ``offsets``."""
         l, m = self.layout, self.memory
         length = m.u64(address + getattr(l, "resource_%s_len" % name), what)
         if length > MAX_LIST_LENGTH:
@@ -776,22 +786,21 @@ class Reader:
         pointer = m.u64(address + getattr(l, "resource_" + name), what)
         data = m.bytes(pointer, length * size,
                        "the %s list of %s" % (name, what))
-        task_at, at_at, since_at = offsets
+        task_at, at_at, since_at = offsets[:3]
         entries_ = []
         for start in range(0, length * size, size):
             word = lambda offset: struct.unpack_from("<Q", data, start + offset)[0]
             at = word(at_at)
             entries_.append((word(task_at),
                              self.location(at, what) if at else None,
-                             word(since_at)))
+                             word(since_at))
+                            + tuple(word(o) for o in offsets[3:]))
         return entries_
 
-    def waits(self, now):
-        """What each waiting root waits for, by task id, as the dump
-        reads it (`waiting_tasks`): the listed resources in key order, and
-        for each task its first wait met. Times are measured against
-        ``now``; resources caught in the middle of a change are skipped
-        and counted in :attr:`torn_resources`."""
+    def resources(self):
+        """The listed resources read whole, in key order (as the
+        in-process readers go through them); those caught in the middle of
+        a change are skipped and counted in :attr:`torn_resources`."""
         resources, self.torn_resources = [], 0
         for address in self.listed():
             resource = self.resource(address)
@@ -800,15 +809,264 @@ class Reader:
             else:
                 resources.append(resource)
         resources.sort(key=lambda r: r.key)
+        return resources
+
+    def waits(self, now):
+        """What each waiting root waits for, by task id, as the dump
+        reads it (`waiting_tasks`): the listed resources in key order, and
+        for each task its first wait met. Times are measured against
+        ``now``; resources caught in the middle of a change are skipped
+        (:meth:`resources`)."""
         since = lambda ms: max(now - ms, 0)
         waiting = {}
-        for r in resources:
+        for r in self.resources():
             holders = [Holder(task, at, since(ms)) for task, at, ms in r.holders]
-            for task, at, ms in r.waits:
+            for task, at, ms, _ in r.waits:
                 if task and task not in waiting:
                     waiting[task] = Wait(task, r.kind, r.created_at, at,
                                          since(ms), holders, r.target or None)
         return waiting
+
+    # ---- deadlocks
+
+    def deadlocks(self):
+        """``(reports, waiting)``: the text of each deadlock among the
+        waiting roots (:func:`find_deadlocks`, :func:`format_deadlock`),
+        in the order ``async_stack::deadlocks()`` returns them, and how
+        many roots wait. Resources caught in the middle of a change are
+        skipped (:meth:`resources`), so no edge of theirs is in a report.
+
+        The detector's view of tasks, from the records: a task is stuck
+        only if it is idle (not running, not woken since its last poll
+        began); a `JoinHandle` waits for the live roots filed under the
+        awaited tokio task; a name is the task's own (not its root's); a
+        wait without a call site of its own (an awaited `JoinHandle`)
+        takes the `.await` of the waiter's deepest shown frame."""
+        raws = {}
+        for index, record in self.records():
+            raw = self._raw_task(index, record)
+            if raw:
+                raws[raw["id"]] = raw
+        now = self.now_ms(list(raws.values()))
+        roots = {}
+        for raw in raws.values():
+            filing = self._filing(raw)
+            if filing is not None:
+                roots.setdefault(filing.tokio_id, []).append(raw["id"])
+
+        def idle(task):
+            raw = raws.get(task)
+            return raw is not None and self._state(
+                raw["state"], raw["wakes"], now)[0] == "idle"
+
+        def awaiting_at(task):
+            return deepest_await(self._task(raws[task], now, None).frames)
+
+        resources = self.resources()
+        found = find_deadlocks(resources, idle,
+                               lambda tokio_id: sorted(roots.get(tokio_id, [])))
+        reports = [format_deadlock(edges, lambda t: self._name(raws[t]),
+                                   awaiting_at) for edges in found]
+        waiting = {w[0] for r in resources for w in r.waits if w[0]}
+        return reports, len(waiting)
+
+
+# ------------------------------------------------------------ deadlocks
+
+#: One edge of the waits-for graph, as `waits::detect::Edge` has it:
+#: ``wait`` (an entry of ``resource.waits``) of task ``waiter`` is blocked
+#: by task ``blocker`` (0: nobody known, or code outside traced tasks),
+#: ``via`` "holds" (``by``: its entry of ``resource.holders``), "queued"
+#: (queued ahead; ``by``: its entry of ``resource.waits``) or "task" (a
+#: root of the awaited tokio task, or nobody; ``by``: None).
+Edge = collections.namedtuple("Edge", "waiter wait resource blocker via by")
+
+_RANK = {"holds": 0, "queued": 1, "task": 2}
+
+
+def find_deadlocks(resources, idle, roots_of):
+    """The deadlocks among the waits of ``resources`` (in key order), as
+    `waits::detect` finds them (a port: the same rules, the same order),
+    each a list of :class:`Edge` in report order.
+
+    A waiter is blocked by every holder of the resource and every task
+    queued ahead of it (tokio's queues are FIFO), or for a `JoinHandle` by
+    the roots ``roots_of(tokio_id)``; a wait nobody blocks is free. Tasks
+    that are not ``idle(task)`` are free, and so is every task with a
+    blocker outside the stuck set, dropped until none is left; the
+    strongly connected components of what is left that no edge leaves
+    are the deadlocks, in the order Tarjan's algorithm completes them
+    (from the smallest id), each ordered by :func:`cycle_first`. Raises
+    past :data:`MAX_EDGES` edges."""
+    edges, count = {}, 0
+    for r in resources:
+        for k, wait in enumerate(r.waits):
+            task = wait[0]
+            if task == 0:
+                continue
+            out = edges.setdefault(task, [])
+            before = len(out)
+            if r.kind == "JoinHandle":
+                for root in roots_of(r.target) if r.target else []:
+                    out.append(Edge(task, wait, r, root, "task", None))
+            else:
+                out.extend(Edge(task, wait, r, h[0], "holds", h)
+                           for h in r.holders)
+                out.extend(Edge(task, wait, r, a[0], "queued", a)
+                           for a in r.waits[:k])
+            if len(out) == before:
+                out.append(Edge(task, wait, r, 0, "task", None))
+            count += len(out) - before
+            if count > MAX_EDGES:
+                raise AsyncStackError(
+                    "more than %d waits-for edges (a resource with %d "
+                    "waits): too many to search" % (MAX_EDGES, len(r.waits)))
+
+    stuck = {task for task in edges if idle(task)}
+    while True:
+        free = [t for t in stuck
+                if any(e.blocker not in stuck for e in edges[t])]
+        if not free:
+            break
+        stuck.difference_update(free)
+
+    graph = {t: sorted({e.blocker for e in edges[t]}) for t in stuck}
+    return [cycle_first(members, [e for t in sorted(members) for e in edges[t]])
+            for members in sink_components(graph)]
+
+
+def sink_components(graph):
+    """The strongly connected components of ``graph`` (task: sorted
+    blockers, every blocker a key) that no edge leaves, in the order
+    Tarjan's algorithm completes them, started from each key in order (a
+    port of the iterative `sink_components`)."""
+    index, low, on_stack, stack, work, components = {}, {}, set(), [], [], []
+
+    def visit(n):
+        index[n] = low[n] = len(index)
+        stack.append(n)
+        on_stack.add(n)
+        work.append([n, graph[n], 0])
+
+    for start in sorted(graph):
+        if start in index:
+            continue
+        visit(start)
+        while work:
+            n, successors, next_ = work[-1]
+            if next_ < len(successors):
+                m = successors[next_]
+                work[-1][2] += 1
+                if m not in index:
+                    visit(m)
+                elif m in on_stack:
+                    low[n] = min(low[n], index[m])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[n])
+            if low[n] == index[n]:
+                component = set()
+                while stack:
+                    m = stack.pop()
+                    on_stack.discard(m)
+                    component.add(m)
+                    if m == n:
+                        break
+                components.append(component)
+    return [c for c in components
+            if all(b in c for n in c for b in graph[n])]
+
+
+def cycle_first(members, edges):
+    """``edges`` (all among ``members``) in report order: sorted by
+    waiter, wait generation, holds before queues before tasks, and
+    blocker (stably), then the shortest cycle through the smallest member
+    moved first, found breadth-first (a self-edge starts it only when it
+    is the whole deadlock), as `cycle_first` does."""
+    edges = sorted(edges, key=lambda e: (e.waiter, e.wait[3], _RANK[e.via],
+                                         e.blocker))
+    if not members:
+        return edges
+    start = min(members)
+    loops = len(members) == 1
+    by_waiter = {}
+    for i, e in enumerate(edges):
+        if loops or e.blocker != e.waiter:
+            by_waiter.setdefault(e.waiter, []).append(i)
+    came, queue, last = {}, collections.deque([start]), None
+    while queue and last is None:
+        for i in by_waiter.get(queue.popleft(), []):
+            blocker = edges[i].blocker
+            if blocker == start:
+                last = i
+                break
+            if blocker not in came:
+                came[blocker] = i
+                queue.append(blocker)
+    cycle, at = [], last
+    while at is not None and len(cycle) <= len(edges):
+        cycle.append(at)
+        waiter = edges[at].waiter
+        at = None if waiter == start else came.get(waiter)
+    cycle.reverse()
+    on_cycle = set(cycle)
+    return ([edges[i] for i in cycle]
+            + [e for i, e in enumerate(edges) if i not in on_cycle])
+
+
+def deepest_await(frames):
+    """The `.await` a task's deepest shown frame is suspended at (the
+    last of the deepest in pre-order: the frame a dump shows a wait
+    under), or None."""
+    if not frames:
+        return None
+    deepest = max(range(len(frames)), key=lambda i: (frames[i].depth, i))
+    return frames[deepest].awaiting_at
+
+
+def format_edge(edge, name, awaiting_at):
+    """One edge as `WaitEdge` displays itself: `task 7 "a" waits at
+    src/bank.rs:41:9 for Mutex created at src/bank.rs:12:15, held by task
+    9 (acquired at src/bank.rs:30:9)`. ``name`` is the waiter's (or None);
+    ``awaiting_at`` the waiter's :func:`deepest_await`, called only for a
+    wait without a call site of its own."""
+    text = "task %d" % edge.waiter
+    if name is not None:
+        text += " " + _quoted(name)
+    text += " waits"
+    at = edge.wait[1]
+    if at is None:
+        at = awaiting_at()
+    if at is not None:
+        text += " at " + format_location(at)
+    r = edge.resource
+    if r.kind == "JoinHandle":
+        return text + " for the end of task %d, spawned at %s" % (
+            edge.blocker, format_location(r.created_at))
+    text += " for %s created at %s, " % (r.kind, format_location(r.created_at))
+    if edge.via == "queued" and edge.by[1] is not None:
+        return text + "queued behind task %d (waiting at %s)" % (
+            edge.blocker, format_location(edge.by[1]))
+    if edge.via == "holds" and edge.by[1] is not None:
+        return text + "held by task %d (acquired at %s)" % (
+            edge.blocker, format_location(edge.by[1]))
+    return text + "held by task %d" % edge.blocker
+
+
+def format_deadlock(edges, name, awaiting_at):
+    """A deadlock as `Deadlock` displays itself: a heading, then one
+    paragraph per edge. ``name(task)`` and ``awaiting_at(task)`` as
+    :func:`format_edge` takes them."""
+    tasks = len({e.waiter for e in edges})
+    if tasks == 1:
+        heading = "deadlock: 1 task waits for itself"
+    else:
+        heading = "deadlock: %d tasks wait for each other" % tasks
+    return "\n\n".join([heading] + [
+        format_edge(e, name(e.waiter), lambda e=e: awaiting_at(e.waiter))
+        for e in edges])
 
 
 # ------------------------------------------------------------ entries
@@ -1086,10 +1344,7 @@ def format_task(task, torn_resources=0):
                      for at, wait in placed if at == index)
     lines.extend(format_wait(None, wait) for at, wait in placed if at is None)
     if torn_resources:
-        lines.append("  (%d resource%s with waits caught in the middle of a "
-                     "change; %s waits not shown)" % (
-                         torn_resources, "" if torn_resources == 1 else "s",
-                         "its" if torn_resources == 1 else "their"))
+        lines.append("  " + torn_note(torn_resources))
     if task.torn:
         lines.append("  (stack caught in the middle of a write; not shown)")
     if task.hidden:
@@ -1103,6 +1358,14 @@ def format_task(task, torn_resources=0):
         lines.append("  root future defined at "
                      + format_location(task.frames[0].defined_at))
     return "\n".join(lines)
+
+
+def torn_note(count):
+    """The note for ``count`` resources skipped because they were caught
+    in the middle of a change."""
+    return ("(%d resource%s with waits caught in the middle of a change; "
+            "%s waits not shown)" % (count, "" if count == 1 else "s",
+                                     "its" if count == 1 else "their"))
 
 
 def innermost_await(task):
@@ -1297,7 +1560,24 @@ def async_tasks(target, argument):
     return format_task_table(Reader(target).tasks())
 
 
-COMMANDS = {"async-bt": async_bt, "async-tasks": async_tasks}
+def async_deadlocks(target, argument):
+    """`async-deadlocks`: each deadlock as `async_stack::deadlocks()`
+    reports it, an empty line between two; `no deadlock among N waiting
+    tasks` when there is none; then a note naming the resources skipped
+    because they were caught in the middle of a change, if any."""
+    if argument.strip():
+        raise AsyncStackError("usage: async-deadlocks")
+    reader = Reader(target)
+    reports, waiting = reader.deadlocks()
+    text = "\n\n".join(reports) or "no deadlock among %d waiting task%s" % (
+        waiting, "" if waiting == 1 else "s")
+    if reader.torn_resources:
+        text += ("\n\n" if reports else "\n") + torn_note(reader.torn_resources)
+    return text
+
+
+COMMANDS = {"async-bt": async_bt, "async-tasks": async_tasks,
+            "async-deadlocks": async_deadlocks}
 
 
 def run_command(target, command, argument):

@@ -119,3 +119,12 @@ fn lldb_shows_what_each_task_waits_for() {
 fn lldb_reports_corrupt_waits_in_one_line() {
     debugger::check_waits_corruption(TOOL);
 }
+
+/// Deadlocks among tasks waiting for `async_stack`'s locks, semaphores
+/// and `JoinHandle`s: `async-deadlocks` prints exactly what
+/// `async_stack::deadlocks()` reported in the process, live and on a
+/// core; with waits but no deadlock, it says so in one line.
+#[test]
+fn lldb_finds_deadlocks_live_and_on_a_core() {
+    debugger::check_deadlocks(TOOL);
+}

@@ -158,11 +158,14 @@ pub struct Layout {
     pub hold_task: u64,
     pub hold_at: u64,
     pub hold_since: u64,
-    // A wait, an element of the `waits` list (`at`: null for none)
+    // A wait, an element of the `waits` list (`at`: null for none), and
+    // its generation (unique, in the order waits started), which orders a
+    // task's waits in a deadlock report
     pub wait_size: u64,
     pub wait_task: u64,
     pub wait_at: u64,
     pub wait_since: u64,
+    pub wait_generation: u64,
     // The values of `resource_kind`
     pub kind_mutex: u64,
     pub kind_rwlock: u64,
@@ -293,6 +296,7 @@ pub(super) const LAYOUT: Layout = Layout {
     wait_task: o(offset_of!(Wait, task)),
     wait_at: o(offset_of!(Wait, at)),
     wait_since: o(offset_of!(Wait, since_ms)),
+    wait_generation: o(offset_of!(Wait, generation)),
     kind_mutex: Kind::Mutex as u64,
     kind_rwlock: Kind::RwLock as u64,
     kind_semaphore: Kind::Semaphore as u64,

@@ -115,8 +115,9 @@
 //!   permits) are an array of `holds_len` holds of `hold_size` bytes at
 //!   `holds`. The waits, in queue order, are an array of `waits_len`
 //!   waits of `wait_size` bytes at `waits`: the waiting task, the
-//!   `Location` of the acquire call (`at`, `0` for a `JoinHandle`) and
-//!   since when. Times are ms on the clock of `clock_monotonic`. The
+//!   `Location` of the acquire call (`at`, `0` for a `JoinHandle`),
+//!   since when, and its `generation` (unique; later waits have larger
+//!   ones). Times are ms on the clock of `clock_monotonic`. The
 //!   lists' `version` is odd while the process was changing them: their
 //!   pointers and lengths are then not to be read. A task waits for the
 //!   first wait of its id met in key order (tasks `0` are not shown).
@@ -189,7 +190,12 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// `kind_join_handle`); the address part gains, after `clock`, the slots
 /// of the waits registry and the probe `Location` (`listed_pages` to
 /// `location_probe_file`).
-pub const VERSION: u64 = 5;
+///
+/// Version 6: deadlocks. The layout part gains `wait_generation` after
+/// `wait_since` (so every later field moved by one word): a wait's
+/// generation, which orders one task's waits in a deadlock report as
+/// `async_stack::deadlocks()` orders them.
+pub const VERSION: u64 = 6;
 
 /// The descriptor. See the module docs.
 #[repr(C)]
@@ -225,6 +231,6 @@ pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
 pub mod __testing {
     pub use crate::debug::testing::{
         corrupt_descriptor_magic, corrupt_descriptor_version, corrupt_waits_len, leaked_chain,
-        mark_waits_changing, set_current_parent,
+        mark_oldest_waits_changing, mark_waits_changing, set_current_parent,
     };
 }

@@ -74,3 +74,15 @@ pub fn mark_waits_changing() -> usize {
     }
     listed.len()
 }
+
+/// Shows the lists of the oldest resource listed in the waits registry
+/// (the smallest key: the first created) to debuggers as caught in the
+/// middle of a change, as [`mark_waits_changing`] does for all. Returns
+/// whether a resource was listed.
+pub fn mark_oldest_waits_changing() -> bool {
+    let listed = Registry::global().listed();
+    if let Some(r) = listed.first() {
+        r.view.version.fetch_or(1, Ordering::Relaxed);
+    }
+    !listed.is_empty()
+}

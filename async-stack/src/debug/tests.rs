@@ -165,6 +165,7 @@ const LAYOUT_FIELDS: &[&str] = &[
     "wait_task",
     "wait_at",
     "wait_since",
+    "wait_generation",
     "kind_mutex",
     "kind_rwlock",
     "kind_semaphore",
@@ -737,6 +738,12 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     let read = read_resource(address(&j));
     assert_eq!((read.kind, read.target), (l.get("kind_join_handle"), 42));
     assert_eq!(read.waits, [(12, None, read.waits[0].2)]);
+    // Each wait's generation, which orders a task's waits in a report.
+    for r in [&m, &s, &j] {
+        let waits = word_at(Arc::as_ptr(r) as u64 + l.get("resource_waits"));
+        let read = word_at(waits + l.get("wait_generation"));
+        assert_eq!(read, r.copy().waits[0].generation);
+    }
 
     // Waits ended: out of the slots.
     drop((m_wait, s_wait, j_wait));

@@ -55,6 +55,23 @@
 //!   the length of the `waits` list that debuggers read of every resource
 //!   is overwritten with 2^40 (`waits-len`), or every resource's lists are
 //!   shown as caught in the middle of a change (`waits-torn`).
+//! - `deadlock`: on a current-thread runtime, three deadlocks among tasks
+//!   spawned by name, each idle after its last poll: `alpha` and `beta`
+//!   each hold one of two `Mutex`es and wait for the other's (a lock-order
+//!   inversion); `gamma` holds a `Semaphore`'s only permit and waits to
+//!   write an `RwLock` that `delta` reads, `delta` waits for a `Mutex`
+//!   that `epsilon` holds, and `epsilon` waits for the permit (three
+//!   parties); `parent` holds a `Mutex` and awaits the `JoinHandle` of
+//!   `child` (spawned by `parent`, without a name), which waits for that
+//!   `Mutex`. `bystander` waits for `alpha`'s `Mutex` too, queued behind
+//!   `beta`: stuck, but no deadlock of its own. Once
+//!   `async_stack::deadlocks()` reports the three, it writes their report
+//!   (`deadlocks.txt`: each deadlock's text, an empty line between two),
+//!   `task-ids.txt` and `dump.txt`, then stops on the main thread,
+//!   outside any poll.
+//! - `deadlock-torn`: as `deadlock`, then the oldest resource with waits
+//!   (`alpha`'s `Mutex`) is shown to debuggers as caught in the middle of
+//!   a change.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -399,6 +416,131 @@ fn waits_mode(mode: &str) {
     std::process::exit(0);
 }
 
+// ---- deadlock ----
+//
+// The tests find the lines by the comments at their ends.
+
+/// Locks `mine`, waits until the `parties` tasks of `both` hold theirs,
+/// then waits for `theirs` for good.
+#[traced_async]
+async fn deadlock_pair(
+    label: &'static str,
+    mine: Lock,
+    theirs: Lock,
+    both: Arc<tokio::sync::Barrier>,
+) {
+    let _mine = mine.lock().await; // pair holds
+    both.wait().await;
+    parked(label);
+    let _theirs = theirs.lock().await; // pair waits
+}
+
+#[traced_async]
+async fn deadlock_gamma(permit: Permits, rw: Rw, all: Arc<tokio::sync::Barrier>) {
+    let _permit = permit.acquire().await; // gamma holds
+    all.wait().await;
+    parked("gamma");
+    let _write = rw.write().await; // gamma waits
+}
+
+#[traced_async]
+async fn deadlock_delta(rw: Rw, m: Lock, all: Arc<tokio::sync::Barrier>) {
+    let _read = rw.read().await; // delta holds
+    all.wait().await;
+    parked("delta");
+    let _guard = m.lock().await; // delta waits
+}
+
+#[traced_async]
+async fn deadlock_epsilon(m: Lock, permit: Permits, all: Arc<tokio::sync::Barrier>) {
+    let _guard = m.lock().await; // epsilon holds
+    all.wait().await;
+    parked("epsilon");
+    let _permit = permit.acquire().await; // epsilon waits
+}
+
+#[traced_async]
+async fn deadlock_child(m: Lock) {
+    parked("child");
+    let _guard = m.lock().await; // child waits
+}
+
+#[traced_async]
+async fn deadlock_parent(m: Lock) {
+    let _guard = m.lock().await; // parent holds
+    let child = async_stack::tokio::spawn(deadlock_child(m.clone())); // parent spawns
+    parked("parent");
+    let _ = child.await; // parent waits
+}
+
+#[traced_async]
+async fn deadlock_bystander(m: Lock) {
+    parked("bystander");
+    let _guard = m.lock().await; // bystander waits
+}
+
+fn deadlock_mode(mode: &str) {
+    use async_stack::tokio::spawn_named;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let first = Arc::new(async_stack::sync::Mutex::new(1)); // deadlock: first
+    let second = Arc::new(async_stack::sync::Mutex::new(2)); // deadlock: second
+    let permit = Arc::new(async_stack::sync::Semaphore::new(1)); // deadlock: permit
+    let rw = Arc::new(async_stack::sync::RwLock::new(5)); // deadlock: rw
+    let third = Arc::new(async_stack::sync::Mutex::new(3)); // deadlock: third
+    let fourth = Arc::new(async_stack::sync::Mutex::new(4)); // deadlock: fourth
+    let found = rt.block_on(async {
+        let both = Arc::new(tokio::sync::Barrier::new(2));
+        spawn_named(
+            "alpha",
+            deadlock_pair("alpha", first.clone(), second.clone(), both.clone()),
+        );
+        spawn_named(
+            "beta",
+            deadlock_pair("beta", second.clone(), first.clone(), both),
+        );
+        until_parked(2).await;
+        let all = Arc::new(tokio::sync::Barrier::new(3));
+        spawn_named(
+            "gamma",
+            deadlock_gamma(permit.clone(), rw.clone(), all.clone()),
+        );
+        spawn_named(
+            "delta",
+            deadlock_delta(rw.clone(), third.clone(), all.clone()),
+        );
+        spawn_named(
+            "epsilon",
+            deadlock_epsilon(third.clone(), permit.clone(), all),
+        );
+        until_parked(5).await;
+        spawn_named("parent", deadlock_parent(fourth.clone()));
+        until_parked(7).await;
+        spawn_named("bystander", deadlock_bystander(first.clone()));
+        until_parked(8).await;
+        // Every task parked in its last poll; a few more turns let those
+        // polls end.
+        for _ in 0..10_000 {
+            let found = async_stack::deadlocks();
+            if found.len() == 3 {
+                return found;
+            }
+            tokio::task::yield_now().await;
+        }
+        panic!("the three deadlocks did not form");
+    });
+    let report: Vec<String> = found.iter().map(ToString::to_string).collect();
+    write("deadlocks.txt", &report.join("\n\n"));
+    write_task_ids();
+    write("dump.txt", &async_stack::dump().to_string());
+    if mode == "deadlock-torn" {
+        assert!(async_stack::debug::__testing::mark_oldest_waits_changing());
+    }
+    async_stack_debug_break();
+    std::process::exit(0);
+}
+
 // ---- two ----
 
 static DONE: AtomicBool = AtomicBool::new(false);
@@ -445,7 +587,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(mode), Some(out)) = (args.next(), args.next()) else {
         eprintln!(
-            "usage: debuggee <chain|two|cycle|wild|deep|magic|version|tokio|waits|waits-len|waits-torn> <out-dir>"
+            "usage: debuggee <chain|two|cycle|wild|deep|magic|version|tokio|waits|waits-len|waits-torn|deadlock|deadlock-torn> <out-dir>"
         );
         std::process::exit(2);
     };
@@ -456,6 +598,9 @@ fn main() {
     }
     if mode.starts_with("waits") {
         waits_mode(&mode);
+    }
+    if mode.starts_with("deadlock") {
+        deadlock_mode(&mode);
     }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

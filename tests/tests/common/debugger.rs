@@ -679,6 +679,7 @@ pub fn check_bad_arguments(tool: Tool) {
             "usage: async-bt [all | task <id>]",
         ),
         ("EXTRA", "async-tasks everything", "usage: async-tasks"),
+        ("DEADLOCKS", "async-deadlocks now", "usage: async-deadlocks"),
     ];
     let steps: Vec<Step> = cases
         .iter()
@@ -768,7 +769,7 @@ fn table_and_each_task(tool: Tool, out: &Path) -> Vec<Step> {
 
 /// What one session of [`live_and_core`] printed, and what the
 /// debuggee's run wrote: its outputs by file name, and its task and tokio
-/// ids by label (`task-ids.txt`, `tokio-ids.txt`).
+/// ids by label (`task-ids.txt`, `tokio-ids.txt` if written).
 struct Session {
     run: Run,
     files: BTreeMap<String, String>,
@@ -778,22 +779,26 @@ struct Session {
     what: &'static str,
 }
 
-/// The steps of [`table_and_each_task`] on the debuggee in `mode`, live,
-/// and on a core of another run (written by gdb): the two sessions, each
-/// without a Python traceback.
+/// The steps of [`table_and_each_task`], then `extra`, on the debuggee
+/// in `mode`, live, and on a core of another run (written by gdb): the
+/// two sessions, each without a Python traceback.
 #[track_caller]
-fn live_and_core(tool: Tool, mode: &str) -> [Session; 2] {
+fn live_and_core(tool: Tool, mode: &str, extra: &[Step]) -> [Session; 2] {
     let live_out = out_dir(&format!("{}-{mode}-live", tool.program()));
     let core_out = out_dir(&format!("{}-{mode}-core", tool.program()));
     let core = gcore(mode, &core_out);
-    let live = tool.live_mode(mode, &live_out, &table_and_each_task(tool, &live_out));
-    let on_core = tool.core(&debuggee(), &core, &table_and_each_task(tool, &core_out));
+    let steps = |out: &Path| [table_and_each_task(tool, out), extra.to_vec()].concat();
+    let live = tool.live_mode(mode, &live_out, &steps(&live_out));
+    let on_core = tool.core(&debuggee(), &core, &steps(&core_out));
     let _ = std::fs::remove_file(&core);
     [(live, live_out, "live"), (on_core, core_out, "core")].map(|(run, out, what)| {
         run.assert_no_traceback();
         let files = outputs(&out);
         let task = labelled_ids(&files["task-ids.txt"]);
-        let tokio = labelled_ids(&files["tokio-ids.txt"]);
+        let tokio = files
+            .get("tokio-ids.txt")
+            .map(|ids| labelled_ids(ids))
+            .unwrap_or_default();
         Session {
             run,
             files,
@@ -861,7 +866,7 @@ pub fn check_tokio_entries(tool: Tool) {
         task,
         tokio,
         what,
-    } in live_and_core(tool, "tokio")
+    } in live_and_core(tool, "tokio", &[])
     {
         let [join, solo, alone] = tokio_entries(&task, &tokio);
         for (label, want) in [
@@ -1110,7 +1115,7 @@ pub fn check_waits(tool: Tool) {
         task,
         tokio,
         what,
-    } in live_and_core(tool, "waits")
+    } in live_and_core(tool, "waits", &section("DEADLOCKS", "async-deadlocks"))
     {
         let want = waits_entries(&task, &tokio);
         assert_eq!(want.len(), task.len(), "every task noted");
@@ -1134,6 +1139,152 @@ pub fn check_waits(tool: Tool) {
         let table = run.section("TASKS");
         assert_eq!(task_rows(&table).len(), want.len(), "{what}:\n{table}");
         assert!(!table.contains("waiting for"), "{what}:\n{table}");
+        // Six tasks wait (`locker`, `writer`, `queued`, `acquirer`,
+        // `starved`, `joiner`), each for a task free to go on.
+        assert_eq!(
+            run.section("DEADLOCKS"),
+            "no deadlock among 6 waiting tasks",
+            "{what}: async-deadlocks:\n{run}"
+        );
+    }
+}
+
+/// The report of the debuggee in mode `deadlock`, one text per deadlock
+/// in the order `async_stack::deadlocks()` gives them, as
+/// `Deadlock` displays itself: each deadlock's edges from its smallest
+/// task id round the cycle, each with the line where the task waits and
+/// the line where the other acquired what it waits for (or, for a
+/// `JoinHandle`, the `.await` and the spawn site).
+fn deadlock_reports(task: &BTreeMap<String, u64>) -> [String; 3] {
+    let at = debuggee_location;
+    // Where a resource was created: the line that ends with `snippet`.
+    let created = |snippet: &str| at(snippet, "async_stack");
+    let edge = |waiter: &str,
+                named: bool,
+                waits: String,
+                kind: &str,
+                made: String,
+                holder: &str,
+                acquired: String| {
+        let name = if named {
+            format!(" \"{waiter}\"")
+        } else {
+            String::new()
+        };
+        format!(
+            "task {}{name} waits at {waits} for {kind} created at {made}, held by task {} \
+             (acquired at {acquired})",
+            task[waiter], task[holder]
+        )
+    };
+    let pair_waits = || at("theirs.lock().await; // pair waits", "lock");
+    let pair_holds = || at("mine.lock().await; // pair holds", "lock");
+    let inversion = [
+        "deadlock: 2 tasks wait for each other".to_owned(),
+        edge(
+            "alpha",
+            true,
+            pair_waits(),
+            "Mutex",
+            created("async_stack::sync::Mutex::new(2)); // deadlock: second"),
+            "beta",
+            pair_holds(),
+        ),
+        edge(
+            "beta",
+            true,
+            pair_waits(),
+            "Mutex",
+            created("async_stack::sync::Mutex::new(1)); // deadlock: first"),
+            "alpha",
+            pair_holds(),
+        ),
+    ];
+    let three = [
+        "deadlock: 3 tasks wait for each other".to_owned(),
+        edge(
+            "gamma",
+            true,
+            at("rw.write().await; // gamma waits", "write"),
+            "RwLock",
+            created("async_stack::sync::RwLock::new(5)); // deadlock: rw"),
+            "delta",
+            at("rw.read().await; // delta holds", "read"),
+        ),
+        edge(
+            "delta",
+            true,
+            at("m.lock().await; // delta waits", "lock"),
+            "Mutex",
+            created("async_stack::sync::Mutex::new(3)); // deadlock: third"),
+            "epsilon",
+            at("m.lock().await; // epsilon holds", "lock"),
+        ),
+        edge(
+            "epsilon",
+            true,
+            at("permit.acquire().await; // epsilon waits", "acquire"),
+            "Semaphore",
+            created("async_stack::sync::Semaphore::new(1)); // deadlock: permit"),
+            "gamma",
+            at("permit.acquire().await; // gamma holds", "acquire"),
+        ),
+    ];
+    let join = [
+        "deadlock: 2 tasks wait for each other".to_owned(),
+        format!(
+            "task {} \"parent\" waits at {} for the end of task {}, spawned at {}",
+            task["parent"],
+            at("let _ = child.await; // parent waits", "await"),
+            task["child"],
+            at("async_stack::tokio::spawn(deadlock_child", "async_stack"),
+        ),
+        edge(
+            "child",
+            false,
+            at("m.lock().await; // child waits", "lock"),
+            "Mutex",
+            created("async_stack::sync::Mutex::new(4)); // deadlock: fourth"),
+            "parent",
+            at("m.lock().await; // parent holds", "lock"),
+        ),
+    ];
+    [
+        inversion.join("\n\n"),
+        three.join("\n\n"),
+        join.join("\n\n"),
+    ]
+}
+
+/// Mode `deadlock`, live and on a core of another run (written by gdb):
+/// `async-deadlocks` prints exactly what `async_stack::deadlocks()`
+/// reported in the process at that stop (`deadlocks.txt`): the three
+/// deadlocks, with both tasks' ids and both `.await` lines of each wait,
+/// and not `bystander`, which waits for a deadlock without being in one.
+#[track_caller]
+pub fn check_deadlocks(tool: Tool) {
+    for Session {
+        run,
+        files,
+        task,
+        what,
+        ..
+    } in live_and_core(tool, "deadlock", &section("DEADLOCKS", "async-deadlocks"))
+    {
+        let got = run.section("DEADLOCKS");
+        assert_eq!(
+            got, files["deadlocks.txt"],
+            "{what}: async-deadlocks and the in-process report differ:\n{run}"
+        );
+        assert_eq!(
+            got,
+            deadlock_reports(&task).join("\n\n"),
+            "{what}: async-deadlocks:\n{run}"
+        );
+        assert!(
+            !got.contains(&format!("task {} ", task["bystander"])),
+            "{what}:\n{got}"
+        );
     }
 }
 
@@ -1144,10 +1295,16 @@ pub fn check_waits(tool: Tool) {
 /// and each task says how many resources were left out.
 #[track_caller]
 pub fn check_waits_corruption(tool: Tool) {
+    let with_deadlocks = |out: &Path| {
+        let mut steps = table_and_each_task(tool, out);
+        steps.extend(section("DEADLOCKS", "async-deadlocks"));
+        steps
+    };
     let out = out_dir(&format!("{}-waits-len", tool.program()));
-    let run = tool.live_mode("waits-len", &out, &table_and_each_task(tool, &out));
+    let run = tool.live_mode("waits-len", &out, &with_deadlocks(&out));
     let task = labelled_ids(&outputs(&out)["task-ids.txt"]);
-    let sections: Vec<String> = task.keys().map(|label| format!("TASK-{label}")).collect();
+    let mut sections: Vec<String> = task.keys().map(|label| format!("TASK-{label}")).collect();
+    sections.push("DEADLOCKS".to_owned());
     let sections: Vec<&str> = sections.iter().map(String::as_str).collect();
     assert_one_line_error(
         &run,
@@ -1158,7 +1315,7 @@ pub fn check_waits_corruption(tool: Tool) {
     assert_eq!(task_rows(&table).len(), task.len(), "async-tasks:\n{run}");
 
     let out = out_dir(&format!("{}-waits-torn", tool.program()));
-    let run = tool.live_mode("waits-torn", &out, &table_and_each_task(tool, &out));
+    let run = tool.live_mode("waits-torn", &out, &with_deadlocks(&out));
     run.assert_no_traceback();
     let files = outputs(&out);
     let task = labelled_ids(&files["task-ids.txt"]);
@@ -1181,4 +1338,32 @@ pub fn check_waits_corruption(tool: Tool) {
             task[label]
         );
     }
+    // No wait read, and the five resources named as skipped.
+    assert_eq!(
+        run.section("DEADLOCKS"),
+        "no deadlock among 0 waiting tasks\n\
+         (5 resources with waits caught in the middle of a change; their waits not shown)",
+        "async-deadlocks:\n{run}"
+    );
+
+    // A deadlock through a resource caught in the middle of a change is
+    // not reported (one of its edges was not read); the others are, and
+    // the skipped resource is named.
+    let out = out_dir(&format!("{}-deadlock-torn", tool.program()));
+    let run = tool.live_mode(
+        "deadlock-torn",
+        &out,
+        &section("DEADLOCKS", "async-deadlocks"),
+    );
+    run.assert_no_traceback();
+    let task = labelled_ids(&outputs(&out)["task-ids.txt"]);
+    let [_, three, join] = deadlock_reports(&task);
+    assert_eq!(
+        run.section("DEADLOCKS"),
+        format!(
+            "{three}\n\n{join}\n\n\
+             (1 resource with waits caught in the middle of a change; its waits not shown)"
+        ),
+        "async-deadlocks:\n{run}"
+    );
 }
