@@ -15,6 +15,18 @@
 //!   it across a `yield_now`, so that every lock waits (one `Pending`, one
 //!   wake) for the other task to release it; time per iteration covers
 //!   two such waits. Target: at most 50 ns above the baseline per wait.
+//!   The waits overlap (a task unlocks and locks again before the other's
+//!   wait has ended), so the mutex keeps waiters throughout and is listed
+//!   in the waits registry once for the whole run.
+//! - `locks_first_wait`: one task holds the mutex while the other queues
+//!   for it, then lets it go, and locks again only once the waiter has
+//!   taken and dropped it (the two pass turns through an atomic, yielding
+//!   until it is theirs): every wait is the mutex's first and last, and
+//!   lists and unlists it (see `benches/src/bin/locks_probe.rs`, scenario
+//!   `contended`). The waiter asserts, with `try_lock`, that the mutex is
+//!   held each time it queues. A round is one wait and one uncontended
+//!   lock: subtract `locks_uncontended`'s difference from the round's to
+//!   get the wait's.
 //! - `deadlocks`: `async_stack::deadlocks()` with 10,000 live traced tasks,
 //!   1,000 of them waiting in 500 two-task lock-order inversions (the
 //!   worst case: every wait is a candidate, so both passes run), and what
@@ -24,7 +36,8 @@
 //! # How to read it
 //!
 //! `locks_*`: criterion's time is per lock (uncontended) or per round of
-//! two waits (contended); the difference between the two variants is the
+//! two waits (contended) or per round of one wait and one free lock
+//! (first wait); the difference between the two variants is the
 //! price of the records. `deadlocks`: the time of one call.
 
 use std::hint::black_box;
@@ -109,6 +122,70 @@ macro_rules! take_turns {
             benches::clock::now() - start
         })
     }};
+}
+
+/// `iters` rounds, each one wait that is the mutex's first and last: a
+/// holder and a waiter that never queue at the same time. They pass turns
+/// through `turn` (whoever's turn it is not yields until it is), so the
+/// order does not depend on the runtime's queue: the waiter queues only
+/// while the holder has the mutex, and the holder locks again only after
+/// the waiter has dropped it.
+macro_rules! one_wait_each {
+    ($rt:expr, $m:expr, $iters:expr) => {{
+        use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
+        const HELD: u8 = 1;
+        const QUEUED: u8 = 2;
+        const DONE: u8 = 3;
+        let (m, iters) = ($m, $iters);
+        let turn = Arc::new(AtomicU8::new(DONE));
+        in_traced_task($rt, async move {
+            let waiter = {
+                let (m, turn) = (m.clone(), turn.clone());
+                async_stack::tokio::spawn(
+                    async move {
+                        for _ in 0..iters {
+                            while turn.load(Relaxed) != HELD {
+                                tokio::task::yield_now().await;
+                            }
+                            assert!(m.try_lock().is_err(), "the holder has the mutex");
+                            turn.store(QUEUED, Relaxed);
+                            drop(m.lock().await);
+                            turn.store(DONE, Relaxed);
+                        }
+                    }
+                    .traced(),
+                )
+            };
+            let start = benches::clock::now();
+            for _ in 0..iters {
+                let g = m.lock().await;
+                turn.store(HELD, Relaxed);
+                while turn.load(Relaxed) != QUEUED {
+                    tokio::task::yield_now().await;
+                }
+                drop(g);
+                while turn.load(Relaxed) != DONE {
+                    tokio::task::yield_now().await;
+                }
+            }
+            waiter.await.expect("the waiter does not panic");
+            benches::clock::now() - start
+        })
+    }};
+}
+
+fn first_wait(c: &mut Criterion<BenchClock>) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("locks_first_wait");
+    group.bench_function(TOKIO, |b| {
+        b.iter_custom(|iters| one_wait_each!(&rt, Arc::new(tokio::sync::Mutex::new(())), iters));
+    });
+    group.bench_function(ASYNC_STACK, |b| {
+        b.iter_custom(|iters| {
+            one_wait_each!(&rt, Arc::new(async_stack::sync::Mutex::new(())), iters)
+        });
+    });
+    group.finish();
 }
 
 fn contended(c: &mut Criterion<BenchClock>) {
@@ -203,6 +280,6 @@ fn deadlocks(c: &mut Criterion<BenchClock>) {
 criterion_group! {
     name = benches;
     config = benches::clock::criterion();
-    targets = uncontended, contended, deadlocks
+    targets = uncontended, contended, first_wait, deadlocks
 }
 criterion_main!(benches);
