@@ -18,7 +18,7 @@ pub use ::tokio::task::{AbortHandle, Id, JoinError};
 use crate::task::record::layout::current_task_id;
 use crate::task::spawned;
 use crate::task::tokio_task::id_number;
-use crate::waits::resource::{Ask, Kind, Owner, Registry, WaitRecord};
+use crate::waits::resource::{Ask, Kind, Owner, Registry, Resource, WaitRecord};
 
 /// An owned permission to await a spawned task: tokio's `JoinHandle`,
 /// whose `.await` is recorded as a wait for the spawned task (its traced
@@ -151,12 +151,12 @@ impl<T> JoinHandle<T> {
     fn start_wait(&mut self) {
         let (spawned_at, id) = (self.spawned_at, self.inner.id());
         let resource = self.resource.get_or_insert_with(|| {
-            Owner::new(
+            Owner::new(Resource::new(
                 Kind::JoinHandle,
                 spawned_at,
                 Some(id_number(id)),
                 Registry::global(),
-            )
+            ))
         });
         let task = current_task_id().unwrap_or(0);
         self.wait = Some(WaitRecord::start(resource, task, None, Ask::Finish));

@@ -17,7 +17,12 @@ use crate::waits::resource::{Ask, Kind, Owner, Registry, Resource, WaitRecord, s
 /// wait until the wrapper is dropped).
 #[track_caller]
 pub(crate) fn new_resource(kind: Kind) -> Owner {
-    Owner::new(kind, Location::caller(), None, Registry::global())
+    Owner::new(Resource::new(
+        kind,
+        Location::caller(),
+        None,
+        Registry::global(),
+    ))
 }
 
 /// The tokio type a wrapper keeps in an `Arc`, taken out of it. Only the

@@ -125,7 +125,7 @@ fn the_hold_slot_is_read_whole() {
 fn the_owner_and_the_last_wait_racing_a_reader_unlist_it_before_it_is_freed() {
     loom::model(|| {
         let reg = registry();
-        let owner = Owner::new(Kind::Mutex, Location::caller(), None, reg);
+        let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), None, reg));
         owner.exclusive.acquire(1, Location::caller(), 0);
         let w = WaitRecord::start(&owner, 2, None, Ask::Exclusive);
         let waiter = loom::thread::spawn(move || drop(w));
@@ -148,7 +148,7 @@ fn the_owner_and_the_last_wait_racing_a_reader_unlist_it_before_it_is_freed() {
 fn a_first_wait_racing_the_owners_drop_is_unlisted_by_its_end() {
     loom::model(|| {
         let reg = registry();
-        let owner = Owner::new(Kind::Mutex, Location::caller(), None, reg);
+        let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), None, reg));
         let resource = Arc::clone(&owner);
         let dropper = loom::thread::spawn(move || drop(owner));
         let w = WaitRecord::start(&resource, 2, None, Ask::Exclusive);

@@ -236,8 +236,8 @@ struct Lists {
     waits: Vec<Wait>,
     /// The resource's index in the registry while it is listed.
     index: Option<usize>,
-    /// Whether its [`Owner`] is alive: set at creation, cleared once by
-    /// the owner's drop. An owned resource stays listed past its last
+    /// Whether its [`Owner`] is alive: set by [`Owner::new`], cleared
+    /// once by the owner's drop. An owned resource stays listed past its last
     /// wait (see [`Registry`]).
     owned: bool,
 }
@@ -300,24 +300,13 @@ pub(crate) struct Resource {
 }
 
 impl Resource {
-    /// A resource without an [`Owner`]: unlisted with its last wait (the
-    /// tests' and the models').
-    #[cfg(any(test, async_stack_loom))]
+    /// A resource without an owner, unlisted with its last wait (the
+    /// tests' and the models'), until [`Owner::new`] takes it.
     pub(crate) fn new(
         kind: Kind,
         created_at: &'static Location<'static>,
         target: Option<u64>,
         registry: &'static Registry,
-    ) -> Self {
-        Self::make(kind, created_at, target, registry, false)
-    }
-
-    fn make(
-        kind: Kind,
-        created_at: &'static Location<'static>,
-        target: Option<u64>,
-        registry: &'static Registry,
-        owned: bool,
     ) -> Self {
         Resource {
             key: next_generation(),
@@ -327,10 +316,7 @@ impl Resource {
             registry,
             exclusive: HoldSlot::new(),
             view: ListsView::default(),
-            lists: Mutex::new(Lists {
-                owned,
-                ..Lists::default()
-            }),
+            lists: Mutex::new(Lists::default()),
         }
     }
 
@@ -528,15 +514,13 @@ impl Drop for Resource {
 pub(crate) struct Owner(Arc<Resource>);
 
 impl Owner {
-    pub(crate) fn new(
-        kind: Kind,
-        created_at: &'static Location<'static>,
-        target: Option<u64>,
-        registry: &'static Registry,
-    ) -> Self {
-        Owner(Arc::new(Resource::make(
-            kind, created_at, target, registry, true,
-        )))
+    /// Owns `resource` (new, so not listed yet).
+    pub(crate) fn new(mut resource: Resource) -> Self {
+        match resource.lists.get_mut() {
+            Ok(lists) => lists.owned = true,
+            Err(poisoned) => poisoned.into_inner().owned = true,
+        }
+        Owner(Arc::new(resource))
     }
 }
 

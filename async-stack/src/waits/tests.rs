@@ -250,7 +250,7 @@ fn listed_resources_read_in_order_of_creation_and_sit_in_slots_for_debuggers() {
 }
 
 fn owned(reg: &'static Registry, kind: Kind) -> Owner {
-    Owner::new(kind, Location::caller(), None, reg)
+    Owner::new(Resource::new(kind, Location::caller(), None, reg))
 }
 
 /// An owned resource stays listed from its first wait until its owner is
