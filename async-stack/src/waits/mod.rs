@@ -30,9 +30,8 @@
 //!   wrapper, or the `JoinHandle`) is dropped, or until its last wait ends
 //!   if that comes later: the registry is locked twice in a resource's
 //!   life, not twice per wait (the slow path). A listed resource with no
-//!   wait shows nothing: every reader goes by its list of waits, and the
-//!   registry counts the resources whose list is not empty, for the
-//!   readers' fast path while nobody waits.
+//!   wait shows nothing: every reader goes by its list of waits. The
+//!   readers' fast path is for a registry where nothing is listed.
 //!
 //! Debuggers read the same records from memory alone: the registry keeps
 //! the listed resources' addresses in slots of a never-freed page table

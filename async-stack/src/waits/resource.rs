@@ -394,8 +394,7 @@ impl Resource {
     }
 
     /// Records a wait at the end of the queue; returns its generation.
-    /// Lists the resource in the registry if it is not listed yet, and
-    /// counts it among the resources with waits if it is its first.
+    /// Lists the resource in the registry if it is not listed yet.
     ///
     /// Only [`WaitRecord`] calls it, which keeps an `Arc` of the resource
     /// until it has ended the wait: the registry's pointer to a listed
@@ -415,30 +414,23 @@ impl Resource {
             generation,
         };
         let mut lists = lock(&self.lists);
-        if lists.waits.is_empty() {
-            if lists.index.is_none() {
-                // Resource lock, then registry lock: `detect` never holds
-                // the registry's while taking a resource's.
-                lists.index = Some(self.registry.list(self));
-            }
-            self.registry.waiting.fetch_add(1, Ordering::Relaxed);
+        if lists.index.is_none() {
+            // Resource lock, then registry lock: `detect` never holds the
+            // registry's while taking a resource's.
+            lists.index = Some(self.registry.list(self));
         }
         self.edit(&mut lists, Edited::Waits, |l| l.waits.push(wait));
         generation
     }
 
-    /// Ends the wait `generation`. After the last, the resource no longer
-    /// counts among those with waits, and is unlisted if its owner is
-    /// gone (or it never had one).
+    /// Ends the wait `generation`. After the last, the resource is
+    /// unlisted if its owner is gone (or it never had one).
     fn end_wait(&self, generation: u64) {
         let mut lists = lock(&self.lists);
         if let Some(i) = lists.waits.iter().position(|w| w.generation == generation) {
             self.edit(&mut lists, Edited::Waits, |l| l.waits.remove(i));
-            if lists.waits.is_empty() {
-                self.registry.waiting.fetch_sub(1, Ordering::Relaxed);
-                if !lists.owned {
-                    self.unlist(&mut lists);
-                }
+            if lists.waits.is_empty() && !lists.owned {
+                self.unlist(&mut lists);
             }
         }
     }
@@ -624,10 +616,14 @@ pub(crate) type ListedSlot = AtomicPtr<Resource>;
 /// the lock.
 ///
 /// A listed resource with no wait shows nothing: readers go by its
-/// `waits` list (empty), and [`is_empty`] by `waiting`, the count of
-/// resources whose list of waits is not empty, changed under the
-/// resource's lock at its first wait and at its last (one atomic
-/// read-modify-write each, where listing and unlisting took this lock).
+/// `waits` list, which is empty. Their fast path, [`is_empty`], is true
+/// only while nothing is listed (one load of `count`); otherwise they
+/// copy every listed resource, those without waits included. A count of
+/// the resources that have waits would keep the fast path for a process
+/// whose locks are idle, but it costs each first and last wait an atomic
+/// read-modify-write, which measured about 8 ns each (see BENCHMARKS.md,
+/// 2026-11-27 "unlisting lazily"): the wait path is paid at every
+/// contended wait, the readers' walk only by a diagnostic call.
 ///
 /// # Why the raw addresses are sound
 ///
@@ -652,10 +648,12 @@ pub(crate) type ListedSlot = AtomicPtr<Resource>;
 /// [`is_empty`]: Registry::is_empty
 pub(crate) struct Registry {
     listed: Mutex<Listed>,
-    /// How many resources have at least one wait (`Relaxed`: a fast path
-    /// for readers, which read the lists under their locks when it is not
-    /// 0; any reader that a wait's start happens before sees it counted).
-    waiting: AtomicUsize,
+    /// How many resources are listed: written only under `listed`'s lock
+    /// (a load and a store), read without it by [`is_empty`] (`Relaxed`:
+    /// a reader that a wait's start happens before sees it counted).
+    ///
+    /// [`is_empty`]: Registry::is_empty
+    count: AtomicUsize,
     /// Not under loom: no model reads them.
     #[cfg(not(async_stack_loom))]
     slots: Arena<ListedSlot>,
@@ -668,8 +666,6 @@ struct Listed {
     resources: Vec<*const Resource>,
     /// The free indices.
     free: Vec<usize>,
-    /// How many resources are listed.
-    count: usize,
 }
 
 // SAFETY: the addresses are of `Resource`s, which are `Send` and `Sync`;
@@ -680,7 +676,7 @@ unsafe impl Send for Listed {}
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("listed", &lock(&self.listed).count)
+            .field("listed", &self.count.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -692,7 +688,7 @@ impl Registry {
     pub(crate) fn new() -> Self {
         Registry {
             listed: Mutex::new(Listed::default()),
-            waiting: AtomicUsize::new(0),
+            count: AtomicUsize::new(0),
             #[cfg(not(async_stack_loom))]
             slots: Arena::new(2 * PAGE, empty_slot),
         }
@@ -704,7 +700,7 @@ impl Registry {
         static GLOBAL: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
         GLOBAL.get_or_init(|| Registry {
             listed: Mutex::new(Listed::default()),
-            waiting: AtomicUsize::new(0),
+            count: AtomicUsize::new(0),
             slots: Arena::with_pages(&LISTED_PAGES, &LISTED_COUNT, LISTED_CAPACITY, empty_slot),
         })
     }
@@ -724,7 +720,8 @@ impl Registry {
             }
         };
         listed.resources[index] = Arc::as_ptr(resource);
-        listed.count += 1;
+        self.count
+            .store(self.count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         #[cfg(not(async_stack_loom))]
         self.mirror(index, Arc::as_ptr(resource).cast_mut());
         index
@@ -742,7 +739,8 @@ impl Registry {
             return;
         }
         listed.free.push(index);
-        listed.count -= 1;
+        self.count
+            .store(self.count.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
     }
 
     /// Writes the slot of `index`, if it has one.
@@ -781,9 +779,10 @@ impl Registry {
         out
     }
 
-    /// Whether no resource has a wait: one load, the readers' fast path.
+    /// Whether nothing is listed, so that no resource has a wait: one
+    /// load, the readers' fast path.
     pub(crate) fn is_empty(&self) -> bool {
-        self.waiting.load(Ordering::Relaxed) == 0
+        self.count.load(Ordering::Relaxed) == 0
     }
 }
 
