@@ -801,13 +801,17 @@ class Reader:
         """The listed resources read whole, in key order (as the
         in-process readers go through them); those caught in the middle of
         a change are skipped and counted in :attr:`torn_resources`."""
+        l, m = self.layout, self.memory
         resources, self.torn_resources = [], 0
         for address in self.listed():
             resource = self.resource(address)
-            if resource is None:
-                self.torn_resources += 1
-            else:
+            if resource is not None:
                 resources.append(resource)
+            elif m.u64(address + l.resource_waits_len, "resource %#x" % address):
+                # A listed resource with no wait (its owner lives on) shows
+                # nothing, even caught in a change: a wait being added is
+                # there only once the change ends.
+                self.torn_resources += 1
         resources.sort(key=lambda r: r.key)
         return resources
 

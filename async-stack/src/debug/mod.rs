@@ -96,7 +96,9 @@
 //!
 //! - **Waits** (feature `tokio`: the locks of `async_stack::sync` and
 //!   awaited `async_stack::tokio::JoinHandle`s; see `waits/`). The
-//!   resources that have at least one wait are *listed*: slot `i` (a
+//!   resources that have at least one wait are *listed* (and so may be
+//!   those that had one, until their lock or handle is dropped: their
+//!   `waits_len` is `0` and they show nothing): slot `i` (a
 //!   pointer, `pointer_size` bytes) is entry `i % arena_page_entries` of
 //!   page `i / arena_page_entries` of the `listed_pages` table (a page not
 //!   allocated is `0`), for `i` below the smaller of the `listed_count`

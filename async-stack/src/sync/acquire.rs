@@ -10,13 +10,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::task::record::layout::current_task_id;
-use crate::waits::resource::{Ask, Kind, Registry, Resource, WaitRecord, stamp};
+use crate::waits::resource::{Ask, Kind, Owner, Registry, Resource, WaitRecord, stamp};
 
 /// A wrapper's resource: of `kind`, created at the caller's location, in
-/// the process's registry.
+/// the process's registry, owned by the wrapper (listed from its first
+/// wait until the wrapper is dropped).
 #[track_caller]
-pub(crate) fn new_resource(kind: Kind) -> Arc<Resource> {
-    Arc::new(Resource::new(
+pub(crate) fn new_resource(kind: Kind) -> Owner {
+    Owner::new(Resource::new(
         kind,
         Location::caller(),
         None,

@@ -10,7 +10,7 @@ use ::tokio::sync as tokio_sync;
 pub use ::tokio::sync::TryLockError;
 
 use crate::sync::acquire::{Acquiring, ExclusiveHold, inner_mut, new_resource, unwrap_inner};
-use crate::waits::resource::{Ask, Kind, Resource};
+use crate::waits::resource::{Ask, Kind, Owner, Resource};
 
 /// An asynchronous mutex: `tokio::sync::Mutex`, with the same methods,
 /// that records who holds it and who waits for it, for
@@ -27,7 +27,7 @@ use crate::waits::resource::{Ask, Kind, Resource};
 /// # }
 /// ```
 pub struct Mutex<T: ?Sized> {
-    resource: Arc<Resource>,
+    resource: Owner,
     inner: Arc<tokio_sync::Mutex<T>>,
 }
 
@@ -87,7 +87,7 @@ impl<T: ?Sized> Mutex<T> {
     pub fn lock(&self) -> impl Future<Output = MutexGuard<'_, T>> {
         let at = Location::caller();
         Acquiring::new(
-            &self.resource,
+            &*self.resource,
             at,
             Ask::Exclusive,
             self.inner.lock(),
@@ -111,7 +111,7 @@ impl<T: ?Sized> Mutex<T> {
         let at = Location::caller();
         let inner = self.inner.try_lock()?;
         Ok(MutexGuard {
-            _hold: ExclusiveHold::new(&self.resource, at),
+            _hold: ExclusiveHold::new(&*self.resource, at),
             inner,
         })
     }
@@ -131,7 +131,7 @@ impl<T: ?Sized> Mutex<T> {
     pub fn lock_owned(self: Arc<Self>) -> impl Future<Output = OwnedMutexGuard<T>> {
         let at = Location::caller();
         Acquiring::new(
-            Arc::clone(&self.resource),
+            Arc::clone(&*self.resource),
             at,
             Ask::Exclusive,
             Arc::clone(&self.inner).lock_owned(),
@@ -154,7 +154,7 @@ impl<T: ?Sized> Mutex<T> {
         let at = Location::caller();
         let inner = Arc::clone(&self.inner).try_lock_owned()?;
         Ok(OwnedMutexGuard {
-            _hold: ExclusiveHold::new(Arc::clone(&self.resource), at),
+            _hold: ExclusiveHold::new(Arc::clone(&*self.resource), at),
             inner,
         })
     }
@@ -168,6 +168,12 @@ impl<T: ?Sized> Mutex<T> {
     /// ```
     pub fn get_mut(&mut self) -> &mut T {
         inner_mut(&mut self.inner).get_mut()
+    }
+
+    /// Its record in the waits-for graph.
+    #[cfg(test)]
+    pub(crate) fn resource(&self) -> &Arc<Resource> {
+        &self.resource
     }
 }
 

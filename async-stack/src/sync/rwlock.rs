@@ -12,7 +12,7 @@ use ::tokio::sync::TryLockError;
 use crate::sync::acquire::{
     Acquiring, ExclusiveHold, SharedHold, inner_mut, new_resource, unwrap_inner,
 };
-use crate::waits::resource::{Ask, Kind, Resource};
+use crate::waits::resource::{Ask, Kind, Owner, Resource};
 
 /// A reader-writer lock: `tokio::sync::RwLock` (fair, write-preferring:
 /// a reader queued behind a waiting writer waits for it), with the same
@@ -31,7 +31,7 @@ use crate::waits::resource::{Ask, Kind, Resource};
 /// # }
 /// ```
 pub struct RwLock<T: ?Sized> {
-    resource: Arc<Resource>,
+    resource: Owner,
     inner: Arc<tokio_sync::RwLock<T>>,
 }
 
@@ -102,7 +102,7 @@ impl<T: ?Sized> RwLock<T> {
     pub fn read(&self) -> impl Future<Output = RwLockReadGuard<'_, T>> {
         let at = Location::caller();
         Acquiring::new(
-            &self.resource,
+            &*self.resource,
             at,
             Ask::Shared(1),
             self.inner.read(),
@@ -127,7 +127,7 @@ impl<T: ?Sized> RwLock<T> {
     pub fn write(&self) -> impl Future<Output = RwLockWriteGuard<'_, T>> {
         let at = Location::caller();
         Acquiring::new(
-            &self.resource,
+            &*self.resource,
             at,
             Ask::Exclusive,
             self.inner.write(),
@@ -151,7 +151,7 @@ impl<T: ?Sized> RwLock<T> {
     pub fn read_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockReadGuard<T>> {
         let at = Location::caller();
         Acquiring::new(
-            Arc::clone(&self.resource),
+            Arc::clone(&*self.resource),
             at,
             Ask::Shared(1),
             Arc::clone(&self.inner).read_owned(),
@@ -176,7 +176,7 @@ impl<T: ?Sized> RwLock<T> {
     pub fn write_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
         let at = Location::caller();
         Acquiring::new(
-            Arc::clone(&self.resource),
+            Arc::clone(&*self.resource),
             at,
             Ask::Exclusive,
             Arc::clone(&self.inner).write_owned(),
@@ -202,7 +202,7 @@ impl<T: ?Sized> RwLock<T> {
         let inner = self.inner.try_read()?;
         Ok(RwLockReadGuard {
             inner,
-            _hold: SharedHold::new(&self.resource, at, 1),
+            _hold: SharedHold::new(&*self.resource, at, 1),
         })
     }
 
@@ -219,7 +219,7 @@ impl<T: ?Sized> RwLock<T> {
         let at = Location::caller();
         let inner = self.inner.try_write()?;
         Ok(RwLockWriteGuard {
-            _hold: ExclusiveHold::new(&self.resource, at),
+            _hold: ExclusiveHold::new(&*self.resource, at),
             inner,
         })
     }

@@ -10,7 +10,7 @@ use ::tokio::sync as tokio_sync;
 pub use ::tokio::sync::{AcquireError, TryAcquireError};
 
 use crate::sync::acquire::{Acquiring, SharedHold, new_resource};
-use crate::waits::resource::{Ask, Kind, Resource};
+use crate::waits::resource::{Ask, Kind, Owner, Resource};
 
 /// A counting semaphore: `tokio::sync::Semaphore` (fair: FIFO), with the
 /// same methods, recording which tasks hold permits and which wait.
@@ -33,7 +33,7 @@ use crate::waits::resource::{Ask, Kind, Resource};
 /// # }
 /// ```
 pub struct Semaphore {
-    resource: Arc<Resource>,
+    resource: Owner,
     inner: Arc<tokio_sync::Semaphore>,
 }
 
@@ -159,7 +159,7 @@ impl Semaphore {
         n: u32,
     ) -> impl Future<Output = Result<SemaphorePermit<'_>, AcquireError>> {
         Acquiring::new(
-            &self.resource,
+            &*self.resource,
             at,
             Ask::Shared(n),
             self.inner.acquire_many(n),
@@ -214,7 +214,7 @@ impl Semaphore {
         n: u32,
     ) -> impl Future<Output = Result<OwnedSemaphorePermit, AcquireError>> {
         Acquiring::new(
-            Arc::clone(&self.resource),
+            Arc::clone(&*self.resource),
             at,
             Ask::Shared(n),
             Arc::clone(&self.inner).acquire_many_owned(n),
@@ -261,7 +261,7 @@ impl Semaphore {
         let inner = self.inner.try_acquire_many(n)?;
         Ok(SemaphorePermit {
             inner,
-            hold: SharedHold::new(&self.resource, at, n),
+            hold: SharedHold::new(&*self.resource, at, n),
         })
     }
 
@@ -299,7 +299,7 @@ impl Semaphore {
         let inner = Arc::clone(&self.inner).try_acquire_many_owned(n)?;
         Ok(OwnedSemaphorePermit {
             inner,
-            hold: SharedHold::new(Arc::clone(&self.resource), at, n),
+            hold: SharedHold::new(Arc::clone(&*self.resource), at, n),
         })
     }
 }

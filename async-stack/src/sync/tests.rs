@@ -166,3 +166,68 @@ fn shared_holds_and_downgrades_are_recorded_with_their_lines() {
         assert!(waits_of(writer).is_none());
     });
 }
+
+/// A mutex whose waits ended stays listed while it lives and shows in
+/// neither a dump's waits nor `deadlocks()`; dropping it unlists it.
+#[test]
+fn a_mutex_whose_waits_ended_shows_nothing_and_its_drop_unlists_it() {
+    rt().block_on(async {
+        let (m, created) = (Arc::new(Mutex::new(0)), line!());
+        let held = m.lock().await;
+        let m2 = m.clone();
+        let (waiter, h) = waiting(async move {
+            drop(m2.lock().await);
+        })
+        .await;
+        let address = Arc::as_ptr(m.resource());
+        assert!(Registry::global().lists(address));
+        drop(held);
+        h.await.unwrap();
+        assert!(waits_of(waiter).is_none());
+        assert!(Registry::global().lists(address), "listed while it lives");
+        // Other tests' tasks may wait meanwhile, for other resources.
+        let dump = crate::read::dump::dump().to_string();
+        let ours = format!("waiting for Mutex created at {}:{created}:", file!());
+        assert!(!dump.contains(&ours), "{dump}");
+        assert!(
+            crate::waits::report::deadlocks()
+                .iter()
+                .all(|d| d.edges.iter().all(|e| e.created_at.line != created))
+        );
+        drop(m);
+        assert!(!Registry::global().lists(address));
+    });
+}
+
+/// An acquire future leaked while queued (`mem::forget`) leaks its wait
+/// and the `Arc` of the resource it holds: the mutex's drop leaves the
+/// resource listed, alive, with that one wait, and nothing dangles.
+#[test]
+fn a_leaked_acquire_future_outlives_its_mutex_without_dangling() {
+    rt().block_on(async {
+        let m = Arc::new(Mutex::new(0));
+        let held = m.clone().lock_owned().await;
+        let m2 = m.clone();
+        let (waiter, h) = waiting(async move {
+            let mut f = Box::pin(m2.lock_owned());
+            std::future::poll_fn(|cx| {
+                assert!(f.as_mut().poll(cx).is_pending());
+                std::task::Poll::Ready(())
+            })
+            .await;
+            std::mem::forget(f);
+            std::future::pending::<()>().await;
+        })
+        .await;
+        let address = Arc::as_ptr(m.resource());
+        drop(m);
+        drop(held);
+        assert!(Registry::global().lists(address));
+        let wait = waits_of(waiter).unwrap();
+        assert_eq!((wait.kind, wait.holders.len()), (Kind::Mutex, 0));
+        h.abort();
+        assert!(h.await.unwrap_err().is_cancelled());
+        // Read again after the owner and the task are gone: still whole.
+        assert_eq!(waits_of(waiter).unwrap().kind, Kind::Mutex);
+    });
+}

@@ -101,7 +101,10 @@ impl Interest {
         for r in copies {
             i.tasks
                 .extend(r.waits.iter().map(|w| w.task).filter(|&t| t != 0));
-            i.tokio.extend(r.target);
+            // A listed resource may have no wait (see `Registry`).
+            if !r.waits.is_empty() {
+                i.tokio.extend(r.target);
+            }
         }
         i
     }

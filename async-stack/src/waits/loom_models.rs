@@ -1,14 +1,15 @@
 //! Loom models of the wait-edge protocol (`cfg(async_stack_loom)`): the
 //! double collect never reports a deadlock that was not whole at one
-//! instant, never reports a wait that had ended, and the exclusive hold
-//! slot is only ever read whole.
+//! instant, never reports a wait that had ended, the exclusive hold slot
+//! is only ever read whole, and a resource is unlisted exactly once, before
+//! it is freed, whichever of its owner and its last wait goes last.
 
 use std::panic::Location;
 use std::sync::Arc;
 
 use crate::shim::{AtomicU64, Ordering};
 use crate::waits::detect::{TaskView, detect};
-use crate::waits::resource::{Ask, HoldSlot, Kind, Registry, Resource, WaitRecord};
+use crate::waits::resource::{Ask, HoldSlot, Kind, Owner, Registry, Resource, WaitRecord};
 
 /// Every task idle, never woken; no tokio tasks.
 struct Idle;
@@ -112,5 +113,49 @@ fn the_hold_slot_is_read_whole() {
             assert!(whole, "{h:?}");
         }
         writer.join().unwrap();
+    });
+}
+
+/// The owner's drop and the end of the last wait race each other and a
+/// reader that lists and copies the resources: the reader's references
+/// are taken while the resource is alive (`Resource`'s drop asserts, under
+/// loom, that it is not listed when freed), and whichever goes last
+/// unlists it.
+#[test]
+fn the_owner_and_the_last_wait_racing_a_reader_unlist_it_before_it_is_freed() {
+    loom::model(|| {
+        let reg = registry();
+        let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), None, reg));
+        owner.exclusive.acquire(1, Location::caller(), 0);
+        let w = WaitRecord::start(&owner, 2, None, Ask::Exclusive);
+        let waiter = loom::thread::spawn(move || drop(w));
+        let dropper = loom::thread::spawn(move || drop(owner));
+        for r in reg.listed() {
+            let copy = r.copy();
+            assert!(copy.waits.len() <= 1);
+        }
+        waiter.join().unwrap();
+        dropper.join().unwrap();
+        assert!(reg.listed().is_empty());
+        assert!(reg.is_empty());
+    });
+}
+
+/// A first wait that starts as the owner goes (an owned acquire future
+/// first polled after its lock was dropped) lists the resource again, and
+/// its end unlists it.
+#[test]
+fn a_first_wait_racing_the_owners_drop_is_unlisted_by_its_end() {
+    loom::model(|| {
+        let reg = registry();
+        let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), None, reg));
+        let resource = Arc::clone(&owner);
+        let dropper = loom::thread::spawn(move || drop(owner));
+        let w = WaitRecord::start(&resource, 2, None, Ask::Exclusive);
+        assert!(!reg.is_empty());
+        drop(w);
+        dropper.join().unwrap();
+        assert!(reg.listed().is_empty());
+        assert!(reg.is_empty());
     });
 }

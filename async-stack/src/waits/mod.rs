@@ -25,12 +25,18 @@
 //!   tokio's queue) and removed when it ends: acquired, or the future
 //!   dropped (`select!`, `abort`, a timeout). Waits are kept in queue order
 //!   under the resource's lock, which also counts every change of the
-//!   resource's lists (its *version*). A resource with at least one wait is
-//!   listed in the `Registry`, which is locked only when a resource gets
-//!   its first wait or loses its last (the slow path).
+//!   resource's lists (its *version*). A resource is listed in the
+//!   `Registry` at its first wait, and stays listed until its *owner* (the
+//!   wrapper, or the `JoinHandle`) is dropped, or until its last wait ends
+//!   if that comes later: the registry is locked twice in a resource's
+//!   life, not twice per wait (the slow path). A listed resource with no
+//!   wait shows nothing: every reader goes by its list of waits. The
+//!   readers' fast path is for a registry where nothing is listed.
 //!
 //! Debuggers read the same records from memory alone: the registry keeps
-//! the listed resources' addresses in slots of a never-freed page table,
+//! the listed resources' addresses in slots of a never-freed page table
+//! (one slot per live resource that ever had a wait, reused once it is
+//! unlisted),
 //! and each resource the pointers and lengths of its lists, rewritten
 //! under its lock after each change (see `resource.rs` and the debug
 //! descriptor). The uncontended exclusive path writes nothing more.

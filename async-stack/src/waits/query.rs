@@ -2,9 +2,9 @@
 
 //! (`waiting for Mutex created at ..., held by task 7 (...)`).
 //!
-//! One call reads every resource that has waits, without blocking any task
-//! beyond a copy of each resource's short lists; it costs one lock of an
-//! empty map while nobody waits.
+//! One call reads every listed resource (those that have waits, and idle
+//! locks that had some), without blocking any task beyond a copy of each
+//! resource's short lists; it costs one load while nothing is listed.
 
 // The dump (a reader above this layer) is to call these; until it does,
 // only the tests do.

@@ -11,8 +11,10 @@
 //! - the registry mirrors its listed resources in slots of a never-freed
 //!   page table (`pages.rs`): slot `i` holds the address of the resource
 //!   at index `i` of the registry, or null. Both change together, under
-//!   the registry's lock, when a resource gets its first wait or loses its
-//!   last (the slow path);
+//!   the registry's lock, when a resource gets its first wait and when it
+//!   is unlisted (see [`Registry`]). A listed resource may have no wait
+//!   (a lock whose owner lives on after its waits ended): its `waits`
+//!   length is 0, and it shows nothing;
 //! - a resource keeps a [`ListsView`] of its lists: their data pointers
 //!   and lengths, rewritten under the resource's lock after each change,
 //!   and a version that is odd while a change is under way, so that a
@@ -32,7 +34,7 @@ use std::sync::Arc;
 
 #[cfg(not(async_stack_loom))]
 use crate::pages::{Arena, PAGE};
-use crate::shim::{AtomicPtr, AtomicU64, Mutex, Ordering, fence, lock};
+use crate::shim::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
 #[cfg(not(async_stack_loom))]
 use crate::task::registry::MAX_TASKS;
 
@@ -233,7 +235,11 @@ struct Lists {
     /// In queue order.
     waits: Vec<Wait>,
     /// The resource's index in the registry while it is listed.
-    index: usize,
+    index: Option<usize>,
+    /// Whether its [`Owner`] is alive: set by [`Owner::new`], cleared
+    /// once by the owner's drop. An owned resource stays listed past its last
+    /// wait (see [`Registry`]).
+    owned: bool,
 }
 
 /// A resource's lists as a debugger reads them: plain words, written under
@@ -294,6 +300,8 @@ pub(crate) struct Resource {
 }
 
 impl Resource {
+    /// A resource without an owner, unlisted with its last wait (the
+    /// tests' and the models'), until [`Owner::new`] takes it.
     pub(crate) fn new(
         kind: Kind,
         created_at: &'static Location<'static>,
@@ -386,7 +394,7 @@ impl Resource {
     }
 
     /// Records a wait at the end of the queue; returns its generation.
-    /// Lists the resource in the registry if it is its first wait.
+    /// Lists the resource in the registry if it is not listed yet.
     ///
     /// Only [`WaitRecord`] calls it, which keeps an `Arc` of the resource
     /// until it has ended the wait: the registry's pointer to a listed
@@ -406,23 +414,42 @@ impl Resource {
             generation,
         };
         let mut lists = lock(&self.lists);
-        if lists.waits.is_empty() {
+        if lists.index.is_none() {
             // Resource lock, then registry lock: `detect` never holds the
             // registry's while taking a resource's.
-            lists.index = self.registry.list(self);
+            lists.index = Some(self.registry.list(self));
         }
         self.edit(&mut lists, Edited::Waits, |l| l.waits.push(wait));
         generation
     }
 
-    /// Ends the wait `generation`; unlists the resource after its last.
+    /// Ends the wait `generation`. After the last, the resource is
+    /// unlisted if its owner is gone (or it never had one).
     fn end_wait(&self, generation: u64) {
         let mut lists = lock(&self.lists);
         if let Some(i) = lists.waits.iter().position(|w| w.generation == generation) {
             self.edit(&mut lists, Edited::Waits, |l| l.waits.remove(i));
-            if lists.waits.is_empty() {
-                self.registry.unlist(lists.index);
+            if lists.waits.is_empty() && !lists.owned {
+                self.unlist(&mut lists);
             }
+        }
+    }
+
+    /// The owner's end: unlists the resource unless waits are left, whose
+    /// last will.
+    fn disown(&self) {
+        let mut lists = lock(&self.lists);
+        lists.owned = false;
+        if lists.waits.is_empty() {
+            self.unlist(&mut lists);
+        }
+    }
+
+    /// Unlists the resource if it is listed (its lists locked by the
+    /// caller: resource lock, then registry lock).
+    fn unlist(&self, lists: &mut Lists) {
+        if let Some(index) = lists.index.take() {
+            self.registry.unlist(index);
         }
     }
 
@@ -451,6 +478,56 @@ impl Resource {
         };
         let was = seen.exclusive.map_or(0, |h| h.generation);
         version == seen.version && self.exclusive.generation() == was
+    }
+}
+
+/// The registry's raw addresses rest on this (see [`Registry`]): checked
+/// where it costs nothing that ships.
+#[cfg(any(debug_assertions, async_stack_loom))]
+impl Drop for Resource {
+    fn drop(&mut self) {
+        assert!(
+            lock(&self.lists).index.is_none(),
+            "a resource was freed while listed in the waits registry"
+        );
+    }
+}
+
+/// What holds a resource for its whole life: a wrapper (`Mutex`,
+/// `RwLock`, `Semaphore`) or a `JoinHandle`. Derefs to the resource's
+/// `Arc`, which the wrapper clones for its owned futures and guards.
+///
+/// While the owner lives, its resource stays listed in the registry from
+/// its first wait on, so that a lock that is contended now and then pays
+/// the registry's lock once, not twice per wait. Dropping the owner
+/// unlists the resource, or leaves that to its last wait if waits are
+/// left (an owned acquire future, or one leaked, can outlive the owner).
+#[derive(Debug)]
+pub(crate) struct Owner(Arc<Resource>);
+
+impl Owner {
+    /// Owns `resource` (new, so not listed yet).
+    pub(crate) fn new(mut resource: Resource) -> Self {
+        match resource.lists.get_mut() {
+            Ok(lists) => lists.owned = true,
+            Err(poisoned) => poisoned.into_inner().owned = true,
+        }
+        Owner(Arc::new(resource))
+    }
+}
+
+impl std::ops::Deref for Owner {
+    type Target = Arc<Resource>;
+
+    fn deref(&self) -> &Arc<Resource> {
+        &self.0
+    }
+}
+
+impl Drop for Owner {
+    fn drop(&mut self) {
+        // Before this `Arc` goes: see `Registry`.
+        self.0.disown();
     }
 }
 
@@ -517,26 +594,66 @@ pub(crate) static LISTED_COUNT: crate::shim::AtomicUsize = crate::shim::AtomicUs
 #[cfg(not(async_stack_loom))]
 pub(crate) type ListedSlot = AtomicPtr<Resource>;
 
-/// The resources that have at least one wait.
+/// The resources that have waits, and those that had some and whose
+/// [`Owner`] lives.
+///
+/// # Listing
+///
+/// A resource is listed at its first wait, and stays listed while it has
+/// a wait *or* its owner lives: it is unlisted by the owner's drop if no
+/// wait is left, else by the end of its last wait. (A resource without
+/// an owner, as in the tests, is unlisted with its last wait.) Both
+/// checks are made under the resource's lock, which orders them, and
+/// take this registry's lock after it. So a lock that is contended now
+/// and then takes this lock twice in its life, not twice per wait; and
+/// the registry holds at most one index per live resource that ever had
+/// a wait.
 ///
 /// Each listed resource has an index, reused once it is unlisted. The
 /// in-process readers read the resources under the lock; debuggers read
 /// slot `index` of `slots`, which holds the resource's address while it
 /// is listed (for indices below the slots' capacity). Both change under
-/// the lock, when a resource gets its first wait or loses its last.
+/// the lock.
 ///
-/// The registry holds no reference count of its own: a listed resource
-/// has a wait, and every wait is a [`WaitRecord`], which holds an `Arc`
-/// of the resource and ends the wait (unlisting the resource after its
-/// last, under this lock) before it lets that `Arc` go. So under the lock
-/// every listed address is that of a live resource, and [`listed`]
-/// takes its references there. That saves a wait two atomic
-/// read-modify-writes of the reference count, which the contended path
-/// pays at every first and last wait.
+/// A listed resource with no wait shows nothing: readers go by its
+/// `waits` list, which is empty. Their fast path, [`is_empty`], is true
+/// only while nothing is listed (one load of `count`); otherwise they
+/// copy every listed resource, those without waits included. A count of
+/// the resources that have waits would keep the fast path for a process
+/// whose locks are idle, but it costs each first and last wait an atomic
+/// read-modify-write, which measured about 8 ns each (see BENCHMARKS.md,
+/// 2026-11-27 "unlisting lazily"): the wait path is paid at every
+/// contended wait, the readers' walk only by a diagnostic call.
+///
+/// # Why the raw addresses are sound
+///
+/// The registry holds no reference count of its own. Under a resource's
+/// lock, *listed* implies *owned or has a wait*, and each keeps an `Arc`
+/// of the resource alive:
+///
+/// - the [`Owner`] holds one, and clears `owned` (unlisting the resource
+///   if no wait is left) before it lets it go;
+/// - every wait is a [`WaitRecord`], which holds one and ends its wait
+///   (unlisting the resource if it was the last and the owner is gone)
+///   before it lets it go.
+///
+/// A leaked owner or wait record leaks its `Arc` too, so its resource
+/// stays alive for as long as it stays listed. So under this lock every
+/// listed address is that of a live resource, and [`listed`] takes its
+/// references there. That saves a wait two atomic read-modify-writes of
+/// the reference count. Builds with debug assertions (and the loom
+/// models) check, when a resource is freed, that it is not listed.
 ///
 /// [`listed`]: Registry::listed
+/// [`is_empty`]: Registry::is_empty
 pub(crate) struct Registry {
     listed: Mutex<Listed>,
+    /// How many resources are listed: written only under `listed`'s lock
+    /// (a load and a store), read without it by [`is_empty`] (`Relaxed`:
+    /// a reader that a wait's start happens before sees it counted).
+    ///
+    /// [`is_empty`]: Registry::is_empty
+    count: AtomicUsize,
     /// Not under loom: no model reads them.
     #[cfg(not(async_stack_loom))]
     slots: Arena<ListedSlot>,
@@ -549,19 +666,17 @@ struct Listed {
     resources: Vec<*const Resource>,
     /// The free indices.
     free: Vec<usize>,
-    /// How many resources are listed.
-    count: usize,
 }
 
 // SAFETY: the addresses are of `Resource`s, which are `Send` and `Sync`;
 // they are only dereferenced under the registry's lock, while each is
-// kept alive by a wait record (see [`Registry`]).
+// kept alive by its owner or a wait record (see [`Registry`]).
 unsafe impl Send for Listed {}
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("listed", &lock(&self.listed).count)
+            .field("listed", &self.count.load(Ordering::Relaxed))
             .finish_non_exhaustive()
     }
 }
@@ -573,6 +688,7 @@ impl Registry {
     pub(crate) fn new() -> Self {
         Registry {
             listed: Mutex::new(Listed::default()),
+            count: AtomicUsize::new(0),
             #[cfg(not(async_stack_loom))]
             slots: Arena::new(2 * PAGE, empty_slot),
         }
@@ -584,6 +700,7 @@ impl Registry {
         static GLOBAL: std::sync::OnceLock<Registry> = std::sync::OnceLock::new();
         GLOBAL.get_or_init(|| Registry {
             listed: Mutex::new(Listed::default()),
+            count: AtomicUsize::new(0),
             slots: Arena::with_pages(&LISTED_PAGES, &LISTED_COUNT, LISTED_CAPACITY, empty_slot),
         })
     }
@@ -603,7 +720,8 @@ impl Registry {
             }
         };
         listed.resources[index] = Arc::as_ptr(resource);
-        listed.count += 1;
+        self.count
+            .store(self.count.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
         #[cfg(not(async_stack_loom))]
         self.mirror(index, Arc::as_ptr(resource).cast_mut());
         index
@@ -621,7 +739,8 @@ impl Registry {
             return;
         }
         listed.free.push(index);
-        listed.count -= 1;
+        self.count
+            .store(self.count.load(Ordering::Relaxed) - 1, Ordering::Relaxed);
     }
 
     /// Writes the slot of `index`, if it has one.
@@ -644,11 +763,11 @@ impl Registry {
             .filter(|p| !p.is_null())
             .map(|&p| {
                 // SAFETY: `p` is from `Arc::as_ptr` of a listed resource,
-                // read under the registry's lock: a wait record holds an
-                // `Arc` of it and cannot let it go before unlisting it,
-                // which takes this lock (see `Registry`). So the count is
-                // at least one, and this new reference is the one
-                // `from_raw` takes over.
+                // read under the registry's lock: its owner or a wait
+                // record holds an `Arc` of it, and whichever lets the last
+                // of those go unlists it first, which takes this lock (see
+                // `Registry`). So the count is at least one, and this new
+                // reference is the one `from_raw` takes over.
                 unsafe {
                     Arc::increment_strong_count(p);
                     Arc::from_raw(p)
@@ -660,14 +779,20 @@ impl Registry {
         out
     }
 
-    /// Whether any resource has a wait.
+    /// Whether nothing is listed, so that no resource has a wait: one
+    /// load, the readers' fast path.
     pub(crate) fn is_empty(&self) -> bool {
-        lock(&self.listed).count == 0
+        self.count.load(Ordering::Relaxed) == 0
     }
 }
 
 #[cfg(all(test, not(async_stack_loom)))]
 impl Registry {
+    /// Whether the resource at `resource` is listed.
+    pub(crate) fn lists(&self, resource: *const Resource) -> bool {
+        lock(&self.listed).resources.contains(&resource)
+    }
+
     /// What the slots handed out hold, as a debugger reads them (null: a
     /// free index).
     pub(crate) fn slots(&self) -> Vec<*const Resource> {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::waits::detect::{TaskView, Via, detect};
 use crate::waits::query::waiting_tasks;
-use crate::waits::resource::{Ask, HoldSlot, Kind, Registry, Resource, WaitRecord};
+use crate::waits::resource::{Ask, HoldSlot, Kind, Owner, Registry, Resource, WaitRecord};
 
 /// Every task idle with no wakes, unless listed as busy; tokio tasks map
 /// to the listed roots.
@@ -247,6 +247,88 @@ fn listed_resources_read_in_order_of_creation_and_sit_in_slots_for_debuggers() {
     drop(wb);
     assert_eq!(reg.slots(), [std::ptr::null(); 2]);
     assert!(reg.is_empty());
+}
+
+fn owned(reg: &'static Registry, kind: Kind) -> Owner {
+    Owner::new(Resource::new(kind, Location::caller(), None, reg))
+}
+
+/// An owned resource stays listed from its first wait until its owner is
+/// dropped, in the same slot at each wait, and shows nothing while it has
+/// no wait; the owner's drop frees the slot for the next resource.
+#[test]
+fn an_owned_resource_stays_listed_until_its_owner_goes_and_shows_nothing_meanwhile() {
+    let reg = registry();
+    let m = owned(reg, Kind::Mutex);
+    let ptr = Arc::as_ptr(&m);
+    m.exclusive.acquire(1, at(), 0);
+    for waiter in [2, 3] {
+        let w = WaitRecord::start(&m, waiter, Some(at()), Ask::Exclusive);
+        assert!(!reg.is_empty());
+        assert_eq!(
+            waiting_tasks(reg).keys().copied().collect::<Vec<_>>(),
+            [waiter]
+        );
+        assert_eq!(reg.slots(), [ptr]);
+        drop(w);
+        // Listed, in the same slot, and invisible.
+        assert_eq!(reg.slots(), [ptr], "no slot more per wait");
+        assert_eq!(reg.listed().len(), 1);
+        assert!(!reg.is_empty(), "the readers' fast path is for none listed");
+        assert!(waiting_tasks(reg).is_empty());
+        assert!(detect(reg, |_| View::default()).is_empty());
+    }
+    drop(m);
+    assert_eq!(reg.slots(), [std::ptr::null()], "the owner's drop frees it");
+    assert!(reg.listed().is_empty());
+    assert!(reg.is_empty());
+    let s = owned(reg, Kind::Semaphore);
+    let w = WaitRecord::start(&s, 4, Some(at()), Ask::Shared(1));
+    assert_eq!(reg.slots(), [Arc::as_ptr(&s)], "slot 0 reused");
+    drop(w);
+    drop(s);
+    assert_eq!(reg.slots(), [std::ptr::null()]);
+}
+
+/// An owner dropped while waits are left (an owned acquire future can
+/// outlive its lock) leaves the unlisting to the last of them.
+#[test]
+fn the_last_wait_unlists_a_resource_whose_owner_went_first() {
+    let reg = registry();
+    let m = owned(reg, Kind::Mutex);
+    let resource = Arc::clone(&m);
+    m.exclusive.acquire(1, at(), 0);
+    let w2 = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
+    let w3 = WaitRecord::start(&m, 3, Some(at()), Ask::Exclusive);
+    drop(m);
+    assert_eq!(waiting_tasks(reg).len(), 2, "its waits still show");
+    drop(w2);
+    assert!(reg.lists(Arc::as_ptr(&resource)));
+    drop(w3);
+    assert!(!reg.lists(Arc::as_ptr(&resource)));
+    assert_eq!(reg.slots(), [std::ptr::null()]);
+    assert!(reg.is_empty());
+    // Freed unlisted (debug builds check it in `Resource`'s drop).
+    assert_eq!(Arc::strong_count(&resource), 1);
+}
+
+/// A wait record that is never dropped (a leaked acquire future) keeps
+/// its resource listed, and alive, after the owner's drop: readers read
+/// it as it is, a wait that never ends.
+#[test]
+fn a_leaked_wait_keeps_its_resource_alive_and_listed() {
+    let reg = registry();
+    let m = owned(reg, Kind::Mutex);
+    let ptr = Arc::as_ptr(&m);
+    m.exclusive.acquire(1, at(), 0);
+    std::mem::forget(WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive));
+    drop(m);
+    assert_eq!(reg.slots(), [ptr]);
+    let listed = reg.listed();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].copy().waits.len(), 1);
+    assert_eq!(waiting_tasks(reg)[&2].holders[0].task, 1);
+    assert!(!reg.is_empty());
 }
 
 #[test]
