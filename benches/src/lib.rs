@@ -6,6 +6,7 @@
 //! - [`YieldN`] / [`yield_leaf`]: the leaf of every chain. It returns
 //!   `Pending` a fixed number of times (waking itself through the no-op
 //!   waker), so every poll of the chain's root walks down through all levels.
+//! - [`warm_up_clock`]: what the callgrind probes do before they measure.
 //! - [`poll_to_completion`]: the "executor". A hand-written loop with
 //!   [`Waker::noop`], no runtime. The future is polled through a
 //!   `Pin<&mut dyn Future>` hidden behind [`black_box`], the way a runtime
@@ -309,6 +310,20 @@ pub fn poll_to_completion<F: Future>(fut: F) -> (F::Output, u32) {
             return (out, polls);
         }
     }
+}
+
+/// For the callgrind probes (`root_poll_probe`, `locks_probe`): polls one
+/// traced task root, which starts async-stack's clock thread, then lets
+/// that thread run before anything is measured.
+///
+/// Under valgrind, threads take turns, and a main thread that never
+/// blocks may run all its polls before the clock thread has stored a
+/// first time: every task poll would then read the system clock instead
+/// (about 90 instructions more), in some runs and not others.
+pub fn warm_up_clock() {
+    use async_stack::TracedExt;
+    assert_eq!(poll_to_completion(yield_leaf(0).traced()).1, 1);
+    std::thread::sleep(Duration::from_millis(50));
 }
 
 /// A leaf future that, on its only poll, runs `work` `iters` times and

@@ -20,11 +20,10 @@
 //!
 //! Only the main thread's count is read: async-stack's clock thread ticks
 //! by time, and a run under callgrind lasts in proportion to its
-//! operations, so its instructions would not cancel. As in
-//! `root_poll_probe`, one traced task is polled and the thread sleeps
-//! 50 ms before anything is measured, so that the clock thread has stored
-//! a time (otherwise every stamp reads the system clock, in some runs and
-//! not others).
+//! operations, so its instructions would not cancel. Like
+//! `root_poll_probe`, it calls [`benches::warm_up_clock`] before anything
+//! is measured, so that the clock thread has stored a time (otherwise
+//! every stamp reads the system clock, in some runs and not others).
 //!
 //! Arguments: the variant (`tokio`: `tokio::sync::Mutex`, the baseline;
 //! `async-stack`: `async_stack::sync::Mutex`, which wraps it), the
@@ -144,7 +143,7 @@ fn main() -> ExitCode {
         eprintln!("locks_probe: N is a count");
         return ExitCode::FAILURE;
     };
-    warm_up_clock();
+    benches::warm_up_clock();
     let tasks = match (variant.as_str(), scenario.as_str()) {
         (TOKIO, "uncontended") => uncontended!(tokio::sync::Mutex::new(0u64), n),
         (names::ASYNC_STACK, "uncontended") => uncontended!(async_stack::sync::Mutex::new(0u64), n),
@@ -203,15 +202,4 @@ fn run(tasks: Vec<Task>) {
         }
         assert!(polled, "locks_probe: every task waits and none was woken");
     }
-}
-
-/// Polls one traced task root, which starts async-stack's clock thread,
-/// then lets that thread run before anything is measured (see the
-/// module docs).
-fn warm_up_clock() {
-    assert_eq!(
-        benches::poll_to_completion(benches::yield_leaf(0).traced()).1,
-        1
-    );
-    std::thread::sleep(std::time::Duration::from_millis(50));
 }

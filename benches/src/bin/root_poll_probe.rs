@@ -46,7 +46,7 @@ fn main() -> ExitCode {
         eprintln!("root_poll_probe: POLLS is a count");
         return ExitCode::FAILURE;
     };
-    warm_up_clock();
+    benches::warm_up_clock();
     if depth == "once" {
         return once(variant, polls);
     }
@@ -93,18 +93,6 @@ async fn async_backtrace_one(pending: u32) {
 
 /// `tasks` one-level tasks, each created, polled once to completion and
 /// dropped.
-/// Polls one traced task root, which starts async-stack's clock thread,
-/// then lets that thread run before any measured poll.
-///
-/// Under valgrind, threads take turns, and a main thread that never
-/// blocks may run all its polls before the clock thread has stored a
-/// first time: every poll would then read the system clock instead (about
-/// 90 instructions more), in some runs and not others.
-fn warm_up_clock() {
-    assert_eq!(benches::poll_to_completion(async_stack_one(0)).1, 1);
-    std::thread::sleep(std::time::Duration::from_millis(50));
-}
-
 fn once(variant: &str, tasks: u64) -> ExitCode {
     let run: fn(u32) -> u32 = match variant {
         names::UNTRACED => |p| benches::poll_to_completion(untraced_one(p)).1,
