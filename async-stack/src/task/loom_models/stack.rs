@@ -30,7 +30,9 @@ fn a_copy_is_one_instant_of_a_poll() {
         let (r, c) = (ROOT.id(), CHILD.id());
         if let Some((id, state, frames)) = view(t) {
             assert_eq!(id, 1);
-            let allowed: &[(_, &[(u32, u32, bool)])] = &[
+            // (state, frames as (depth, site, running)).
+            type Frames<'a> = &'a [(u32, u32, bool)];
+            let allowed: &[(_, Frames)] = &[
                 (Scheduled, &[(0, r, false)]),
                 (Running, &[(0, r, false)]),
                 (Running, &[(0, r, true)]),
