@@ -69,6 +69,7 @@ pub(crate) mod detect;
 pub(crate) mod query;
 pub(crate) mod report;
 pub(crate) mod resource;
+pub(crate) mod spin;
 #[cfg(not(async_stack_loom))]
 pub(crate) mod tasks;
 
