@@ -745,7 +745,7 @@ struct Listed {
 
 // SAFETY: the addresses are of `Resource`s, which are `Send` and `Sync`;
 // they are only dereferenced under the registry's lock, while each is
-// kept alive by its owner or a wait record (see [`Registry`]).
+// kept alive by its owner or by its waits (see [`Registry`]).
 unsafe impl Send for Listed {}
 
 impl std::fmt::Debug for Registry {
@@ -838,11 +838,12 @@ impl Registry {
             .filter(|p| !p.is_null())
             .map(|&p| {
                 // SAFETY: `p` is from `Arc::as_ptr` of a listed resource,
-                // read under the registry's lock: its owner or a wait
-                // record holds an `Arc` of it, and whichever lets the last
-                // of those go unlists it first, which takes this lock (see
-                // `Registry`). So the count is at least one, and this new
-                // reference is the one `from_raw` takes over.
+                // read under the registry's lock: its owner holds an `Arc`
+                // of it, or its waits keep a strong reference, and
+                // whichever lets the last of those go unlists it first,
+                // which takes this lock (see `Registry`). So the count is
+                // at least one, and this new reference is the one
+                // `from_raw` takes over.
                 unsafe {
                     Arc::increment_strong_count(p);
                     Arc::from_raw(p)
