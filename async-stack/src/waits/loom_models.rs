@@ -159,3 +159,61 @@ fn a_first_wait_racing_the_owners_drop_is_unlisted_by_its_end() {
         assert!(reg.is_empty());
     });
 }
+
+/// A resource without an owner whose last `Arc` goes before its waits
+/// end: the waits keep it alive (their record holds only its address),
+/// and whichever ends last unlists it and then frees it, while a reader
+/// lists and copies it.
+#[test]
+fn waits_without_an_owner_keep_their_resource_alive_until_the_last_ends() {
+    loom::model(|| {
+        let reg = registry();
+        let m = mutex(reg);
+        let w1 = WaitRecord::start(&m, 1, None, Ask::Exclusive);
+        let w2 = WaitRecord::start(&m, 2, None, Ask::Exclusive);
+        drop(m);
+        let first = loom::thread::spawn(move || drop(w1));
+        let second = loom::thread::spawn(move || drop(w2));
+        for r in reg.listed() {
+            assert!(r.copy().waits.len() <= 2);
+        }
+        first.join().unwrap();
+        second.join().unwrap();
+        assert!(reg.listed().is_empty());
+        assert!(reg.is_empty());
+    });
+}
+
+/// The spin protocol excludes: two threads' unsynchronised increments
+/// of a cell under it (loom checks each access of the cell) are both
+/// counted. (Two threads only: see `spin.rs`.)
+#[test]
+fn the_spin_lock_excludes() {
+    use crate::waits::spin::RawSpin;
+    struct Counted {
+        lock: RawSpin,
+        count: loom::cell::UnsafeCell<u32>,
+    }
+    fn add(c: &Counted) {
+        c.lock.lock();
+        // SAFETY: under the lock (what this model checks).
+        c.count.with_mut(|p| unsafe { *p += 1 });
+        c.lock.unlock();
+    }
+    loom::model(|| {
+        let c = Arc::new(Counted {
+            lock: RawSpin::new(),
+            count: loom::cell::UnsafeCell::new(0),
+        });
+        let other = {
+            let c = Arc::clone(&c);
+            loom::thread::spawn(move || add(&c))
+        };
+        add(&c);
+        other.join().unwrap();
+        c.lock.lock();
+        // SAFETY: under the lock.
+        assert_eq!(c.count.with(|p| unsafe { *p }), 2);
+        c.lock.unlock();
+    });
+}

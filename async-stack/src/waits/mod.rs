@@ -17,7 +17,8 @@
 //!   Acquiring stores them with plain stores, releasing stores one zero:
 //!   no lock and no read-modify-write on the uncontended path. Shared holds
 //!   (`RwLock` readers, `Semaphore` permits) sit in a list under the
-//!   resource's own small lock.
+//!   resource's own small lock (`spin::SpinLock`: taken with one
+//!   compare-and-swap, released with a plain store).
 //! - **Waits** (a task's acquire future is queued): task id, the
 //!   `waiting_at` site, what it asks (exclusive, shared, `n` permits, or
 //!   the end of a task), since when, and a generation. A wait is recorded
@@ -69,6 +70,7 @@ pub(crate) mod detect;
 pub(crate) mod query;
 pub(crate) mod report;
 pub(crate) mod resource;
+pub(crate) mod spin;
 #[cfg(not(async_stack_loom))]
 pub(crate) mod tasks;
 

@@ -30,6 +30,7 @@
 
 use std::mem::offset_of;
 use std::panic::Location;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 #[cfg(not(async_stack_loom))]
@@ -37,6 +38,7 @@ use crate::pages::{Arena, PAGE};
 use crate::shim::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
 #[cfg(not(async_stack_loom))]
 use crate::task::registry::MAX_TASKS;
+use crate::waits::spin::SpinLock;
 
 /// What a resource is, as reports name it. A `u8` of fixed values: the
 /// debug descriptor gives them to debuggers.
@@ -240,6 +242,11 @@ struct Lists {
     /// once by the owner's drop. An owned resource stays listed past its last
     /// wait (see [`Registry`]).
     owned: bool,
+    /// Whether the waits keep a strong reference of the resource's `Arc`
+    /// (leaked, so counted but held by no `Arc` value): set while the
+    /// resource has waits and no owner, given up by the last wait's end.
+    /// See "Why the raw addresses are sound" at [`Registry`].
+    kept: bool,
 }
 
 /// A resource's lists as a debugger reads them: plain words, written under
@@ -296,7 +303,7 @@ pub(crate) struct Resource {
     pub(crate) exclusive: HoldSlot,
     /// `lists` for debuggers.
     pub(crate) view: ListsView,
-    lists: Mutex<Lists>,
+    lists: SpinLock<Lists>,
 }
 
 impl Resource {
@@ -316,7 +323,7 @@ impl Resource {
             registry,
             exclusive: HoldSlot::new(),
             view: ListsView::default(),
-            lists: Mutex::new(Lists::default()),
+            lists: SpinLock::new(Lists::default()),
         }
     }
 
@@ -371,14 +378,14 @@ impl Resource {
             generation,
             permits,
         };
-        let mut lists = lock(&self.lists);
+        let mut lists = self.lists.lock();
         self.edit(&mut lists, Edited::Holds, |l| l.holds.push(hold));
         generation
     }
 
     /// Ends the shared hold `generation`.
     pub(crate) fn release_shared(&self, generation: u64) {
-        let mut lists = lock(&self.lists);
+        let mut lists = self.lists.lock();
         if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
             self.edit(&mut lists, Edited::Holds, |l| l.holds.remove(i));
         }
@@ -387,18 +394,20 @@ impl Resource {
     /// Changes the permits of the shared hold `generation` (a permit
     /// split or merged).
     pub(crate) fn resize_shared(&self, generation: u64, permits: u32) {
-        let mut lists = lock(&self.lists);
+        let mut lists = self.lists.lock();
         if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
             self.edit(&mut lists, Edited::Holds, |l| l.holds[i].permits = permits);
         }
     }
 
     /// Records a wait at the end of the queue; returns its generation.
-    /// Lists the resource in the registry if it is not listed yet.
+    /// Lists the resource in the registry if it is not listed yet, and
+    /// makes the waits keep it alive if it has no owner (see
+    /// [`Registry`]).
     ///
-    /// Only [`WaitRecord`] calls it, which keeps an `Arc` of the resource
-    /// until it has ended the wait: the registry's pointer to a listed
-    /// resource relies on that (see [`Registry`]).
+    /// Only [`WaitRecord`] calls it, which keeps the resource's address
+    /// and ends the wait when dropped.
+    #[inline(always)]
     fn start_wait(
         self: &Arc<Self>,
         task: u64,
@@ -413,35 +422,59 @@ impl Resource {
             since_ms: stamp(task),
             generation,
         };
-        let mut lists = lock(&self.lists);
+        let mut lists = self.lists.lock();
         if lists.index.is_none() {
             // Resource lock, then registry lock: `detect` never holds the
             // registry's while taking a resource's.
             lists.index = Some(self.registry.list(self));
+        }
+        if !lists.owned && !lists.kept {
+            // The first wait of a resource without an owner (the tests',
+            // or an owned acquire future first polled after its lock was
+            // dropped): the waits keep it alive from now on.
+            std::mem::forget(Arc::clone(self));
+            lists.kept = true;
         }
         self.edit(&mut lists, Edited::Waits, |l| l.waits.push(wait));
         generation
     }
 
     /// Ends the wait `generation`. After the last, the resource is
-    /// unlisted if its owner is gone (or it never had one).
-    fn end_wait(&self, generation: u64) {
-        let mut lists = lock(&self.lists);
-        if let Some(i) = lists.waits.iter().position(|w| w.generation == generation) {
+    /// unlisted if its owner is gone (or it never had one). Returns
+    /// whether the waits gave up the strong reference they kept, which
+    /// the caller must then release (after this call: see
+    /// [`WaitRecord`]'s drop).
+    #[inline]
+    #[must_use]
+    fn end_wait(&self, generation: u64) -> bool {
+        let mut lists = self.lists.lock();
+        let Some(i) = lists.waits.iter().position(|w| w.generation == generation) else {
+            return false;
+        };
+        // The first-and-last wait is the last in the queue: no move.
+        if i + 1 == lists.waits.len() {
+            self.edit(&mut lists, Edited::Waits, |l| l.waits.pop());
+        } else {
             self.edit(&mut lists, Edited::Waits, |l| l.waits.remove(i));
-            if lists.waits.is_empty() && !lists.owned {
-                self.unlist(&mut lists);
-            }
         }
+        if lists.waits.is_empty() && !lists.owned {
+            self.unlist(&mut lists);
+            return std::mem::replace(&mut lists.kept, false);
+        }
+        false
     }
 
     /// The owner's end: unlists the resource unless waits are left, whose
-    /// last will.
-    fn disown(&self) {
-        let mut lists = lock(&self.lists);
+    /// last will. Those waits then keep the resource alive: the owner's
+    /// strong reference is left to them (see [`Registry`]).
+    fn disown(self: &Arc<Self>) {
+        let mut lists = self.lists.lock();
         lists.owned = false;
         if lists.waits.is_empty() {
             self.unlist(&mut lists);
+        } else if !lists.kept {
+            std::mem::forget(Arc::clone(self));
+            lists.kept = true;
         }
     }
 
@@ -456,7 +489,7 @@ impl Resource {
     /// Copies the records.
     pub(crate) fn copy(&self) -> ResourceCopy {
         let exclusive = self.exclusive.read();
-        let lists = lock(&self.lists);
+        let lists = self.lists.lock();
         ResourceCopy {
             key: self.key,
             kind: self.kind,
@@ -473,7 +506,7 @@ impl Resource {
     /// exclusive hold.
     pub(crate) fn unchanged(&self, seen: &ResourceCopy) -> bool {
         let version = {
-            let _lists = lock(&self.lists);
+            let _lists = self.lists.lock();
             self.view.version.load(std::sync::atomic::Ordering::Relaxed)
         };
         let was = seen.exclusive.map_or(0, |h| h.generation);
@@ -487,7 +520,7 @@ impl Resource {
 impl Drop for Resource {
     fn drop(&mut self) {
         assert!(
-            lock(&self.lists).index.is_none(),
+            self.lists.lock().index.is_none(),
             "a resource was freed while listed in the waits registry"
         );
     }
@@ -508,10 +541,7 @@ pub(crate) struct Owner(Arc<Resource>);
 impl Owner {
     /// Owns `resource` (new, so not listed yet).
     pub(crate) fn new(mut resource: Resource) -> Self {
-        match resource.lists.get_mut() {
-            Ok(lists) => lists.owned = true,
-            Err(poisoned) => poisoned.into_inner().owned = true,
-        }
+        resource.lists.with_mut(|lists| lists.owned = true);
         Owner(Arc::new(resource))
     }
 }
@@ -533,14 +563,29 @@ impl Drop for Owner {
 
 /// A recorded wait, ended when dropped: what an acquire future (or an
 /// awaited `JoinHandle`) keeps from its first `Pending` to its end.
+///
+/// It keeps the resource's address, not an `Arc`: while its wait is in
+/// the resource's list, the resource is alive (owned, or kept by its
+/// waits: see [`Registry`]), and the wait stays there until this record
+/// ends it. That saves every wait two atomic read-modify-writes of the
+/// reference count.
 #[derive(Debug)]
 pub(crate) struct WaitRecord {
-    resource: Arc<Resource>,
+    /// From `Arc::as_ptr`.
+    resource: NonNull<Resource>,
     generation: u64,
 }
 
+// SAFETY: a record only reads its resource through a shared reference
+// (`end_wait` takes the resource's lock), and `Resource` is `Send` and
+// `Sync`; the address stays valid on any thread (see the type's docs).
+unsafe impl Send for WaitRecord {}
+// SAFETY: `&WaitRecord` gives no access to the resource at all.
+unsafe impl Sync for WaitRecord {}
+
 impl WaitRecord {
     /// Records a wait of `task` for `resource`.
+    #[inline]
     pub(crate) fn start(
         resource: &Arc<Resource>,
         task: u64,
@@ -549,14 +594,36 @@ impl WaitRecord {
     ) -> Self {
         WaitRecord {
             generation: resource.start_wait(task, at, ask),
-            resource: Arc::clone(resource),
+            resource: NonNull::from(&**resource),
+        }
+    }
+}
+
+impl WaitRecord {
+    /// Ends the wait: out of line, so that dropping an `Option` of a
+    /// record that is `None` (the uncontended acquire) costs one test.
+    #[inline(never)]
+    fn end(&self) {
+        // SAFETY: this record's wait is still in the resource's list (only
+        // this drop removes it), so the resource is alive: its owner has
+        // not let its `Arc` go yet (it does so only after `disown`, which
+        // leaves its reference to the waits if any is left), or the waits
+        // keep a reference (see `Registry`).
+        let resource = unsafe { self.resource.as_ref() };
+        if resource.end_wait(self.generation) {
+            // SAFETY: `end_wait` gave up the reference the waits kept
+            // (leaked by `start_wait` or `disown` from an `Arc` of this
+            // resource), which is released here, once. Nothing touches the
+            // resource after this line: it may be freed by it.
+            unsafe { Arc::decrement_strong_count(self.resource.as_ptr()) };
         }
     }
 }
 
 impl Drop for WaitRecord {
+    #[inline]
     fn drop(&mut self) {
-        self.resource.end_wait(self.generation);
+        self.end();
     }
 }
 
@@ -627,22 +694,30 @@ pub(crate) type ListedSlot = AtomicPtr<Resource>;
 ///
 /// # Why the raw addresses are sound
 ///
-/// The registry holds no reference count of its own. Under a resource's
-/// lock, *listed* implies *owned or has a wait*, and each keeps an `Arc`
-/// of the resource alive:
+/// Neither the registry nor a [`WaitRecord`] holds a reference count of
+/// its own. Under a resource's lock, *listed* implies *owned or has a
+/// wait*, and *has a wait* implies *owned or kept*, where *kept* means
+/// that the waits hold one strong reference of the resource's `Arc`
+/// (counted, but held by no `Arc` value):
 ///
-/// - the [`Owner`] holds one, and clears `owned` (unlisting the resource
-///   if no wait is left) before it lets it go;
-/// - every wait is a [`WaitRecord`], which holds one and ends its wait
-///   (unlisting the resource if it was the last and the owner is gone)
-///   before it lets it go.
+/// - the [`Owner`] holds an `Arc`, and clears `owned` before it lets it
+///   go: if no wait is left it unlists the resource, else it leaves its
+///   reference to the waits (*kept*, if they did not keep one already);
+/// - the first wait of a resource without an owner takes a reference for
+///   the waits (*kept*);
+/// - the end of the last wait of a resource without an owner unlists it
+///   and clears *kept*, and only then, with the lock released, its
+///   record releases that reference.
 ///
-/// A leaked owner or wait record leaks its `Arc` too, so its resource
-/// stays alive for as long as it stays listed. So under this lock every
-/// listed address is that of a live resource, and [`listed`] takes its
-/// references there. That saves a wait two atomic read-modify-writes of
-/// the reference count. Builds with debug assertions (and the loom
-/// models) check, when a resource is freed, that it is not listed.
+/// So, under this lock, every listed resource and every resource with a
+/// wait is alive: [`listed`] takes its references there, and a record
+/// reaches its resource through a plain address until it ends its wait.
+/// A leaked owner leaks its `Arc`, and a leaked wait record its wait,
+/// so that resource stays alive (and listed) for good. No wait of an
+/// owned resource touches the reference count (a record that held an
+/// `Arc` cost two atomic read-modify-writes per wait). Builds with debug
+/// assertions (and the loom models) check, when a resource is freed, that
+/// it is not listed.
 ///
 /// [`listed`]: Registry::listed
 /// [`is_empty`]: Registry::is_empty
@@ -670,7 +745,7 @@ struct Listed {
 
 // SAFETY: the addresses are of `Resource`s, which are `Send` and `Sync`;
 // they are only dereferenced under the registry's lock, while each is
-// kept alive by its owner or a wait record (see [`Registry`]).
+// kept alive by its owner or by its waits (see [`Registry`]).
 unsafe impl Send for Listed {}
 
 impl std::fmt::Debug for Registry {
@@ -763,11 +838,12 @@ impl Registry {
             .filter(|p| !p.is_null())
             .map(|&p| {
                 // SAFETY: `p` is from `Arc::as_ptr` of a listed resource,
-                // read under the registry's lock: its owner or a wait
-                // record holds an `Arc` of it, and whichever lets the last
-                // of those go unlists it first, which takes this lock (see
-                // `Registry`). So the count is at least one, and this new
-                // reference is the one `from_raw` takes over.
+                // read under the registry's lock: its owner holds an `Arc`
+                // of it, or its waits keep a strong reference, and
+                // whichever lets the last of those go unlists it first,
+                // which takes this lock (see `Registry`). So the count is
+                // at least one, and this new reference is the one
+                // `from_raw` takes over.
                 unsafe {
                     Arc::increment_strong_count(p);
                     Arc::from_raw(p)

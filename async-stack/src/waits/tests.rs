@@ -312,6 +312,38 @@ fn the_last_wait_unlists_a_resource_whose_owner_went_first() {
     assert_eq!(Arc::strong_count(&resource), 1);
 }
 
+/// A wait record holds only its resource's address: the waits keep the
+/// resource alive once nothing else does (its owner gone, or it never had
+/// one), and the last of them to end unlists it and frees it.
+#[test]
+fn the_waits_keep_their_resource_alive_and_the_last_frees_it() {
+    let reg = registry();
+    let m = owned(reg, Kind::Mutex);
+    let weak = Arc::downgrade(&m);
+    let w2 = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
+    let w3 = WaitRecord::start(&m, 3, Some(at()), Ask::Exclusive);
+    drop(m);
+    assert_eq!(
+        weak.strong_count(),
+        1,
+        "the owner's reference, left to the waits"
+    );
+    drop(w3);
+    assert_eq!(waiting_tasks(reg).keys().copied().collect::<Vec<_>>(), [2]);
+    drop(w2);
+    assert_eq!(weak.strong_count(), 0, "freed by the last wait's end");
+    assert!(reg.is_empty());
+
+    let unowned = resource(reg, Kind::Semaphore);
+    let weak = Arc::downgrade(&unowned);
+    let w = WaitRecord::start(&unowned, 4, Some(at()), Ask::Shared(1));
+    drop(unowned);
+    assert_eq!(reg.listed()[0].copy().waits.len(), 1);
+    drop(w);
+    assert_eq!(weak.strong_count(), 0);
+    assert!(reg.is_empty());
+}
+
 /// A wait record that is never dropped (a leaked acquire future) keeps
 /// its resource listed, and alive, after the owner's drop: readers read
 /// it as it is, a wait that never ends.
