@@ -183,37 +183,3 @@ fn waits_without_an_owner_keep_their_resource_alive_until_the_last_ends() {
         assert!(reg.is_empty());
     });
 }
-
-/// The spin protocol excludes: two threads' unsynchronised increments
-/// of a cell under it (loom checks each access of the cell) are both
-/// counted. (Two threads only: see `spin.rs`.)
-#[test]
-fn the_spin_lock_excludes() {
-    use crate::waits::spin::RawSpin;
-    struct Counted {
-        lock: RawSpin,
-        count: loom::cell::UnsafeCell<u32>,
-    }
-    fn add(c: &Counted) {
-        c.lock.lock();
-        // SAFETY: under the lock (what this model checks).
-        c.count.with_mut(|p| unsafe { *p += 1 });
-        c.lock.unlock();
-    }
-    loom::model(|| {
-        let c = Arc::new(Counted {
-            lock: RawSpin::new(),
-            count: loom::cell::UnsafeCell::new(0),
-        });
-        let other = {
-            let c = Arc::clone(&c);
-            loom::thread::spawn(move || add(&c))
-        };
-        add(&c);
-        other.join().unwrap();
-        c.lock.lock();
-        // SAFETY: under the lock.
-        assert_eq!(c.count.with(|p| unsafe { *p }), 2);
-        c.lock.unlock();
-    });
-}

@@ -17,8 +17,12 @@
 //!   Acquiring stores them with plain stores, releasing stores one zero:
 //!   no lock and no read-modify-write on the uncontended path. Shared holds
 //!   (`RwLock` readers, `Semaphore` permits) sit in a list under the
-//!   resource's own small lock (`spin::SpinLock`: taken with one
-//!   compare-and-swap, released with a plain store).
+//!   resource's own small lock. It is `std`'s mutex, not a spin lock,
+//!   although a spin lock's release (a plain store, where the mutex swaps
+//!   to find sleepers) would save a contended wait two atomic
+//!   read-modify-writes: under `SCHED_FIFO`, a thread that spins and
+//!   yields for a lock whose lower-priority holder was preempted on the
+//!   same CPU never lets that holder run, and the process hangs.
 //! - **Waits** (a task's acquire future is queued): task id, the
 //!   `waiting_at` site, what it asks (exclusive, shared, `n` permits, or
 //!   the end of a task), since when, and a generation. A wait is recorded
@@ -70,7 +74,6 @@ pub(crate) mod detect;
 pub(crate) mod query;
 pub(crate) mod report;
 pub(crate) mod resource;
-pub(crate) mod spin;
 #[cfg(not(async_stack_loom))]
 pub(crate) mod tasks;
 

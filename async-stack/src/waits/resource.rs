@@ -38,7 +38,6 @@ use crate::pages::{Arena, PAGE};
 use crate::shim::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
 #[cfg(not(async_stack_loom))]
 use crate::task::registry::MAX_TASKS;
-use crate::waits::spin::SpinLock;
 
 /// What a resource is, as reports name it. A `u8` of fixed values: the
 /// debug descriptor gives them to debuggers.
@@ -303,7 +302,7 @@ pub(crate) struct Resource {
     pub(crate) exclusive: HoldSlot,
     /// `lists` for debuggers.
     pub(crate) view: ListsView,
-    lists: SpinLock<Lists>,
+    lists: Mutex<Lists>,
 }
 
 impl Resource {
@@ -323,7 +322,7 @@ impl Resource {
             registry,
             exclusive: HoldSlot::new(),
             view: ListsView::default(),
-            lists: SpinLock::new(Lists::default()),
+            lists: Mutex::new(Lists::default()),
         }
     }
 
@@ -378,14 +377,14 @@ impl Resource {
             generation,
             permits,
         };
-        let mut lists = self.lists.lock();
+        let mut lists = lock(&self.lists);
         self.edit(&mut lists, Edited::Holds, |l| l.holds.push(hold));
         generation
     }
 
     /// Ends the shared hold `generation`.
     pub(crate) fn release_shared(&self, generation: u64) {
-        let mut lists = self.lists.lock();
+        let mut lists = lock(&self.lists);
         if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
             self.edit(&mut lists, Edited::Holds, |l| l.holds.remove(i));
         }
@@ -394,7 +393,7 @@ impl Resource {
     /// Changes the permits of the shared hold `generation` (a permit
     /// split or merged).
     pub(crate) fn resize_shared(&self, generation: u64, permits: u32) {
-        let mut lists = self.lists.lock();
+        let mut lists = lock(&self.lists);
         if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
             self.edit(&mut lists, Edited::Holds, |l| l.holds[i].permits = permits);
         }
@@ -422,7 +421,7 @@ impl Resource {
             since_ms: stamp(task),
             generation,
         };
-        let mut lists = self.lists.lock();
+        let mut lists = lock(&self.lists);
         if lists.index.is_none() {
             // Resource lock, then registry lock: `detect` never holds the
             // registry's while taking a resource's.
@@ -447,7 +446,7 @@ impl Resource {
     #[inline]
     #[must_use]
     fn end_wait(&self, generation: u64) -> bool {
-        let mut lists = self.lists.lock();
+        let mut lists = lock(&self.lists);
         let Some(i) = lists.waits.iter().position(|w| w.generation == generation) else {
             return false;
         };
@@ -468,7 +467,7 @@ impl Resource {
     /// last will. Those waits then keep the resource alive: the owner's
     /// strong reference is left to them (see [`Registry`]).
     fn disown(self: &Arc<Self>) {
-        let mut lists = self.lists.lock();
+        let mut lists = lock(&self.lists);
         lists.owned = false;
         if lists.waits.is_empty() {
             self.unlist(&mut lists);
@@ -489,7 +488,7 @@ impl Resource {
     /// Copies the records.
     pub(crate) fn copy(&self) -> ResourceCopy {
         let exclusive = self.exclusive.read();
-        let lists = self.lists.lock();
+        let lists = lock(&self.lists);
         ResourceCopy {
             key: self.key,
             kind: self.kind,
@@ -506,7 +505,7 @@ impl Resource {
     /// exclusive hold.
     pub(crate) fn unchanged(&self, seen: &ResourceCopy) -> bool {
         let version = {
-            let _lists = self.lists.lock();
+            let _lists = lock(&self.lists);
             self.view.version.load(std::sync::atomic::Ordering::Relaxed)
         };
         let was = seen.exclusive.map_or(0, |h| h.generation);
@@ -520,7 +519,7 @@ impl Resource {
 impl Drop for Resource {
     fn drop(&mut self) {
         assert!(
-            self.lists.lock().index.is_none(),
+            lock(&self.lists).index.is_none(),
             "a resource was freed while listed in the waits registry"
         );
     }
@@ -541,7 +540,10 @@ pub(crate) struct Owner(Arc<Resource>);
 impl Owner {
     /// Owns `resource` (new, so not listed yet).
     pub(crate) fn new(mut resource: Resource) -> Self {
-        resource.lists.with_mut(|lists| lists.owned = true);
+        match resource.lists.get_mut() {
+            Ok(lists) => lists.owned = true,
+            Err(poisoned) => poisoned.into_inner().owned = true,
+        }
         Owner(Arc::new(resource))
     }
 }
