@@ -119,7 +119,7 @@ pub(crate) fn detect<V: TaskView>(
     if registry.is_empty() {
         return Vec::new();
     }
-    let resources = registry.listed();
+    let resources = registry.waited();
     let copies: Vec<Arc<ResourceCopy>> = resources.iter().map(|r| Arc::new(r.copy())).collect();
     let first = view(&Interest::of(copies.iter().map(|c| &**c)));
     let candidates = candidates(&copies, &first);

@@ -50,7 +50,7 @@ pub(crate) fn waiting_tasks(registry: &Registry) -> HashMap<u64, WaitingFor> {
     if registry.is_empty() {
         return out;
     }
-    for r in registry.listed() {
+    for r in registry.waited() {
         let copy = r.copy();
         let holders: Vec<Holder> = copy
             .exclusive

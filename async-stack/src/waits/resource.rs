@@ -684,12 +684,12 @@ pub(crate) type ListedSlot = AtomicPtr<Resource>;
 /// is listed (for indices below the slots' capacity). Both change under
 /// the lock.
 ///
-/// A listed resource with no wait shows nothing: readers go by its
-/// `waits` list, which is empty. Their fast path, [`is_empty`], is true
-/// only while nothing is listed (one load of `count`); otherwise they
-/// copy every listed resource, those without waits included. A count of
-/// the resources that have waits would keep the fast path for a process
-/// whose locks are idle, but it costs each first and last wait an atomic
+/// A listed resource with no wait shows nothing. Readers have two fast
+/// paths: [`is_empty`], one load of `count`, while nothing is listed;
+/// and [`waited`], which skips an idle listed resource with one load of
+/// its waits' length, without its lock. A count of the resources that
+/// have waits would make the first hold for a process whose locks are
+/// idle too, but it costs each first and last wait an atomic
 /// read-modify-write, which measured about 8 ns each (see BENCHMARKS.md,
 /// 2026-11-27 "unlisting lazily"): the wait path is paid at every
 /// contended wait, the readers' walk only by a diagnostic call.
@@ -723,6 +723,7 @@ pub(crate) type ListedSlot = AtomicPtr<Resource>;
 ///
 /// [`listed`]: Registry::listed
 /// [`is_empty`]: Registry::is_empty
+/// [`waited`]: Registry::waited
 pub(crate) struct Registry {
     listed: Mutex<Listed>,
     /// How many resources are listed: written only under `listed`'s lock
@@ -833,22 +834,41 @@ impl Registry {
     /// The listed resources, in order of creation (the same order at every
     /// run, which the loom models need).
     pub(crate) fn listed(&self) -> Vec<Arc<Resource>> {
+        self.collect(|_| true)
+    }
+
+    /// The listed resources that have waits, in order of creation: what
+    /// the in-process readers go through. A lock that was contended once
+    /// stays listed while it lives, idle (see [`Registry`]); this skips it
+    /// with one load of its waits' length (the debuggers' copy, kept under
+    /// its lock), where a copy of it would take its lock and clone its
+    /// lists. A wait that starts meanwhile may be missed, as if the
+    /// reader had come just before it.
+    pub(crate) fn waited(&self) -> Vec<Arc<Resource>> {
+        self.collect(|r| r.view.waits_len.load(std::sync::atomic::Ordering::Relaxed) != 0)
+    }
+
+    /// The listed resources that `keep` keeps, in order of creation.
+    fn collect(&self, keep: impl Fn(&Resource) -> bool) -> Vec<Arc<Resource>> {
         let listed = lock(&self.listed);
         let mut out: Vec<Arc<Resource>> = listed
             .resources
             .iter()
             .filter(|p| !p.is_null())
-            .map(|&p| {
+            .filter_map(|&p| {
                 // SAFETY: `p` is from `Arc::as_ptr` of a listed resource,
                 // read under the registry's lock: its owner holds an `Arc`
                 // of it, or its waits keep a strong reference, and
                 // whichever lets the last of those go unlists it first,
-                // which takes this lock (see `Registry`). So the count is
-                // at least one, and this new reference is the one
-                // `from_raw` takes over.
+                // which takes this lock (see `Registry`). So it is alive,
+                // its count is at least one, and the new reference is the
+                // one `from_raw` takes over.
                 unsafe {
+                    if !keep(&*p) {
+                        return None;
+                    }
                     Arc::increment_strong_count(p);
-                    Arc::from_raw(p)
+                    Some(Arc::from_raw(p))
                 }
             })
             .collect();

@@ -70,6 +70,35 @@ fn an_inversion_is_one_cycle_from_the_smallest_task() {
     assert_eq!(found[0].edges[0].waiter_name.as_deref(), Some("t1"));
 }
 
+/// Resources listed with no wait (locks contended once, whose owners
+/// live) around an inversion: the readers skip them, and find it.
+#[test]
+fn idle_listed_resources_hide_no_deadlock() {
+    let reg = registry();
+    let idle: Vec<Owner> = (0..3)
+        .map(|_| {
+            let m = owned(reg, Kind::Mutex);
+            drop(WaitRecord::start(&m, 9, Some(at()), Ask::Exclusive));
+            m
+        })
+        .collect();
+    assert_eq!((reg.listed().len(), reg.waited().len()), (3, 0));
+    let (a, b, w1, w2) = inversion(reg);
+    assert_eq!(reg.listed().len(), 5);
+    let waited: Vec<*const Resource> = reg.waited().iter().map(Arc::as_ptr).collect();
+    assert_eq!(waited, [Arc::as_ptr(&a), Arc::as_ptr(&b)]);
+    let found = detect(reg, |_| View::default());
+    assert_eq!(pairs(&found), [vec![(1, 2), (2, 1)]]);
+    assert_eq!(
+        waiting_tasks(reg)
+            .keys()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        [1, 2].into()
+    );
+    drop((w1, w2, idle));
+}
+
 #[test]
 fn a_busy_task_or_an_unknown_holder_frees_the_cycle() {
     let reg = registry();
@@ -270,11 +299,13 @@ fn an_owned_resource_stays_listed_until_its_owner_goes_and_shows_nothing_meanwhi
             [waiter]
         );
         assert_eq!(reg.slots(), [ptr]);
+        assert_eq!(reg.waited().len(), 1);
         drop(w);
         // Listed, in the same slot, and invisible.
         assert_eq!(reg.slots(), [ptr], "no slot more per wait");
         assert_eq!(reg.listed().len(), 1);
         assert!(!reg.is_empty(), "the readers' fast path is for none listed");
+        assert!(reg.waited().is_empty(), "the readers skip it");
         assert!(waiting_tasks(reg).is_empty());
         assert!(detect(reg, |_| View::default()).is_empty());
     }
