@@ -98,28 +98,37 @@ fn dump_completes_while_a_task_blocks_forever_in_a_poll() {
 
 // ---- a CPU-bound task shows as running, with its current stack ----
 
+/// What a spinning task shares with its test: the task says when it
+/// has reached its spin, the test when it is to stop.
+#[derive(Default)]
+struct Spin {
+    spinning: AtomicBool,
+    stop: AtomicBool,
+}
+
 #[inline(never)]
-fn spin_until(stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
+fn spin_until(spin: &Spin) {
+    spin.spinning.store(true, Ordering::Release);
+    while !spin.stop.load(Ordering::Relaxed) {
         std::hint::spin_loop();
     }
 }
 
 #[traced_async]
-async fn spin_leaf(stop: Arc<AtomicBool>) {
+async fn spin_leaf(stop: Arc<Spin>) {
     tokio::task::yield_now().await;
     spin_until(&stop);
 }
 
 const SPIN_MID_AWAIT: u32 = line!() + 3;
 #[traced_async]
-async fn spin_mid(stop: Arc<AtomicBool>) {
+async fn spin_mid(stop: Arc<Spin>) {
     spin_leaf(stop).await;
 }
 
 const SPIN_ROOT_AWAIT: u32 = line!() + 3;
 #[traced_async]
-async fn spin_root(stop: Arc<AtomicBool>) {
+async fn spin_root(stop: Arc<Spin>) {
     spin_mid(stop).await;
 }
 
@@ -127,13 +136,13 @@ async fn spin_root(stop: Arc<AtomicBool>) {
 /// stops the spinner before the runtime shuts down, so a failed assertion is
 /// reported instead of hanging in that shutdown.
 struct Spinning {
-    stop: Arc<AtomicBool>,
+    stop: Arc<Spin>,
     handle: tokio::task::JoinHandle<()>,
     rt: tokio::runtime::Runtime,
 }
 
 impl Spinning {
-    fn start<F>(task: impl FnOnce(Arc<AtomicBool>) -> F) -> Spinning
+    fn start<F>(task: impl FnOnce(Arc<Spin>) -> F) -> Spinning
     where
         F: std::future::Future<Output = ()> + Send + 'static,
     {
@@ -141,32 +150,41 @@ impl Spinning {
             .worker_threads(1)
             .build()
             .unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(Spin::default());
         let handle = rt.spawn(task(stop.clone()));
         Spinning { stop, handle, rt }
     }
 
+    /// A dump taken once the task has reached its spin: the task's
+    /// stack no longer changes, so this one dump must show it (a dump
+    /// retried until it looks right could catch the task on its way).
+    fn dump(&self) -> async_stack::TaskDump {
+        while !self.stop.spinning.load(Ordering::Acquire) {
+            assert!(!self.handle.is_finished(), "the task ended before its spin");
+            std::thread::yield_now();
+        }
+        async_stack::dump()
+    }
+
     /// Stops the spinner and waits for its task to finish cleanly.
     fn finish(mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.stop.store(true, Ordering::Relaxed);
         self.rt.block_on(&mut self.handle).unwrap();
     }
 }
 
 impl Drop for Spinning {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
+        self.stop.stop.store(true, Ordering::Relaxed);
     }
 }
 
 #[test]
 fn cpu_bound_task_is_running_with_its_current_stack() {
     let spinning = Spinning::start(spin_root);
-    let d = dump_until("the spinning task running at depth 3", |d| {
-        task_rooted_at(d, "spin_root")
-            .is_some_and(|t| t.state == TaskState::Running && t.frames.len() == 3)
-    });
+    let d = spinning.dump();
     let task = task_rooted_at(&d, "spin_root").unwrap();
+    assert_eq!(task.state, TaskState::Running);
     assert_eq!(
         task.frames.iter().map(short).collect::<Vec<_>>(),
         ["spin_root", "spin_mid", "spin_leaf"]
@@ -196,7 +214,7 @@ async fn pending_child() {
 /// Polls `pending_child` once (it stays pending, and keeps its place in the
 /// task), then spins in its own body.
 #[traced_async]
-async fn spin_after_child(stop: Arc<AtomicBool>) {
+async fn spin_after_child(stop: Arc<Spin>) {
     let mut child = std::pin::pin!(pending_child());
     assert!(futures::poll!(child.as_mut()).is_pending());
     spin_until(&stop);
@@ -205,11 +223,9 @@ async fn spin_after_child(stop: Arc<AtomicBool>) {
 #[test]
 fn the_parent_runs_again_once_its_child_returned_pending() {
     let spinning = Spinning::start(spin_after_child);
-    let d = dump_until("the parent spinning with its pending child", |d| {
-        task_rooted_at(d, "spin_after_child")
-            .is_some_and(|t| t.state == TaskState::Running && t.frames.len() == 2)
-    });
+    let d = spinning.dump();
     let task = task_rooted_at(&d, "spin_after_child").unwrap();
+    assert_eq!(task.state, TaskState::Running);
     assert_eq!(
         task.frames.iter().map(short).collect::<Vec<_>>(),
         ["spin_after_child", "pending_child"]
@@ -401,13 +417,13 @@ async fn quick() -> u32 {
 
 /// Spins in its first poll: everything above it happens in that one poll.
 #[traced_async]
-async fn spin_now(stop: Arc<AtomicBool>) {
+async fn spin_now(stop: Arc<Spin>) {
     spin_until(&stop);
 }
 
 const MOVED_ON_SECOND_AWAIT: u32 = line!() + 4;
 #[traced_async]
-async fn moved_on(stop: Arc<AtomicBool>) {
+async fn moved_on(stop: Arc<Spin>) {
     let _ = quick().await;
     spin_now(stop).await;
 }
@@ -415,11 +431,9 @@ async fn moved_on(stop: Arc<AtomicBool>) {
 #[test]
 fn a_running_frame_shows_the_await_it_moved_on_to() {
     let spinning = Spinning::start(moved_on);
-    let d = dump_until("moved_on spinning in spin_now", |d| {
-        task_rooted_at(d, "moved_on")
-            .is_some_and(|t| t.state == TaskState::Running && t.frames.len() == 2)
-    });
+    let d = spinning.dump();
     let task = task_rooted_at(&d, "moved_on").unwrap();
+    assert_eq!(task.state, TaskState::Running);
     assert_eq!(task.polls, 1, "all of this happens inside the first poll");
     assert_eq!(
         task.frames.iter().map(short).collect::<Vec<_>>(),
