@@ -804,13 +804,16 @@ class Reader:
         l, m = self.layout, self.memory
         resources, self.torn_resources = [], 0
         for address in self.listed():
+            # A listed resource with no wait (a lock contended once, whose
+            # owner lives on) shows nothing, even caught in a change (a
+            # wait being added is there only once the change ends): one
+            # read skips it, as `Registry::waited` does in the process.
+            if not m.u64(address + l.resource_waits_len, "resource %#x" % address):
+                continue
             resource = self.resource(address)
             if resource is not None:
                 resources.append(resource)
-            elif m.u64(address + l.resource_waits_len, "resource %#x" % address):
-                # A listed resource with no wait (its owner lives on) shows
-                # nothing, even caught in a change: a wait being added is
-                # there only once the change ends.
+            else:
                 self.torn_resources += 1
         resources.sort(key=lambda r: r.key)
         return resources

@@ -407,7 +407,10 @@ fn waits_mode(mode: &str) {
             async_stack::debug::__testing::corrupt_waits_len(1 << 40);
         }
         "waits-torn" => {
-            async_stack::debug::__testing::mark_waits_changing();
+            eprintln!(
+                "TMP listed {}",
+                async_stack::debug::__testing::mark_waits_changing()
+            );
         }
         _ => {}
     }
@@ -597,6 +600,7 @@ fn main() {
         tokio_mode();
     }
     if mode.starts_with("waits") {
+        let _idle = contended_once();
         waits_mode(&mode);
     }
     if mode.starts_with("deadlock") {
@@ -624,4 +628,23 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+/// A `Mutex` of the `waits` modes whose only wait is over (its owner, the
+/// `Mutex`, lives on, so it stays listed in the waits registry): it must
+/// show nothing, and no note may count it, even shown as caught in the
+/// middle of a change (`waits-torn`). Contended outside any task and any
+/// runtime, so that the scenario's task and tokio ids stay as they were.
+fn contended_once() -> async_stack::sync::Mutex<u32> {
+    use std::task::{Context, Poll, Waker};
+    let m = async_stack::sync::Mutex::new(1);
+    {
+        let held = m.try_lock().expect("a new mutex is free");
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut waiting = std::pin::pin!(m.lock());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending(), "it waits");
+        drop(held);
+        assert!(matches!(waiting.as_mut().poll(&mut cx), Poll::Ready(_)));
+    }
+    m
 }
