@@ -7,7 +7,7 @@ mod common;
 mod http_common;
 
 use std::sync::{Arc, Mutex as StdMutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_stack::stall::Watchdog;
 use async_stack::sync::Mutex;
@@ -15,6 +15,9 @@ use async_stack::{Deadlock, ResourceKind, TaskDump, traced_async};
 use tokio::sync::Barrier;
 
 use http_common::get;
+
+/// Upper bound for waiting on a background thread; never a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(60);
 
 /// The line of this file that ends with the comment `// {marker}`.
 fn line_of(marker: &str) -> u32 {
@@ -150,21 +153,28 @@ fn a_deadlock_in_the_dump_the_watchdog_and_the_endpoint() {
         assert_eq!(reply.status, 200);
         assert!(reply.text().contains(&found.to_string()), "{}", reply.text());
 
-        // The watchdog: once, however many checks see it.
-        for _ in 0..2_000 {
-            if !reports.lock().unwrap().is_empty() {
-                break;
-            }
+        // The watchdog: once, however many checks see it. Its thread may
+        // get no turn for seconds on a loaded machine: wait for its report
+        // (a bound for a stuck test, not a timing assertion).
+        let ours = || -> Vec<Deadlock> {
+            reports
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|d| d.tasks() == tasks)
+                .cloned()
+                .collect()
+        };
+        let start = Instant::now();
+        while ours().is_empty() {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "the watchdog did not report the deadlock in {PATIENCE:?}"
+            );
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         tokio::time::sleep(Duration::from_millis(30)).await;
-        let ours: Vec<Deadlock> = reports
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|d| d.tasks() == tasks)
-            .cloned()
-            .collect();
+        let ours = ours();
         assert_eq!(ours.len(), 1, "{ours:?}");
         assert_eq!(ours[0].to_string(), found.to_string());
 

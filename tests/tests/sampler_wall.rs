@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use async_stack::sampler::{FrameRef, Grouping, Profile, SampleState, Sampler};
-use async_stack::traced_async;
+use async_stack::{TaskState, traced_async};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -86,14 +86,24 @@ fn park_waiters(rt: &tokio::runtime::Runtime, n: usize, name: Option<&str>) -> P
             None => rt.spawn(waiter(rx)),
         });
     }
+    // Parked is idle, not only two frames deep: a task whose leaf has
+    // just returned `Pending` is still inside its poll (running, sampled
+    // on-CPU) for as long as its worker is preempted there.
     rt.block_on(async {
-        while async_stack::dump().tasks.len() < n
-            || async_stack::dump().tasks.iter().any(|t| t.frames.len() < 2)
-        {
+        while !all_parked(&async_stack::dump(), n, 2) {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
     });
     (senders, handles)
+}
+
+/// Whether `d` has at least `n` tasks, each idle (its poll over) with at
+/// least `depth` frames.
+fn all_parked(d: &async_stack::TaskDump, n: usize, depth: usize) -> bool {
+    d.tasks.len() >= n
+        && d.tasks
+            .iter()
+            .all(|t| t.frames.len() >= depth && t.state == TaskState::Idle)
 }
 
 /// Ends the tasks of [`park_waiters`].
@@ -159,7 +169,7 @@ fn a_join_gives_one_stack_per_pending_branch() {
         let (tb, rb) = tokio::sync::oneshot::channel::<()>();
         let h = rt.spawn(joiner(ra, rb));
         rt.block_on(async {
-            while async_stack::dump().tasks.iter().all(|t| t.frames.len() < 4) {
+            while !all_parked(&async_stack::dump(), 1, 4) {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         });

@@ -1,6 +1,7 @@
 //! Finding a stuck task without a debugger: the stall watchdog reports a
 //! task blocked inside a poll, with its stack; a signal writes a dump.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -11,8 +12,14 @@ use async_stack::{TaskState, traced_async};
 /// Upper bound for waiting on a background thread; never a timing assertion.
 const PATIENCE: Duration = Duration::from_secs(60);
 
+/// Set once the stuck task has reached its leaf, where it stays: the
+/// watchdog starts only then, so that its first report cannot catch the
+/// task on its way (preempted past the threshold before the leaf).
+static REACHED_LEAF: AtomicBool = AtomicBool::new(false);
+
 #[inline(never)]
 fn wait_for_release(rx: &mpsc::Receiver<()>) {
+    REACHED_LEAF.store(true, Ordering::Release);
     let _ = rx.recv();
 }
 
@@ -29,6 +36,12 @@ async fn stuck_root(rx: mpsc::Receiver<()>) {
 
 #[test]
 fn watchdog_reports_a_task_blocked_in_a_poll_with_its_stack() {
+    let (release_tx, release_rx) = mpsc::channel();
+    let t = std::thread::spawn(move || futures::executor::block_on(stuck_root(release_rx)));
+    while !REACHED_LEAF.load(Ordering::Acquire) {
+        assert!(!t.is_finished(), "the task ended before its leaf");
+        std::thread::yield_now();
+    }
     let (report_tx, report_rx) = mpsc::channel::<StallReport>();
     let watchdog = Watchdog::builder()
         .running_threshold(Duration::from_millis(50))
@@ -40,8 +53,6 @@ fn watchdog_reports_a_task_blocked_in_a_poll_with_its_stack() {
         })
         .spawn()
         .unwrap();
-    let (release_tx, release_rx) = mpsc::channel();
-    let t = std::thread::spawn(move || futures::executor::block_on(stuck_root(release_rx)));
     let report = report_rx.recv_timeout(PATIENCE).expect("no stall report");
     assert_eq!(report.kind, StallKind::Running);
     assert_eq!(report.task.state, TaskState::Running);

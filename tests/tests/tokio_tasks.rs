@@ -8,7 +8,8 @@
 
 mod common;
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use async_stack::dump::{live_tasks, write_text};
 use async_stack::{TaskDump, TaskInfo, TaskState, dump, traced_async};
@@ -355,9 +356,25 @@ fn outside_tokio_tasks_each_root_is_a_task() {
     assert_eq!(futures::executor::block_on(pair), (1, 2));
 }
 
+/// Upper bound for waiting on a background thread; never a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Set once the watchdog has reported [`spinner`]'s task.
+static REPORTED: AtomicBool = AtomicBool::new(false);
+
 #[traced_async]
 async fn spinner() {
-    // Blocks its thread inside one poll, long past the threshold below.
+    // Blocks its thread inside one poll until the watchdog reported it
+    // (its thread may get no turn for a while on a loaded machine), then
+    // 400 ms more, in which a second report of the same stall would come.
+    let start = Instant::now();
+    while !REPORTED.load(Ordering::Acquire) {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "no stall report in {PATIENCE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     std::thread::sleep(Duration::from_millis(400));
 }
 
@@ -373,7 +390,16 @@ fn the_stall_watchdog_reports_the_tokio_task_once() {
     let watchdog = Watchdog::builder()
         .running_threshold(Duration::from_millis(50))
         .interval(Duration::from_millis(5))
-        .on_stall(move |r| sink.lock().unwrap().push(r.clone()))
+        .on_stall(move |r| {
+            sink.lock().unwrap().push(r.clone());
+            if r.task
+                .frames
+                .iter()
+                .any(|f| f.function.ends_with("::spinner"))
+            {
+                REPORTED.store(true, Ordering::Release);
+            }
+        })
         .spawn()
         .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -134,7 +134,10 @@ pub fn park_for_good<F>(
         .with_name_containing(name)
         .tasks
         .iter()
-        .filter(|t| t.frames.len() == depth)
+        // Parked: idle, not only `depth` frames deep (a task whose leaf
+        // has just returned `Pending` is still in its poll, shown running,
+        // for as long as its worker is preempted there).
+        .filter(|t| t.frames.len() == depth && t.state == async_stack::TaskState::Idle)
         .count()
         < n
     {
