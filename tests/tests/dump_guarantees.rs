@@ -31,22 +31,15 @@ fn task_rooted_at<'d>(
     })
 }
 
-/// Waits (bounded) until `pred` holds for some dump, and returns it.
-fn dump_until(what: &str, pred: impl Fn(&async_stack::TaskDump) -> bool) -> async_stack::TaskDump {
-    for _ in 0..2_000 {
-        let d = async_stack::dump();
-        if pred(&d) {
-            return d;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    panic!("no dump showed {what}; last:\n{}", async_stack::dump());
-}
-
 // ---- a task blocked inside a poll on a mutex the dumping thread holds ----
+
+/// Set by [`lock_it`] just before it blocks: from then on the task's
+/// stack does not change until the mutex is released.
+static LOCKING: AtomicBool = AtomicBool::new(false);
 
 #[inline(never)]
 fn lock_it(m: &Mutex<()>) {
+    LOCKING.store(true, Ordering::Release);
     drop(m.lock().unwrap());
 }
 
@@ -65,20 +58,14 @@ async fn blocked_root(m: Arc<Mutex<()>>) {
 fn dump_completes_while_a_task_blocks_forever_in_a_poll() {
     let m = Arc::new(Mutex::new(()));
     let guard = m.lock().unwrap();
-    let entered = Arc::new(AtomicBool::new(false));
     let m2 = m.clone();
-    let e2 = entered.clone();
-    let t = std::thread::spawn(move || {
-        e2.store(true, Ordering::SeqCst);
-        futures::executor::block_on(blocked_root(m2));
-    });
-    while !entered.load(Ordering::SeqCst) {
+    let t = std::thread::spawn(move || futures::executor::block_on(blocked_root(m2)));
+    while !LOCKING.load(Ordering::Acquire) {
+        assert!(!t.is_finished(), "the task ended before it locked");
         std::thread::yield_now();
     }
     // The dumping thread holds the mutex the task is blocked on.
-    let d = dump_until("the blocked task", |d| {
-        task_rooted_at(d, "blocked_root").is_some_and(|t| t.frames.len() == 2)
-    });
+    let d = async_stack::dump();
     let task = task_rooted_at(&d, "blocked_root").unwrap();
     assert_eq!(task.state, TaskState::Running);
     assert_eq!(
