@@ -407,10 +407,7 @@ fn waits_mode(mode: &str) {
             async_stack::debug::__testing::corrupt_waits_len(1 << 40);
         }
         "waits-torn" => {
-            eprintln!(
-                "TMP listed {}",
-                async_stack::debug::__testing::mark_waits_changing()
-            );
+            async_stack::debug::__testing::mark_waits_changing();
         }
         _ => {}
     }
