@@ -316,8 +316,8 @@ pub struct TaskDump {
 /// The JSON format version [`TaskDump::to_json`] writes.
 ///
 /// Version 2 renamed `truncated` to `hidden_frames`; version 3 added
-/// `tokio_id` and `branches`. [`TaskDump::from_json`] still reads versions
-/// 1 and 2.
+/// `tokio_id`, `branches` and `waits`. [`TaskDump::from_json`] still reads
+/// versions 1 and 2 (their tasks have no `waits`).
 pub const DUMP_FORMAT_VERSION: u32 = 3;
 
 /// Takes a dump of every live task.
