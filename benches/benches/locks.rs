@@ -11,6 +11,12 @@
 //!   times. Variants `tokio` (`tokio::sync::Mutex`, the baseline) and
 //!   `async-stack` (`async_stack::sync::Mutex`, which wraps it). The
 //!   target: at most 10 ns above the baseline.
+//! - `locks_uncontended_shared`: the same for the shared acquires: a read
+//!   of a free `RwLock` (`read/`), a permit of a `Semaphore` with permits
+//!   to spare (`permit/`), acquired and released `iters` times. No target
+//!   was set; a shared hold sits in a list under the resource's own lock,
+//!   taken at the acquire and at the release, where an exclusive hold is
+//!   a few plain stores.
 //! - `locks_contended`: two tasks take turns with one mutex, each holding
 //!   it across a `yield_now`, so that every lock waits (one `Pending`, one
 //!   wake) for the other task to release it; time per iteration covers
@@ -92,6 +98,45 @@ fn uncontended(c: &mut Criterion<BenchClock>) {
     let ours = Arc::new(async_stack::sync::Mutex::new(0u64));
     group.bench_function(ASYNC_STACK, |b| {
         b.iter_custom(|iters| lock_alone!(&rt, ours.clone(), iters));
+    });
+    group.finish();
+}
+
+/// `iters` shared acquires and releases of a free `RwLock` (a read) or
+/// `Semaphore` (a permit) by one traced task: `$acquire` is the
+/// expression that acquires, given the lock as `l`.
+macro_rules! share_alone {
+    ($rt:expr, $l:expr, $iters:expr, |$x:ident| $acquire:expr) => {{
+        let (l, iters) = ($l, $iters);
+        in_traced_task($rt, async move {
+            let start = benches::clock::now();
+            for _ in 0..iters {
+                let $x = black_box(&l);
+                drop(black_box($acquire));
+            }
+            benches::clock::now() - start
+        })
+    }};
+}
+
+fn uncontended_shared(c: &mut Criterion<BenchClock>) {
+    let rt = runtime();
+    let mut group = c.benchmark_group("locks_uncontended_shared");
+    let theirs = Arc::new(tokio::sync::RwLock::new(0u64));
+    group.bench_function("read/tokio", |b| {
+        b.iter_custom(|iters| share_alone!(&rt, theirs.clone(), iters, |l| l.read().await));
+    });
+    let ours = Arc::new(async_stack::sync::RwLock::new(0u64));
+    group.bench_function("read/async-stack", |b| {
+        b.iter_custom(|iters| share_alone!(&rt, ours.clone(), iters, |l| l.read().await));
+    });
+    let theirs = Arc::new(tokio::sync::Semaphore::new(4));
+    group.bench_function("permit/tokio", |b| {
+        b.iter_custom(|iters| share_alone!(&rt, theirs.clone(), iters, |l| l.acquire().await));
+    });
+    let ours = Arc::new(async_stack::sync::Semaphore::new(4));
+    group.bench_function("permit/async-stack", |b| {
+        b.iter_custom(|iters| share_alone!(&rt, ours.clone(), iters, |l| l.acquire().await));
     });
     group.finish();
 }
@@ -322,6 +367,6 @@ fn deadlocks(c: &mut Criterion<BenchClock>) {
 criterion_group! {
     name = benches;
     config = benches::clock::criterion();
-    targets = uncontended, contended, first_wait, deadlocks
+    targets = uncontended, uncontended_shared, contended, first_wait, deadlocks
 }
 criterion_main!(benches);
