@@ -11,7 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 mod go_tool;
 
@@ -254,15 +254,28 @@ fn go_pprof_reads_the_fixture_as_folded_says() {
     }
 }
 
-/// Sleeps in a known function, as a task's leaf.
+/// Upper bound for waiting on a background thread; never a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Waits in a known function, as a task's leaf, until released.
 #[traced_async]
-async fn nap(ms: u64) {
-    tokio::time::sleep(Duration::from_millis(ms)).await;
+async fn nap(release: tokio::sync::oneshot::Receiver<()>) {
+    let _ = release.await;
 }
 
 #[traced_async]
-async fn sleeper(ms: u64) {
-    nap(ms).await;
+async fn sleeper(release: tokio::sync::oneshot::Receiver<()>) {
+    nap(release).await;
+}
+
+/// Waits (up to [`PATIENCE`]) until `done` holds.
+#[track_caller]
+fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < PATIENCE, "{what}: not in {PATIENCE:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 #[test]
@@ -272,19 +285,42 @@ fn go_pprof_reads_a_real_run_as_folded_says() {
         .enable_all()
         .build()
         .expect("a runtime");
+    let (releases, tasks): (Vec<_>, Vec<_>) = (0..3)
+        .map(|_| {
+            let (release, parked) = tokio::sync::oneshot::channel();
+            let _in_runtime = runtime.enter();
+            (
+                release,
+                async_stack::tokio::spawn_named("sleeper", sleeper(parked)),
+            )
+        })
+        .unzip();
+    // The sampler runs while the tasks are parked in `nap`: idle, not only
+    // two frames deep (a task whose leaf has just returned `Pending` is
+    // still in its poll, and one preempted on its way is elsewhere), and
+    // stops before they move on, however late a worker or the sampler's
+    // thread gets its turn.
+    wait_for("the three tasks parked in nap", || {
+        let d = async_stack::dump();
+        let parked = d.tasks.iter().filter(|t| {
+            t.name.as_deref() == Some("sleeper")
+                && t.frames.len() == 2
+                && t.state == async_stack::TaskState::Idle
+        });
+        parked.count() == 3
+    });
     let sampler = Sampler::builder()
         .frequency_hz(1000)
         .start()
         .expect("start the sampler");
+    wait_for("300 ticks", || sampler.stats().ticks >= 300);
+    let profile = sampler.stop();
+    drop(releases);
     runtime.block_on(async {
-        let tasks: Vec<_> = (0..3)
-            .map(|_| async_stack::tokio::spawn_named("sleeper", sleeper(300)))
-            .collect();
         for task in tasks {
             task.await.expect("sleeper");
         }
     });
-    let profile = sampler.stop();
     let exported = export(&profile, "run");
     assert!(profile.stats().ticks > 0, "{:?}", profile.stats());
     let total = exported.folded_total();
