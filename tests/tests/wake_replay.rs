@@ -14,6 +14,8 @@
 //! spinning poll, whose busy (wall) time then grows, and a replay of that
 //! longer busy time grows again by the same amount.
 
+use std::time::{Duration, Instant};
+
 use async_stack::wake::{self, ReduceOptions, Reduction};
 use async_stack::workload::{self, Workload};
 
@@ -45,6 +47,23 @@ const EXPECTED: [&str; 4] = [
     "independent ticker×1",
 ];
 
+/// Upper bound for waiting on the replay; never a timing assertion.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// The replay's end: `RUN`, and then, if its worker got little of that
+/// time (a loaded machine), until the recording shows the program's
+/// groups, for at most [`PATIENCE`] more (the test then fails on what it
+/// shows).
+async fn replayed_enough() {
+    tokio::time::sleep(RUN).await;
+    let deadline = Instant::now() + PATIENCE;
+    while wake::graph().reduce(ReduceOptions::default()).structure() != EXPECTED
+        && Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 #[test]
 fn record_reduce_emit_replay_and_record_again() {
     // 1. Record the known program.
@@ -65,7 +84,9 @@ fn record_reduce_emit_replay_and_record_again() {
 
     // 4. Replay it, recording again from scratch.
     wake::reset();
-    let report = runtime().block_on(workload::replay(&w, RUN)).unwrap();
+    let report = runtime()
+        .block_on(workload::replay_until(&w, replayed_enough()))
+        .unwrap();
     wake::record(false);
     let replayed = wake::graph().reduce(ReduceOptions::default());
     assert_eq!(

@@ -14,6 +14,30 @@ use tokio::sync::{mpsc, oneshot};
 /// How long the program runs.
 pub const RUN: Duration = Duration::from_millis(2500);
 
+/// The rounds each loop of the program runs at least, however little of
+/// `RUN` its worker got (a loaded machine), so that its wakes always show
+/// its groups.
+const MIN_ROUNDS: u32 = 20;
+
+/// A loop's condition: on until `end` has passed and it ran
+/// [`MIN_ROUNDS`] rounds.
+struct Until {
+    end: Instant,
+    rounds: u32,
+}
+
+impl Until {
+    fn new(end: Instant) -> Self {
+        Until { end, rounds: 0 }
+    }
+
+    /// Whether to run one more round.
+    fn more(&mut self) -> bool {
+        self.rounds += 1;
+        self.rounds <= MIN_ROUNDS || Instant::now() < self.end
+    }
+}
+
 fn spin(d: Duration) {
     let start = Instant::now();
     while start.elapsed() < d {
@@ -28,7 +52,8 @@ where
     async_stack::tokio::spawn_named(name, fut.traced())
 }
 
-/// The known program, until `RUN` has passed.
+/// The known program, until `RUN` has passed (and each loop ran
+/// [`MIN_ROUNDS`] rounds).
 pub async fn program() {
     let end = Instant::now() + RUN;
     let mut tasks = Vec::new();
@@ -44,7 +69,8 @@ pub async fn program() {
         }));
     }
     tasks.push(spawn("producer", async move {
-        while Instant::now() < end {
+        let mut until = Until::new(end);
+        while until.more() {
             spin(Duration::from_millis(1));
             for tx in &senders {
                 tx.send(1).await.unwrap();
@@ -62,7 +88,8 @@ pub async fn program() {
             }
         }));
         tasks.push(spawn(&format!("client-{pair}"), async move {
-            while Instant::now() < end {
+            let mut until = Until::new(end);
+            while until.more() {
                 spin(Duration::from_micros(500));
                 let (reply, answer) = oneshot::channel();
                 tx.send(reply).await.unwrap();
@@ -73,7 +100,8 @@ pub async fn program() {
     }
     // 1 timer-driven task.
     tasks.push(spawn("ticker", async move {
-        while Instant::now() < end {
+        let mut until = Until::new(end);
+        while until.more() {
             tokio::time::sleep(Duration::from_millis(20)).await;
             spin(Duration::from_millis(1));
         }
