@@ -47,21 +47,21 @@ export ASYNC_STACK_VERIFY_LOG="$PWD/target/verify-mismatches.log"
 mkdir -p target
 rm -f "$ASYNC_STACK_VERIFY_LOG"
 
-echo "== 1/4 workspace tests (debug)"
+echo "== $(date -u +%T) 1/4 workspace tests (debug)"
 cargo test --workspace --all-features
 
-echo "== 2/4 walker, frame, await-site, dump, debugger and million-task tests (release, line tables only)"
+echo "== $(date -u +%T) 2/4 walker, frame, await-site, dump, debugger and million-task tests (release, line tables only)"
 walker_tests=(--test registry_million --test sampler_torture)
 for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_sites.rs tests/tests/dump_*.rs tests/tests/debugger_*.rs; do
     [ -e "$t" ] && walker_tests+=(--test "$(basename "$t" .rs)")
 done
 ASYNC_STACK_VERIFY=1 cargo test -p tests --profile release-lines "${walker_tests[@]}"
 
-echo "== 3/4 walker and sampler without debug info (release, no debug info)"
+echo "== $(date -u +%T) 3/4 walker and sampler without debug info (release, no debug info)"
 cargo test -p tests --profile release-nodebug --test walker_no_debuginfo
 cargo test -p async-stack --lib --profile release-nodebug boundary_tests
 
-echo "== 4/4 loom models"
+echo "== $(date -u +%T) 4/4 loom models"
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg async_stack_loom" CARGO_TARGET_DIR=target/loom \
     cargo test -p async-stack --lib --release loom
 
@@ -70,4 +70,4 @@ if [ -s "$ASYNC_STACK_VERIFY_LOG" ]; then
     cat "$ASYNC_STACK_VERIFY_LOG"
     exit 1
 fi
-echo "== walker verification: no mismatch"
+echo "== $(date -u +%T) walker verification: no mismatch"
