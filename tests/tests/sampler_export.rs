@@ -11,12 +11,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
+mod common;
 mod go_tool;
 
 use async_stack::sampler::{Profile, Sampler};
 use async_stack::traced_async;
+use common::wait_for;
 use go_tool::have_go;
 
 /// A profile written to a folder: its pprof file and its folded text.
@@ -254,9 +255,6 @@ fn go_pprof_reads_the_fixture_as_folded_says() {
     }
 }
 
-/// Upper bound for waiting on a background thread; never a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(60);
-
 /// Waits in a known function, as a task's leaf, until released.
 #[traced_async]
 async fn nap(release: tokio::sync::oneshot::Receiver<()>) {
@@ -266,16 +264,6 @@ async fn nap(release: tokio::sync::oneshot::Receiver<()>) {
 #[traced_async]
 async fn sleeper(release: tokio::sync::oneshot::Receiver<()>) {
     nap(release).await;
-}
-
-/// Waits (up to [`PATIENCE`]) until `done` holds.
-#[track_caller]
-fn wait_for(what: &str, done: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < PATIENCE, "{what}: not in {PATIENCE:?}");
-        std::thread::sleep(Duration::from_millis(1));
-    }
 }
 
 #[test]

@@ -9,7 +9,7 @@
 mod common;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_stack::dump::{live_tasks, write_text};
 use async_stack::{TaskDump, TaskInfo, TaskState, dump, traced_async};
@@ -356,9 +356,6 @@ fn outside_tokio_tasks_each_root_is_a_task() {
     assert_eq!(futures::executor::block_on(pair), (1, 2));
 }
 
-/// Upper bound for waiting on a background thread; never a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(60);
-
 /// Set once the watchdog has reported [`spinner`]'s task.
 static REPORTED: AtomicBool = AtomicBool::new(false);
 
@@ -367,14 +364,7 @@ async fn spinner() {
     // Blocks its thread inside one poll until the watchdog reported it
     // (its thread may get no turn for a while on a loaded machine), then
     // 400 ms more, in which a second report of the same stall would come.
-    let start = Instant::now();
-    while !REPORTED.load(Ordering::Acquire) {
-        assert!(
-            start.elapsed() < PATIENCE,
-            "no stall report in {PATIENCE:?}"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    common::wait_for("a stall report", || REPORTED.load(Ordering::Acquire));
     std::thread::sleep(Duration::from_millis(400));
 }
 

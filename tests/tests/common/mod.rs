@@ -2,8 +2,9 @@
 //! an async frame that compares exactly (function, file, line, running), a
 //! check of the spliced layout of a capture, a future that yields once,
 //! a minimal thread-park executor, a runner of the helper binaries
-//! that read an environment variable once per process, and the check of a
-//! dump's JSON against the checked-in schema.
+//! that read an environment variable once per process, the check of a
+//! dump's JSON against the checked-in schema, and a bounded wait for what
+//! another thread does ([`wait_for`]).
 //!
 //! Every test file that uses this module declares `mod common;`; each uses a
 //! different subset of it, hence the `dead_code` allowance.
@@ -244,4 +245,20 @@ pub fn dump_schema_errors(json: &str) -> Vec<String> {
         .iter_errors(&value)
         .map(|e| e.to_string())
         .collect()
+}
+
+/// Upper bound for waiting on another thread; never a timing assertion.
+pub const PATIENCE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Blocks the calling thread until `done` holds, checking every
+/// millisecond; fails the test with `what` after [`PATIENCE`] (another
+/// thread that gets no turn for seconds on a loaded machine is normal,
+/// one that never does its part is the failure).
+#[track_caller]
+pub fn wait_for(what: &str, done: impl Fn() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < PATIENCE, "{what}: not in {PATIENCE:?}");
+        thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
