@@ -36,7 +36,8 @@
 //!   if that comes later: the registry is locked twice in a resource's
 //!   life, not twice per wait (the slow path). A listed resource with no
 //!   wait shows nothing: every reader goes by its list of waits. The
-//!   readers' fast path is for a registry where nothing is listed.
+//!   readers' fast paths are one load while nothing is listed, and one
+//!   load to skip each listed resource whose list of waits is empty.
 //!
 //! Debuggers read the same records from memory alone: the registry keeps
 //! the listed resources' addresses in slots of a never-freed page table

@@ -2,9 +2,10 @@
 
 //! (`waiting for Mutex created at ..., held by task 7 (...)`).
 //!
-//! One call reads every listed resource (those that have waits, and idle
-//! locks that had some), without blocking any task beyond a copy of each
-//! resource's short lists; it costs one load while nothing is listed.
+//! One call reads every resource that has waits, without blocking any
+//! task beyond a copy of each one's short lists: one load while nothing is
+//! listed, and one more per listed resource without a wait (an idle lock
+//! that had some), which it skips.
 
 // The dump (a reader above this layer) is to call these; until it does,
 // only the tests do.

@@ -599,9 +599,7 @@ impl WaitRecord {
             resource: NonNull::from(&**resource),
         }
     }
-}
 
-impl WaitRecord {
     /// Ends the wait: out of line, so that dropping an `Option` of a
     /// record that is `None` (the uncontended acquire) costs one test.
     #[inline(never)]
