@@ -42,7 +42,7 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 6
+VERSION = 7
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
@@ -52,12 +52,16 @@ MAX_CHAIN_DEPTH = 1024
 #: list is reported as corrupt memory.
 MAX_LIST_LENGTH = 1 << 20
 
+#: The most shared slots read of one resource (the process has 4); more
+#: is reported as a corrupt descriptor.
+MAX_SHARED_SLOTS = 64
+
 #: The most waits-for edges :func:`find_deadlocks` builds (a waiter has one
 #: per holder and per task queued ahead of it); more is reported as too
 #: large to search rather than searched slowly.
 MAX_EDGES = 1 << 20
 
-#: The `Layout` fields of the descriptor, in declaration order (version 6).
+#: The `Layout` fields of the descriptor, in declaration order (version 7).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -99,6 +103,8 @@ LAYOUT_FIELDS = (
     "hold_size", "hold_task", "hold_at", "hold_since",
     "wait_size", "wait_task", "wait_at", "wait_since", "wait_generation",
     "kind_mutex", "kind_rwlock", "kind_semaphore", "kind_join_handle",
+    "resource_shared", "shared_slots", "shared_slot_size", "shared_slot_hold",
+    "hold_slot_claimed",
 )
 
 #: The `Addresses` fields of the descriptor, in declaration order.
@@ -741,8 +747,9 @@ class Reader:
         return [resource for resource in found if resource]
 
     def resource(self, address):
-        """The :class:`Resource` at ``address``, or None when its lists
-        were caught in the middle of a change (an odd version)."""
+        """The :class:`Resource` at ``address``, or None when it was
+        caught in the middle of a change: its lists' version odd, or a
+        shared slot's hold being written."""
         l, m = self.layout, self.memory
         what = "resource %#x" % address
         if m.u64(address + l.resource_version, what) % 2:
@@ -755,12 +762,25 @@ class Reader:
             raise AsyncStackError("%s: unknown kind %d (corrupt memory?)"
                                   % (what, kind))
         holders = []
-        slot = address + l.resource_exclusive
-        if m.u64(slot + l.hold_slot_generation, what):
-            holders.append((
-                m.u64(slot + l.hold_slot_task, what),
-                self.location(m.u64(slot + l.hold_slot_at, what), what),
-                m.u64(slot + l.hold_slot_since, what)))
+        slots = [address + l.resource_exclusive]
+        shared = m.u64(address + l.resource_shared, what)
+        if shared:
+            if l.shared_slots > MAX_SHARED_SLOTS:
+                raise AsyncStackError(
+                    "the descriptor gives %d shared slots per resource, more "
+                    "than %d (corrupt memory?)"
+                    % (l.shared_slots, MAX_SHARED_SLOTS))
+            slots += [shared + i * l.shared_slot_size + l.shared_slot_hold
+                      for i in range(l.shared_slots)]
+        for slot in slots:
+            generation = m.u64(slot + l.hold_slot_generation, what)
+            if generation == l.hold_slot_claimed:
+                return None
+            if generation:
+                holders.append((
+                    m.u64(slot + l.hold_slot_task, what),
+                    self.location(m.u64(slot + l.hold_slot_at, what), what),
+                    m.u64(slot + l.hold_slot_since, what)))
         holders += self._list(address, "holds", l.hold_size,
                               (l.hold_task, l.hold_at, l.hold_since), what)
         waits = self._list(address, "waits", l.wait_size,

@@ -14,9 +14,10 @@
 //! - `locks_uncontended_shared`: the same for the shared acquires: a read
 //!   of a free `RwLock` (`read/`), a permit of a `Semaphore` with permits
 //!   to spare (`permit/`), acquired and released `iters` times. No target
-//!   was set; a shared hold sits in a list under the resource's own lock,
-//!   taken at the acquire and at the release, where an exclusive hold is
-//!   a few plain stores.
+//!   was set. A shared hold takes one of the resource's shared slots with
+//!   one compare-and-swap and frees it with a store, where an exclusive
+//!   hold is a few plain stores (until 2026-11-28, a list entry under the
+//!   resource's own lock, taken at the acquire and again at the release).
 //! - `locks_contended`: two tasks take turns with one mutex, each holding
 //!   it across a `yield_now`, so that every lock waits (one `Pending`, one
 //!   wake) for the other task to release it; time per iteration covers

@@ -16,7 +16,9 @@ use crate::record::threads::{MAX_THREADS, ThreadRoot};
 use crate::task::record::{TaskExt, TaskName, TaskRecord, spawn, state, wakes};
 use crate::task::stack::words::Chunk;
 use crate::task::stack::{self, foreign, meta, word};
-use crate::waits::resource::{Hold, HoldSlot, Kind, ListsView, Resource, Wait};
+use crate::waits::resource::{
+    CLAIMED, Hold, HoldSlot, Kind, ListsView, Resource, SHARED_SLOTS, SharedSlot, Wait,
+};
 
 /// The sizes, offsets and bit layouts a script needs (see the module docs).
 /// All in bytes or bits, one `u64` each.
@@ -171,6 +173,16 @@ pub struct Layout {
     pub kind_rwlock: u64,
     pub kind_semaphore: u64,
     pub kind_join_handle: u64,
+    // The shared holds kept in slots (`RwLock`, `Semaphore`): the
+    // resource's pointer to its array of `shared_slots` slots of
+    // `shared_slot_size` bytes (`0`: none), the hold slot within a slot
+    // (read with the `hold_slot_*` offsets), and the generation of a slot
+    // whose hold is being written
+    pub resource_shared: u64,
+    pub shared_slots: u64,
+    pub shared_slot_size: u64,
+    pub shared_slot_hold: u64,
+    pub hold_slot_claimed: u64,
 }
 
 /// A `Location` whose line, column and file the descriptor states, so
@@ -301,6 +313,11 @@ pub(super) const LAYOUT: Layout = Layout {
     kind_rwlock: Kind::RwLock as u64,
     kind_semaphore: Kind::Semaphore as u64,
     kind_join_handle: Kind::JoinHandle as u64,
+    resource_shared: o(offset_of!(Resource, shared)),
+    shared_slots: o(SHARED_SLOTS),
+    shared_slot_size: o(size_of::<SharedSlot>()),
+    shared_slot_hold: o(SharedSlot::HOLD_OFFSET),
+    hold_slot_claimed: CLAIMED,
 };
 
 const fn current_slot_shift() -> u64 {

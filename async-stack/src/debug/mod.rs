@@ -114,8 +114,13 @@
 //!   resource, and otherwise names the holding task (`task`, `0`: code
 //!   outside traced tasks), the `Location` of the acquire (`at`) and since
 //!   when (`since`); the shared holds (`RwLock` readers, `Semaphore`
-//!   permits) are an array of `holds_len` holds of `hold_size` bytes at
-//!   `holds`. The waits, in queue order, are an array of `waits_len`
+//!   permits) are first those in the resource's shared slots, then its
+//!   list: `resource_shared` points to `shared_slots` slots of
+//!   `shared_slot_size` bytes (`0`: the kind has none), each with a hold
+//!   slot at `shared_slot_hold` read as the exclusive one is (a
+//!   generation of `hold_slot_claimed`: a hold being written, so the
+//!   holders are not to be read), then the list, an array of
+//!   `holds_len` holds of `hold_size` bytes at `holds`. The waits, in queue order, are an array of `waits_len`
 //!   waits of `wait_size` bytes at `waits`: the waiting task, the
 //!   `Location` of the acquire call (`at`, `0` for a `JoinHandle`),
 //!   since when, and its `generation` (unique; later waits have larger
@@ -197,7 +202,13 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// `wait_since` (so every later field moved by one word): a wait's
 /// generation, which orders one task's waits in a deadlock report as
 /// `async_stack::deadlocks()` orders them.
-pub const VERSION: u64 = 6;
+///
+/// Version 7: shared holds in slots. The layout part gains, after
+/// `kind_join_handle`, the resource's pointer to its shared slots and
+/// their count, size and hold (`resource_shared` to `shared_slot_hold`),
+/// and `hold_slot_claimed`, the generation of a slot caught while its
+/// hold was being written (so the address part moved by five words).
+pub const VERSION: u64 = 7;
 
 /// The descriptor. See the module docs.
 #[repr(C)]
@@ -232,7 +243,8 @@ pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
 #[doc(hidden)]
 pub mod __testing {
     pub use crate::debug::testing::{
-        corrupt_descriptor_magic, corrupt_descriptor_version, corrupt_waits_len, leaked_chain,
-        mark_oldest_waits_changing, mark_waits_changing, set_current_parent,
+        claim_free_shared_slots, corrupt_descriptor_magic, corrupt_descriptor_version,
+        corrupt_waits_len, leaked_chain, mark_oldest_waits_changing, mark_waits_changing,
+        set_current_parent,
     };
 }

@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use super::{ASYNC_STACK_DEBUG, VERSION};
 use crate::record::frame::AsyncStackFrame;
 use crate::record::site::CallSite;
-use crate::waits::resource::Registry;
+use crate::waits::resource::{Registry, SHARED_SLOTS};
 
 /// Overwrites the descriptor's magic number (the scripts must then
 /// refuse it).
@@ -85,4 +85,17 @@ pub fn mark_oldest_waits_changing() -> bool {
         r.view.version.fetch_or(1, Ordering::Relaxed);
     }
     !listed.is_empty()
+}
+
+/// Leaves a free shared slot of every resource listed in the waits
+/// registry that has shared slots (`RwLock`, `Semaphore`) claimed and
+/// never written, as a holder preempted right after its claim leaves it:
+/// debuggers then read the resource as caught in the middle of a change.
+/// The slot stays claimed for good. Returns how many resources it changed.
+pub fn claim_free_shared_slots() -> usize {
+    Registry::global()
+        .listed()
+        .iter()
+        .filter(|r| (0..SHARED_SLOTS).any(|i| r.claim_only(i)))
+        .count()
 }

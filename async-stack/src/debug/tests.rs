@@ -15,7 +15,7 @@ use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
 use crate::task::record::{TaskExt, TaskRecord, spawn};
 use crate::task::registry::{MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
 use crate::task::traced::TracedExt;
-use crate::waits::resource::{Ask, Hold, Kind, Registry, Resource, Wait, WaitRecord};
+use crate::waits::resource::{Ask, Hold, Kind, Registry, Resource, SHARED_SLOTS, Wait, WaitRecord};
 
 /// The descriptor as the scripts see it: an array of words.
 struct Raw {
@@ -170,6 +170,11 @@ const LAYOUT_FIELDS: &[&str] = &[
     "kind_rwlock",
     "kind_semaphore",
     "kind_join_handle",
+    "resource_shared",
+    "shared_slots",
+    "shared_slot_size",
+    "shared_slot_hold",
+    "hold_slot_claimed",
 ];
 
 const ADDRESS_FIELDS: &[&str] = &[
@@ -265,6 +270,8 @@ fn the_descriptor_is_magic_version_and_every_field_in_order() {
     assert_eq!(l.get("wait_size"), size_of::<Wait>() as u64);
     assert_eq!(l.get("hold_at"), offset_of!(Hold, at) as u64);
     assert_eq!(l.get("kind_join_handle"), Kind::JoinHandle as u64);
+    assert_eq!(l.get("shared_slots"), SHARED_SLOTS as u64);
+    assert_eq!(l.get("hold_slot_claimed"), u64::MAX);
 }
 
 /// The quoted names of the Python tuple `name = (...)` in the reader.
@@ -625,6 +632,32 @@ fn listed_from_memory() -> Vec<u64> {
         .collect()
 }
 
+/// The holds in the shared slots of the resource at `r`, in slot order.
+fn shared_slots_from_memory(r: u64) -> Vec<Record> {
+    let l = layout_words();
+    let loc = LocationLayout::probe();
+    let slots = word_at(r + l.get("resource_shared"));
+    if slots == 0 {
+        return Vec::new();
+    }
+    (0..l.get("shared_slots"))
+        .map(|i| slots + i * l.get("shared_slot_size") + l.get("shared_slot_hold"))
+        .filter(|&hold| {
+            let generation = word_at(hold + l.get("hold_slot_generation"));
+            assert_ne!(generation, l.get("hold_slot_claimed"), "caught mid-claim");
+            generation != 0
+        })
+        .map(|hold| {
+            let at = word_at(hold + l.get("hold_slot_at"));
+            (
+                word_at(hold + l.get("hold_slot_task")),
+                (at != 0).then(|| loc.read(at)),
+                word_at(hold + l.get("hold_slot_since")),
+            )
+        })
+        .collect()
+}
+
 fn read_resource(r: u64) -> ReadResource {
     let l = layout_words();
     let loc = LocationLayout::probe();
@@ -655,14 +688,17 @@ fn read_resource(r: u64) -> ReadResource {
                 word_at(exclusive + l.get("hold_slot_since")),
             )
         }),
-        holds: list(
-            "resource_holds",
-            "resource_holds_len",
-            "hold_size",
-            "hold_task",
-            "hold_at",
-            "hold_since",
-        ),
+        holds: shared_slots_from_memory(r)
+            .into_iter()
+            .chain(list(
+                "resource_holds",
+                "resource_holds_len",
+                "hold_size",
+                "hold_task",
+                "hold_at",
+                "hold_since",
+            ))
+            .collect(),
         waits: list(
             "resource_waits",
             "resource_waits_len",
@@ -688,8 +724,11 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     m.exclusive.acquire(7, acquired, 100);
     let m_wait = WaitRecord::start(&m, 9, Some(waiting), Ask::Exclusive);
     let s = Arc::new(Resource::new(Kind::Semaphore, created, None, reg));
-    s.hold_shared(0, acquired, 1);
-    s.hold_shared(5, waiting, 2);
+    // Its shared slots, then its list.
+    let holders = [0, 5, 6, 7, 8, 9];
+    for (i, task) in holders.into_iter().enumerate() {
+        s.hold_shared(task, [acquired, waiting][i % 2], 1 + i as u32);
+    }
     let s_wait = WaitRecord::start(&s, 11, Some(waiting), Ask::Shared(1));
     let j = Arc::new(Resource::new(Kind::JoinHandle, created, Some(42), reg));
     let j_wait = WaitRecord::start(&j, 12, None, Ask::Finish);
@@ -733,8 +772,9 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     let read = read_resource(address(&s));
     assert_eq!(read.kind, l.get("kind_semaphore"));
     assert_eq!(read.exclusive, None);
-    let holders: Vec<u64> = read.holds.iter().map(|h| h.0).collect();
-    assert_eq!(holders, [0, 5]);
+    let read_holders: Vec<u64> = read.holds.iter().map(|h| h.0).collect();
+    assert_eq!(read_holders, holders);
+    assert!(holders.len() > SHARED_SLOTS, "both places are read");
     let read = read_resource(address(&j));
     assert_eq!((read.kind, read.target), (l.get("kind_join_handle"), 42));
     assert_eq!(read.waits, [(12, None, read.waits[0].2)]);

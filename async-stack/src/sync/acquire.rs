@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::task::record::layout::current_task_id;
-use crate::waits::resource::{Ask, Kind, Owner, Registry, Resource, WaitRecord, stamp};
+use crate::waits::resource::{
+    Ask, Kind, Owner, Registry, Resource, SharedPlace, WaitRecord, stamp,
+};
 
 /// A wrapper's resource: of `kind`, created at the caller's location, in
 /// the process's registry, owned by the wrapper (listed from its first
@@ -176,17 +178,15 @@ impl<R: Borrow<Arc<Resource>>> Drop for ExclusiveHold<R> {
 #[derive(Debug)]
 pub(crate) struct SharedHold<R: Borrow<Arc<Resource>>> {
     resource: R,
-    generation: u64,
+    place: SharedPlace,
 }
 
 impl<R: Borrow<Arc<Resource>>> SharedHold<R> {
     /// Records the current task as holding `permits`.
+    #[inline]
     pub(crate) fn new(resource: R, at: &'static Location<'static>, permits: u32) -> Self {
-        let generation = resource.borrow().hold_shared(current_task(), at, permits);
-        SharedHold {
-            resource,
-            generation,
-        }
+        let place = resource.borrow().hold_shared(current_task(), at, permits);
+        SharedHold { resource, place }
     }
 
     /// The resource held.
@@ -196,14 +196,13 @@ impl<R: Borrow<Arc<Resource>>> SharedHold<R> {
 
     /// Changes the permits held.
     pub(crate) fn resize(&self, permits: u32) {
-        self.resource
-            .borrow()
-            .resize_shared(self.generation, permits);
+        self.resource.borrow().resize_shared(self.place, permits);
     }
 }
 
 impl<R: Borrow<Arc<Resource>>> Drop for SharedHold<R> {
+    #[inline]
     fn drop(&mut self) {
-        self.resource.borrow().release_shared(self.generation);
+        self.resource.borrow().release_shared(self.place);
     }
 }

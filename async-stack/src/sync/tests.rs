@@ -167,6 +167,52 @@ fn shared_holds_and_downgrades_are_recorded_with_their_lines() {
     });
 }
 
+/// More readers than a resource has shared slots: the first four take
+/// the slots, the rest the list, and a waiter's holders name all six, in
+/// that order, each at its line; once they are gone (slots and list
+/// freed), a new reader is shown alone.
+#[test]
+fn every_reader_is_a_holder_past_the_shared_slots() {
+    rt().block_on(async {
+        let l = Arc::new(RwLock::new(0));
+        let mut guards = Vec::new();
+        let mut lines = Vec::new();
+        for _ in 0..6 {
+            guards.push(l.read().await);
+            lines.push(line!() - 1);
+        }
+        let l2 = l.clone();
+        let (writer, h) = waiting(async move { drop(l2.write().await) }).await;
+        let wait = waits_of(writer).unwrap();
+        let held: Vec<_> = wait
+            .holders
+            .iter()
+            .map(|h| (h.task, h.acquired_at.line(), h.permits))
+            .collect();
+        let want: Vec<_> = lines.iter().map(|&line| (0, line, 1)).collect();
+        assert_eq!(held, want);
+        drop(guards);
+        h.await.unwrap();
+        assert!(waits_of(writer).is_none());
+        let r = l.read().await;
+        let again = line!() - 1;
+        let (writer, h) = waiting({
+            let l = l.clone();
+            async move { drop(l.write().await) }
+        })
+        .await;
+        let held: Vec<_> = waits_of(writer)
+            .unwrap()
+            .holders
+            .iter()
+            .map(|h| h.acquired_at.line())
+            .collect();
+        assert_eq!(held, [again]);
+        drop(r);
+        h.await.unwrap();
+    });
+}
+
 /// A mutex whose waits ended stays listed while it lives and shows in
 /// neither a dump's waits nor `deadlocks()`; dropping it unlists it.
 #[test]

@@ -19,7 +19,8 @@
 //!
 //! A task with several waits at once (a `join!` or `select!` of acquires)
 //! is blocked by the union of them. A task that nobody is known to block
-//! (no holder recorded), that is blocked by the unknown task `0`, or that
+//! (no holder recorded), that is blocked by the unknown task `0` (or by a
+//! holder a copy could not read: a shared slot caught mid-claim), or that
 //! is not idle (running, or woken since its last poll) is free. A deadlock
 //! is a set of waiting tasks that every blocker of every member belongs
 //! to: repeatedly dropping the tasks with a blocker outside the set leaves
@@ -216,6 +217,10 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
                 for h in r.exclusive.iter().chain(&r.holds) {
                     edge(h.task, Via::Holds(*h));
                     any = true;
+                }
+                if r.unsettled {
+                    // A holder the copy could not read: nobody known.
+                    edge(0, Via::Task);
                 }
                 for ahead in &r.waits[..k] {
                     edge(ahead.task, Via::QueuedAhead(*ahead));

@@ -1,7 +1,8 @@
 //! Loom models of the wait-edge protocol (`cfg(async_stack_loom)`): the
 //! double collect never reports a deadlock that was not whole at one
 //! instant, never reports a wait that had ended, the exclusive hold slot
-//! is only ever read whole, and a resource is unlisted exactly once, before
+//! and the shared slots are only ever read whole (a shared slot is claimed
+//! by one holder, and a second pass sees any change of it), and a resource is unlisted exactly once, before
 //! it is freed, whichever of its owner and its last wait goes last.
 
 use std::panic::Location;
@@ -9,7 +10,9 @@ use std::sync::Arc;
 
 use crate::shim::{AtomicU64, Ordering};
 use crate::waits::detect::{TaskView, detect};
-use crate::waits::resource::{Ask, HoldSlot, Kind, Owner, Registry, Resource, WaitRecord};
+use crate::waits::resource::{
+    Ask, HoldSlot, Kind, Owner, Registry, Resource, ResourceCopy, SharedPlace, WaitRecord,
+};
 
 /// Every task idle, never woken; no tokio tasks.
 struct Idle;
@@ -113,6 +116,91 @@ fn the_hold_slot_is_read_whole() {
             assert!(whole, "{h:?}");
         }
         writer.join().unwrap();
+    });
+}
+
+/// Each shared hold a copy read, as `task`, checking that it is whole:
+/// task `t` holds `10 + t` permits, acquired at `sites[t]`.
+fn whole_holds(copy: &ResourceCopy, sites: &[&'static Location<'static>]) -> Vec<u64> {
+    copy.holds
+        .iter()
+        .map(|h| {
+            let site = sites.get(h.task as usize);
+            let whole =
+                h.permits == 10 + h.task as u32 && site.is_some_and(|s| std::ptr::eq(h.at, *s));
+            assert!(whole, "{h:?}");
+            h.task
+        })
+        .collect()
+}
+
+/// Two readers of an `RwLock` record their holds at once while a reader
+/// copies the resource: each claims a slot of its own, and the copy reads
+/// each hold whole or not at all.
+#[test]
+fn shared_slots_are_claimed_by_one_holder_each_and_read_whole() {
+    static SITES: [&Location<'static>; 3] =
+        [Location::caller(), Location::caller(), Location::caller()];
+    loom::model(|| {
+        let reg = registry();
+        let l = Arc::new(Resource::new(Kind::RwLock, Location::caller(), None, reg));
+        let holders: Vec<_> = [1u64, 2]
+            .into_iter()
+            .map(|task| {
+                let l = l.clone();
+                loom::thread::spawn(move || {
+                    l.hold_shared(task, SITES[task as usize], 10 + task as u32)
+                })
+            })
+            .collect();
+        let copy = l.copy();
+        assert!(whole_holds(&copy, &SITES).len() <= 2);
+        let places: Vec<SharedPlace> = holders.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_ne!(places[0], places[1], "one slot each");
+        assert!(
+            places.iter().all(|p| matches!(p, SharedPlace::Slot(0 | 1))),
+            "{places:?}"
+        );
+        let mut tasks = whole_holds(&l.copy(), &SITES);
+        tasks.sort_unstable();
+        assert_eq!(tasks, [1, 2]);
+    });
+}
+
+/// A holder releases its slot and another takes it while a reader copies
+/// the resource: the copy reads task 1's hold, task 2's, or none, each
+/// whole, and a second pass after both finds the copy unchanged only if
+/// it saw task 2's hold (the state that lasts; a copy that read `last`
+/// before the hand-over is found changed, which costs a report, never
+/// makes one up).
+#[test]
+fn a_shared_slot_changing_hands_is_read_whole_and_seen_to_change() {
+    static SITES: [&Location<'static>; 3] =
+        [Location::caller(), Location::caller(), Location::caller()];
+    loom::model(|| {
+        let reg = registry();
+        let l = Arc::new(Resource::new(
+            Kind::Semaphore,
+            Location::caller(),
+            None,
+            reg,
+        ));
+        let first = l.hold_shared(1, SITES[1], 11);
+        let writer = {
+            let l = l.clone();
+            loom::thread::spawn(move || {
+                l.release_shared(first);
+                l.hold_shared(2, SITES[2], 12)
+            })
+        };
+        let seen = l.copy();
+        let read = whole_holds(&seen, &SITES);
+        assert!(read.len() <= 1 && (read.is_empty() || !seen.unsettled));
+        assert_eq!(writer.join().unwrap(), first, "the same slot, free again");
+        if l.unchanged(&seen) {
+            assert_eq!(read, [2]);
+        }
+        assert!(l.unchanged(&l.copy()));
     });
 }
 

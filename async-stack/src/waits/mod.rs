@@ -16,8 +16,12 @@
 //!   like a sequence lock whose sequence is the generation (0: no holder).
 //!   Acquiring stores them with plain stores, releasing stores one zero:
 //!   no lock and no read-modify-write on the uncontended path. Shared holds
-//!   (`RwLock` readers, `Semaphore` permits) sit in a list under the
-//!   resource's own small lock. It is `std`'s mutex, not a spin lock,
+//!   (`RwLock` readers, `Semaphore` permits) take one of the resource's
+//!   four `SharedSlot`s, hold slots that a holder claims with one
+//!   compare-and-swap and frees with one store (the resource's only
+//!   read-modify-write on the uncontended shared path), and past four at
+//!   once, a list under the resource's own small lock. That lock, which
+//!   also guards the waits, is `std`'s mutex, not a spin lock,
 //!   although a spin lock's release (a plain store, where the mutex swaps
 //!   to find sleepers) would save a contended wait two atomic
 //!   read-modify-writes: under `SCHED_FIFO`, a thread that spins and
@@ -64,7 +68,8 @@
 //! lists. It copies every listed resource (pass 1), computes the candidate
 //! deadlocks, then copies the resources of every candidate again (pass 2)
 //! and keeps a candidate only if each of its resources is unchanged (same
-//! version, same exclusive generation) and each member task is idle and has
+//! version, same exclusive generation, each shared slot's generation and
+//! claim count the same) and each member task is idle and has
 //! not been woken since pass 1. Generations and versions only grow, so every
 //! record of a kept candidate existed at every instant between its two
 //! reads: at the instant between the passes, the whole deadlock existed.

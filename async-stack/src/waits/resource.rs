@@ -22,6 +22,10 @@
 //!   read a vector that is being moved;
 //! - the exclusive hold is the [`HoldSlot`]'s words (generation `0`: no
 //!   holder), which the uncontended path writes as it always did;
+//! - the first shared holds are in [`SharedSlot`]s, an array behind a
+//!   pointer (null for the kinds without shared holds), each a
+//!   [`HoldSlot`] whose generation is [`CLAIMED`] while its hold is being
+//!   written;
 //! - [`Kind`] is a `u8` of fixed values, and [`Hold`] and [`Wait`] hold
 //!   plain words (`Option<&Location>` is a pointer, null for `None`).
 
@@ -35,7 +39,7 @@ use std::sync::Arc;
 
 #[cfg(not(async_stack_loom))]
 use crate::pages::{Arena, PAGE};
-use crate::shim::{AtomicPtr, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
+use crate::shim::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
 #[cfg(not(async_stack_loom))]
 use crate::task::registry::MAX_TASKS;
 
@@ -170,6 +174,22 @@ impl HoldSlot {
     /// Records `task` as the holder; returns the hold's generation.
     #[inline]
     pub(crate) fn acquire(&self, task: u64, at: &'static Location<'static>, since_ms: u64) -> u64 {
+        self.write(task, at, since_ms, || {})
+    }
+
+    /// Writes a hold as its holder: a new generation, a release fence,
+    /// the fields (and whatever `more` writes), then the generation with
+    /// release ordering. The generation word holds 0 or [`CLAIMED`]
+    /// meanwhile, so a reader that read any field of this write reads
+    /// another generation after it and retries.
+    #[inline(always)]
+    fn write(
+        &self,
+        task: u64,
+        at: &'static Location<'static>,
+        since_ms: u64,
+        more: impl FnOnce(),
+    ) -> u64 {
         let generation = self.last.load(Ordering::Relaxed) + 1;
         self.last.store(generation, Ordering::Relaxed);
         fence(Ordering::Release);
@@ -177,6 +197,7 @@ impl HoldSlot {
         self.at
             .store(std::ptr::from_ref(at).cast_mut(), Ordering::Relaxed);
         self.since_ms.store(since_ms, Ordering::Relaxed);
+        more();
         self.generation.store(generation, Ordering::Release);
         generation
     }
@@ -189,44 +210,200 @@ impl HoldSlot {
 
     /// The current hold, if one was read whole.
     pub(crate) fn read(&self) -> Option<Hold> {
-        for _ in 0..16 {
+        match self.read_with(|| 1) {
+            SlotRead::Free => None,
+            SlotRead::Held(hold) => Some(hold),
+            // A holder that changes this fast is not in a deadlock; report
+            // a generation that never matches, so no candidate keeps it.
+            SlotRead::Unsettled => Some(Hold {
+                task: 0,
+                at: Location::caller(),
+                since_ms: 0,
+                generation: u64::MAX,
+                permits: 1,
+            }),
+        }
+    }
+
+    /// The sequence-lock read, with the hold's `permits` read between the
+    /// two loads of the generation.
+    fn read_with(&self, permits: impl Fn() -> u32) -> SlotRead {
+        for _ in 0..READ_TRIES {
             let generation = self.generation.load(Ordering::Acquire);
             if generation == 0 {
-                return None;
+                return SlotRead::Free;
+            }
+            if generation == CLAIMED {
+                std::hint::spin_loop();
+                continue;
             }
             let task = self.task.load(Ordering::Relaxed);
             let at = self.at.load(Ordering::Relaxed);
             let since_ms = self.since_ms.load(Ordering::Relaxed);
+            let permits = permits();
             fence(Ordering::Acquire);
             if self.generation.load(Ordering::Relaxed) != generation {
                 continue;
             }
             // SAFETY: `at` only ever holds null or a `&'static Location`
-            // (`acquire` stores nothing else), so any value loaded is either.
-            let at = unsafe { at.as_ref() }?;
-            return Some(Hold {
+            // (`write` stores nothing else), so any value loaded is either.
+            let Some(at) = (unsafe { at.as_ref() }) else {
+                return SlotRead::Free;
+            };
+            return SlotRead::Held(Hold {
                 task,
                 at,
                 since_ms,
                 generation,
-                permits: 1,
+                permits,
             });
         }
-        // A holder that changes this fast is not in a deadlock; report a
-        // generation that never matches, so no candidate keeps it.
-        Some(Hold {
-            task: 0,
-            at: Location::caller(),
-            since_ms: 0,
-            generation: u64::MAX,
-            permits: 1,
-        })
+        SlotRead::Unsettled
     }
 
     /// The generation now (0: no holder), for the second pass.
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
     }
+}
+
+/// The generation word of a [`SharedSlot`] whose hold is being written:
+/// claimed and not yet recorded, or changing its permits.
+pub(crate) const CLAIMED: u64 = u64::MAX;
+
+/// How often a reader tries to read a hold slot whole before it gives up
+/// ([`SlotRead::Unsettled`]). Fewer under loom, whose models explore every
+/// try.
+const READ_TRIES: usize = if cfg!(async_stack_loom) { 2 } else { 16 };
+
+/// What a read of a hold slot found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SlotRead {
+    /// Nobody holds it.
+    Free,
+    /// A hold, read whole.
+    Held(Hold),
+    /// A hold being written every time the reader looked (a holder
+    /// preempted between its claim and its last store).
+    Unsettled,
+}
+
+/// How many shared holds (`RwLock` readers, `Semaphore` permits) a
+/// resource keeps in [`SharedSlot`]s; more at once go to its list.
+pub(crate) const SHARED_SLOTS: usize = 4;
+
+/// A shared hold kept without the resource's lock: a [`HoldSlot`] that a
+/// holder *claims* with one compare-and-swap of its generation (0 to
+/// [`CLAIMED`]) before it writes the hold, and releases with one store of
+/// 0. A shared hold in the list cost four read-modify-writes (the
+/// resource's lock, taken at the acquire and again at the release); a
+/// slot costs one.
+///
+/// Only the claimer writes the slot until it releases it, so `last`
+/// numbers the slot's holds as [`HoldSlot`]'s does: the release stores 0
+/// with release ordering and the claim reads it with acquire ordering,
+/// which orders one holder's `last` before the next's.
+#[derive(Debug)]
+pub(crate) struct SharedSlot {
+    hold: HoldSlot,
+    /// The permits held (1 for an `RwLock` reader).
+    permits: AtomicU32,
+}
+
+impl SharedSlot {
+    /// Where a debugger finds the words of the hold.
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const HOLD_OFFSET: usize = offset_of!(SharedSlot, hold);
+
+    fn new() -> Self {
+        SharedSlot {
+            hold: HoldSlot::new(),
+            permits: AtomicU32::new(0),
+        }
+    }
+
+    /// Claims the slot if it is free and records the hold in it; whether
+    /// it did.
+    #[inline]
+    fn try_hold(
+        &self,
+        task: u64,
+        at: &'static Location<'static>,
+        since_ms: u64,
+        permits: u32,
+    ) -> bool {
+        let generation = &self.hold.generation;
+        // A load first: a taken slot costs no read-modify-write.
+        if generation.load(Ordering::Relaxed) != 0
+            || generation
+                .compare_exchange(0, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+        {
+            return false;
+        }
+        self.hold.write(task, at, since_ms, || {
+            self.permits.store(permits, Ordering::Relaxed);
+        });
+        true
+    }
+
+    /// Changes the permits of the hold (its holder only): under a new
+    /// generation, so that a second pass sees the change.
+    fn resize(&self, permits: u32) {
+        let hold = &self.hold;
+        hold.generation.store(CLAIMED, Ordering::Relaxed);
+        // `CLAIMED` before the new permits: a reader that reads them then
+        // reads `CLAIMED` or the new generation, and retries.
+        fence(Ordering::Release);
+        self.permits.store(permits, Ordering::Relaxed);
+        let generation = hold.last.load(Ordering::Relaxed) + 1;
+        hold.last.store(generation, Ordering::Relaxed);
+        hold.generation.store(generation, Ordering::Release);
+    }
+
+    /// Ends the hold and frees the slot.
+    #[inline]
+    fn release(&self) {
+        self.hold.generation.store(0, Ordering::Release);
+    }
+
+    /// The hold, read as [`HoldSlot::read`] reads, and what the second
+    /// pass compares: the generation read (or [`CLAIMED`] if none was
+    /// read whole) and `last`, loaded before it. `last` grows with every
+    /// claim, so a second pass that finds both again knows that no hold
+    /// began or ended between the two reads.
+    fn read(&self) -> (SlotRead, SlotSeen) {
+        let last = self.hold.last.load(Ordering::Acquire);
+        let read = self.hold.read_with(|| self.permits.load(Ordering::Relaxed));
+        let generation = match read {
+            SlotRead::Free => 0,
+            SlotRead::Held(h) => h.generation,
+            SlotRead::Unsettled => CLAIMED,
+        };
+        (read, SlotSeen { generation, last })
+    }
+
+    /// Whether the slot is as `seen` found it.
+    fn unchanged(&self, seen: SlotSeen) -> bool {
+        self.hold.generation.load(Ordering::Acquire) == seen.generation
+            && self.hold.last.load(Ordering::Acquire) == seen.last
+    }
+}
+
+/// What a first pass saw of a [`SharedSlot`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct SlotSeen {
+    generation: u64,
+    last: u64,
+}
+
+/// Where a shared hold is recorded, which its end and its resizes need.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SharedPlace {
+    /// In the resource's shared slot of this index.
+    Slot(usize),
+    /// In the resource's list, under this generation.
+    Listed(u64),
 }
 
 /// The lists of a resource, under its lock.
@@ -283,9 +460,16 @@ pub(crate) struct ResourceCopy {
     pub(crate) created_at: &'static Location<'static>,
     pub(crate) target: Option<u64>,
     pub(crate) exclusive: Option<Hold>,
+    /// The shared holds: those in slots, in slot order, then the list's.
     pub(crate) holds: Vec<Hold>,
     pub(crate) waits: Vec<Wait>,
     pub(crate) version: u64,
+    /// What was seen of each shared slot, for the second pass.
+    pub(crate) slots_seen: [SlotSeen; SHARED_SLOTS],
+    /// Whether a shared slot could not be read whole (a hold being
+    /// recorded): some task the copy does not name holds permits, so
+    /// nobody waiting for the resource is known to be stuck.
+    pub(crate) unsettled: bool,
 }
 
 /// One wrapped resource's records.
@@ -300,6 +484,11 @@ pub(crate) struct Resource {
     pub(crate) target: u64,
     registry: &'static Registry,
     pub(crate) exclusive: HoldSlot,
+    /// The shared holds' slots: for the kinds that have shared holds
+    /// (`RwLock`, `Semaphore`) only, so that a `Mutex` or a `JoinHandle`
+    /// does not pay their bytes. A thin pointer, null for `None`, which
+    /// debuggers read.
+    pub(crate) shared: Option<Box<[SharedSlot; SHARED_SLOTS]>>,
     /// `lists` for debuggers.
     pub(crate) view: ListsView,
     lists: Mutex<Lists>,
@@ -321,6 +510,8 @@ impl Resource {
             target: target.unwrap_or(0),
             registry,
             exclusive: HoldSlot::new(),
+            shared: matches!(kind, Kind::RwLock | Kind::Semaphore)
+                .then(|| Box::new(std::array::from_fn(|_| SharedSlot::new()))),
             view: ListsView::default(),
             lists: Mutex::new(Lists::default()),
         }
@@ -362,40 +553,92 @@ impl Resource {
         out
     }
 
-    /// Records a shared hold of `permits`; returns its generation.
+    /// Records a shared hold of `permits`; returns where. A free shared
+    /// slot takes it if there is one (one compare-and-swap); else the
+    /// list, under the resource's lock.
+    #[inline]
     pub(crate) fn hold_shared(
         &self,
         task: u64,
         at: &'static Location<'static>,
         permits: u32,
-    ) -> u64 {
+    ) -> SharedPlace {
+        let since_ms = stamp(task);
+        if let Some(slots) = &self.shared {
+            for (i, slot) in slots.iter().enumerate() {
+                if slot.try_hold(task, at, since_ms, permits) {
+                    return SharedPlace::Slot(i);
+                }
+            }
+        }
+        self.hold_listed(task, at, since_ms, permits)
+    }
+
+    /// [`Resource::hold_shared`] past the slots: out of line, so that the
+    /// slots' path stays short.
+    #[inline(never)]
+    fn hold_listed(
+        &self,
+        task: u64,
+        at: &'static Location<'static>,
+        since_ms: u64,
+        permits: u32,
+    ) -> SharedPlace {
         let generation = next_generation();
         let hold = Hold {
             task,
             at,
-            since_ms: stamp(task),
+            since_ms,
             generation,
             permits,
         };
         let mut lists = lock(&self.lists);
         self.edit(&mut lists, Edited::Holds, |l| l.holds.push(hold));
-        generation
+        SharedPlace::Listed(generation)
     }
 
-    /// Ends the shared hold `generation`.
-    pub(crate) fn release_shared(&self, generation: u64) {
+    /// The shared slot `i`.
+    fn slot(&self, i: usize) -> Option<&SharedSlot> {
+        self.shared.as_deref().and_then(|slots| slots.get(i))
+    }
+
+    /// Ends the shared hold at `place`.
+    #[inline]
+    pub(crate) fn release_shared(&self, place: SharedPlace) {
+        match place {
+            SharedPlace::Slot(i) => {
+                if let Some(slot) = self.slot(i) {
+                    slot.release();
+                }
+            }
+            SharedPlace::Listed(generation) => self.release_listed(generation),
+        }
+    }
+
+    /// [`Resource::release_shared`] of a hold in the list: out of line.
+    #[inline(never)]
+    fn release_listed(&self, generation: u64) {
         let mut lists = lock(&self.lists);
         if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
             self.edit(&mut lists, Edited::Holds, |l| l.holds.remove(i));
         }
     }
 
-    /// Changes the permits of the shared hold `generation` (a permit
-    /// split or merged).
-    pub(crate) fn resize_shared(&self, generation: u64, permits: u32) {
-        let mut lists = lock(&self.lists);
-        if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
-            self.edit(&mut lists, Edited::Holds, |l| l.holds[i].permits = permits);
+    /// Changes the permits of the shared hold at `place` (a permit split
+    /// or merged).
+    pub(crate) fn resize_shared(&self, place: SharedPlace, permits: u32) {
+        match place {
+            SharedPlace::Slot(i) => {
+                if let Some(slot) = self.slot(i) {
+                    slot.resize(permits);
+                }
+            }
+            SharedPlace::Listed(generation) => {
+                let mut lists = lock(&self.lists);
+                if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
+                    self.edit(&mut lists, Edited::Holds, |l| l.holds[i].permits = permits);
+                }
+            }
         }
     }
 
@@ -485,31 +728,55 @@ impl Resource {
         }
     }
 
-    /// Copies the records.
+    /// Copies the records: the exclusive hold, the shared slots, then
+    /// the lists under the resource's lock.
     pub(crate) fn copy(&self) -> ResourceCopy {
         let exclusive = self.exclusive.read();
+        let mut holds = Vec::new();
+        let mut slots_seen = [SlotSeen::default(); SHARED_SLOTS];
+        let mut unsettled = false;
+        if let Some(slots) = &self.shared {
+            for (slot, seen) in slots.iter().zip(&mut slots_seen) {
+                let (read, now) = slot.read();
+                *seen = now;
+                match read {
+                    SlotRead::Free => {}
+                    SlotRead::Held(hold) => holds.push(hold),
+                    SlotRead::Unsettled => unsettled = true,
+                }
+            }
+        }
         let lists = lock(&self.lists);
+        holds.extend_from_slice(&lists.holds);
         ResourceCopy {
             key: self.key,
             kind: self.kind,
             created_at: self.created_at,
             target: (self.target != 0).then_some(self.target),
             exclusive,
-            holds: lists.holds.clone(),
+            holds,
             waits: lists.waits.clone(),
             version: self.view.version.load(std::sync::atomic::Ordering::Relaxed),
+            slots_seen,
+            unsettled,
         }
     }
 
     /// Whether the records are still those of `seen`: same version, same
-    /// exclusive hold.
+    /// exclusive hold, same shared slots.
     pub(crate) fn unchanged(&self, seen: &ResourceCopy) -> bool {
         let version = {
             let _lists = lock(&self.lists);
             self.view.version.load(std::sync::atomic::Ordering::Relaxed)
         };
         let was = seen.exclusive.map_or(0, |h| h.generation);
-        version == seen.version && self.exclusive.generation() == was
+        let slots = self.shared.as_deref().map_or(&[][..], |s| &s[..]);
+        version == seen.version
+            && self.exclusive.generation() == was
+            && slots
+                .iter()
+                .zip(seen.slots_seen)
+                .all(|(slot, seen)| slot.unchanged(seen))
     }
 }
 
@@ -879,6 +1146,22 @@ impl Registry {
     /// load, the readers' fast path.
     pub(crate) fn is_empty(&self) -> bool {
         self.count.load(Ordering::Relaxed) == 0
+    }
+}
+
+/// For the tests and the debugger-script tests' hooks (`debug::testing`).
+#[cfg(not(async_stack_loom))]
+impl Resource {
+    /// Claims the shared slot `i` and writes nothing, as a holder
+    /// preempted right after its claim would leave it; whether it was
+    /// free. [`Resource::release_shared`] frees it.
+    pub(crate) fn claim_only(&self, i: usize) -> bool {
+        self.slot(i).is_some_and(|slot| {
+            slot.hold
+                .generation
+                .compare_exchange(0, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+        })
     }
 }
 

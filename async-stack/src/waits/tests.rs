@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use crate::waits::detect::{TaskView, Via, detect};
 use crate::waits::query::waiting_tasks;
-use crate::waits::resource::{Ask, HoldSlot, Kind, Owner, Registry, Resource, WaitRecord};
+use crate::waits::resource::{
+    Ask, HoldSlot, Kind, Owner, Registry, Resource, SHARED_SLOTS, SharedPlace, WaitRecord,
+};
 
 /// Every task idle with no wakes, unless listed as busy; tokio tasks map
 /// to the listed roots.
@@ -436,5 +438,128 @@ fn a_hold_slot_reads_whole_holds_only() {
         slot.acquire(4, here, 12),
         generation,
         "generations are never reused"
+    );
+}
+
+/// `(task, permits)` of every shared hold a reader sees, in its order.
+fn shared_holders(r: &Resource) -> Vec<(u64, u32)> {
+    r.copy().holds.iter().map(|h| (h.task, h.permits)).collect()
+}
+
+#[test]
+fn shared_holds_fill_the_slots_then_the_list_and_read_in_that_order() {
+    let reg = registry();
+    let s = resource(reg, Kind::Semaphore);
+    let places: Vec<SharedPlace> = (1..=6).map(|t| s.hold_shared(t, at(), t as u32)).collect();
+    let slots: Vec<SharedPlace> = (0..SHARED_SLOTS).map(SharedPlace::Slot).collect();
+    assert_eq!(places[..4], slots);
+    assert!(
+        matches!(
+            places[4..],
+            [SharedPlace::Listed(_), SharedPlace::Listed(_)]
+        ),
+        "{places:?}"
+    );
+    assert_eq!(
+        shared_holders(&s),
+        [(1, 1), (2, 2), (3, 3), (4, 4), (5, 5), (6, 6)]
+    );
+    let listed = s.view.holds_len.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        listed, 2,
+        "only the last two are in the list debuggers read"
+    );
+
+    // A freed slot is taken by the next hold; resizes keep each in place.
+    s.release_shared(places[1]);
+    s.release_shared(places[4]);
+    assert_eq!(shared_holders(&s), [(1, 1), (3, 3), (4, 4), (6, 6)]);
+    assert_eq!(s.hold_shared(7, at(), 1), SharedPlace::Slot(1));
+    s.resize_shared(places[0], 9);
+    s.resize_shared(places[5], 8);
+    assert_eq!(shared_holders(&s), [(1, 9), (7, 1), (3, 3), (4, 4), (6, 8)]);
+    for place in [places[0], places[2], places[3], places[5], slots[1]] {
+        s.release_shared(place);
+    }
+    assert_eq!(shared_holders(&s), []);
+}
+
+#[test]
+fn only_the_kinds_with_shared_holds_carry_shared_slots() {
+    let reg = registry();
+    let with = |kind| resource(reg, kind).shared.is_some();
+    assert!(with(Kind::RwLock) && with(Kind::Semaphore));
+    assert!(!with(Kind::Mutex) && !with(Kind::JoinHandle));
+    // Without slots, every shared hold goes to the list (not a path the
+    // wrappers take, but a safe one).
+    let m = resource(reg, Kind::Mutex);
+    let place = m.hold_shared(1, at(), 1);
+    assert!(matches!(place, SharedPlace::Listed(_)));
+    assert_eq!(shared_holders(&m), [(1, 1)]);
+    m.release_shared(place);
+    m.release_shared(SharedPlace::Slot(0));
+    assert_eq!(shared_holders(&m), []);
+}
+
+#[test]
+fn the_second_pass_sees_every_change_of_a_shared_slot() {
+    let reg = registry();
+    let l = resource(reg, Kind::RwLock);
+    let seen = l.copy();
+    assert!(l.unchanged(&seen));
+    // A hold that began and ended between the passes: the slot reads free
+    // again, but it is not the state the first pass saw throughout.
+    let place = l.hold_shared(1, at(), 1);
+    l.release_shared(place);
+    assert_eq!(shared_holders(&l), []);
+    assert!(!l.unchanged(&seen), "a hold began and ended in between");
+
+    let place = l.hold_shared(1, at(), 1);
+    let seen = l.copy();
+    assert!(l.unchanged(&seen));
+    l.resize_shared(place, 2);
+    assert!(!l.unchanged(&seen), "resized");
+    let seen = l.copy();
+    assert!(l.unchanged(&seen));
+    l.release_shared(place);
+    assert!(!l.unchanged(&seen), "ended");
+}
+
+/// A reader holds `l`'s slot 0 and waits for `m`, held by the writer that
+/// waits for `l`: a deadlock, unless another holder of `l` exists that
+/// the readers cannot read (a holder preempted between its claim of slot
+/// 1 and its writes), which could let `l` go.
+#[test]
+fn a_slot_caught_mid_claim_blocks_any_report_through_it_and_hides_no_other_holder() {
+    let reg = registry();
+    let l = resource(reg, Kind::RwLock);
+    let m = resource(reg, Kind::Mutex);
+    assert_eq!(l.hold_shared(2, at(), 1), SharedPlace::Slot(0));
+    assert!(l.claim_only(1));
+    assert!(!l.claim_only(1), "a claimed slot is nobody else's");
+    m.exclusive.acquire(1, at(), 0);
+    let _wl = WaitRecord::start(&l, 1, Some(at()), Ask::Exclusive);
+    let _wm = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
+
+    let copy = l.copy();
+    assert!(copy.unsettled);
+    assert_eq!(shared_holders(&l), [(2, 1)]);
+    assert!(detect(reg, |_| View::default()).is_empty());
+    let holders: Vec<u64> = waiting_tasks(reg)[&1]
+        .holders
+        .iter()
+        .map(|h| h.task)
+        .collect();
+    assert_eq!(holders, [2]);
+    // The next hold takes the next free slot.
+    let next = l.hold_shared(3, at(), 1);
+    assert_eq!(next, SharedPlace::Slot(2));
+    l.release_shared(next);
+
+    l.release_shared(SharedPlace::Slot(1));
+    assert!(!l.copy().unsettled);
+    assert_eq!(
+        pairs(&detect(reg, |_| View::default())),
+        [vec![(1, 2), (2, 1)]]
     );
 }

@@ -1,4 +1,4 @@
-//! `locks_probe`: the `locks` bench's mutex scenarios, run a given number
+//! `locks_probe`: the `locks` bench's scenarios, run a given number
 //! of times on one thread with a hand-written executor, for instruction
 //! counts under callgrind.
 //!
@@ -46,6 +46,12 @@
 //!   before the other's has ended), so no wait after the first is the
 //!   resource's first or last. An operation is a round of two waits.
 //!
+//! - `read`, `permit`: one task takes a read lock of a free `RwLock`
+//!   (`tokio::sync::RwLock` or `async_stack::sync::RwLock`), or a permit
+//!   of a `Semaphore` with permits to spare, and releases it, N times in
+//!   one poll: the bench's `locks_uncontended_shared`. An operation is an
+//!   acquire and its release.
+//!
 //! The executor polls the tasks in turn, each only if it was woken since
 //! its last poll (a flag its waker sets), through a `black_box`ed
 //! `Pin<&mut dyn Future>`, as `benches::poll_to_completion` does.
@@ -72,6 +78,24 @@ macro_rules! uncontended {
             async move {
                 for _ in 0..n {
                     *black_box(&m).lock().await += 1;
+                }
+            }
+            .traced(),
+        );
+        vec![task]
+    }};
+}
+
+/// One task: `n` shared acquires (`$acquire` of the resource `$new`,
+/// bound to `$l`) and their releases, none contended.
+macro_rules! shared {
+    ($new:expr, $n:expr, |$l:ident| $acquire:expr) => {{
+        let (r, n) = ($new, $n);
+        let task: Task = Box::pin(
+            async move {
+                for _ in 0..n {
+                    let $l = black_box(&r);
+                    drop(black_box($acquire));
                 }
             }
             .traced(),
@@ -151,10 +175,20 @@ fn main() -> ExitCode {
         (names::ASYNC_STACK, "contended") => contended!(async_stack::sync::Mutex::new(0u64), n),
         (TOKIO, "turns") => turns!(tokio::sync::Mutex::new(0u64), n),
         (names::ASYNC_STACK, "turns") => turns!(async_stack::sync::Mutex::new(0u64), n),
+        (TOKIO, "read") => shared!(tokio::sync::RwLock::new(0u64), n, |l| l.read().await),
+        (names::ASYNC_STACK, "read") => {
+            shared!(async_stack::sync::RwLock::new(0u64), n, |l| l.read().await)
+        }
+        (TOKIO, "permit") => shared!(tokio::sync::Semaphore::new(4), n, |l| l.acquire().await),
+        (names::ASYNC_STACK, "permit") => {
+            shared!(async_stack::sync::Semaphore::new(4), n, |l| l
+                .acquire()
+                .await)
+        }
         _ => {
             eprintln!(
                 "locks_probe: VARIANT is `tokio` or `async-stack`, \
-                 SCENARIO `uncontended`, `contended` or `turns`"
+                 SCENARIO `uncontended`, `contended`, `turns`, `read` or `permit`"
             );
             return ExitCode::FAILURE;
         }

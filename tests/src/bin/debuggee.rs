@@ -69,9 +69,9 @@
 //!   (`deadlocks.txt`: each deadlock's text, an empty line between two),
 //!   `task-ids.txt` and `dump.txt`, then stops on the main thread,
 //!   outside any poll.
-//! - `deadlock-torn`: as `deadlock`, then the oldest resource with waits
-//!   (`alpha`'s `Mutex`) is shown to debuggers as caught in the middle of
-//!   a change.
+//! - `deadlock-torn`, `deadlock-claimed`: as `deadlock`, then `alpha`'s
+//!   `Mutex` (the oldest resource with waits) is shown to debuggers as in a
+//!   change, or a free shared slot of each resource with waits is claimed.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -537,6 +537,11 @@ fn deadlock_mode(mode: &str) {
     if mode == "deadlock-torn" {
         assert!(async_stack::debug::__testing::mark_oldest_waits_changing());
     }
+    if mode == "deadlock-claimed" {
+        // `gamma`'s `Semaphore` and `delta`'s `RwLock`, each with a slot
+        // left claimed, as by a holder stopped before it wrote its hold.
+        assert_eq!(async_stack::debug::__testing::claim_free_shared_slots(), 2);
+    }
     async_stack_debug_break();
     std::process::exit(0);
 }
@@ -587,7 +592,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let (Some(mode), Some(out)) = (args.next(), args.next()) else {
         eprintln!(
-            "usage: debuggee <chain|two|cycle|wild|deep|magic|version|tokio|waits|waits-len|waits-torn|deadlock|deadlock-torn> <out-dir>"
+            "usage: debuggee <chain|two|cycle|wild|deep|magic|version|tokio|waits|waits-len|waits-torn|deadlock|deadlock-torn|deadlock-claimed> <out-dir>"
         );
         std::process::exit(2);
     };

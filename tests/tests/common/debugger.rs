@@ -1366,4 +1366,25 @@ pub fn check_waits_corruption(tool: Tool) {
         ),
         "async-deadlocks:\n{run}"
     );
+
+    // A shared slot caught between its claim and its hold's writes: its
+    // resource is caught in a change, so the three-party deadlock through
+    // the `Semaphore` and the `RwLock` is not reported.
+    let out = out_dir(&format!("{}-deadlock-claimed", tool.program()));
+    let run = tool.live_mode(
+        "deadlock-claimed",
+        &out,
+        &section("DEADLOCKS", "async-deadlocks"),
+    );
+    run.assert_no_traceback();
+    let task = labelled_ids(&outputs(&out)["task-ids.txt"]);
+    let [inversion, _, join] = deadlock_reports(&task);
+    assert_eq!(
+        run.section("DEADLOCKS"),
+        format!(
+            "{inversion}\n\n{join}\n\n\
+             (2 resources with waits caught in the middle of a change; their waits not shown)"
+        ),
+        "async-deadlocks:\n{run}"
+    );
 }
