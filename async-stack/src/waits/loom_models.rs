@@ -119,6 +119,10 @@ fn the_hold_slot_is_read_whole() {
     });
 }
 
+/// Where task `t` acquires its shared hold in the models below.
+static SITES: [&Location<'static>; 3] =
+    [Location::caller(), Location::caller(), Location::caller()];
+
 /// Each shared hold a copy read, as `task`, checking that it is whole:
 /// task `t` holds `10 + t` permits, acquired at `sites[t]`.
 fn whole_holds(copy: &ResourceCopy, sites: &[&'static Location<'static>]) -> Vec<u64> {
@@ -139,8 +143,6 @@ fn whole_holds(copy: &ResourceCopy, sites: &[&'static Location<'static>]) -> Vec
 /// each hold whole or not at all.
 #[test]
 fn shared_slots_are_claimed_by_one_holder_each_and_read_whole() {
-    static SITES: [&Location<'static>; 3] =
-        [Location::caller(), Location::caller(), Location::caller()];
     loom::model(|| {
         let reg = registry();
         let l = Arc::new(Resource::new(Kind::RwLock, Location::caller(), None, reg));
@@ -175,8 +177,6 @@ fn shared_slots_are_claimed_by_one_holder_each_and_read_whole() {
 /// makes one up).
 #[test]
 fn a_shared_slot_changing_hands_is_read_whole_and_seen_to_change() {
-    static SITES: [&Location<'static>; 3] =
-        [Location::caller(), Location::caller(), Location::caller()];
     loom::model(|| {
         let reg = registry();
         let l = Arc::new(Resource::new(
