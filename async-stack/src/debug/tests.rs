@@ -334,10 +334,12 @@ fn record_and_index_of(id: u64) -> (u64, u64) {
     assert_eq!(pages, a.get("record_pages"));
     let count = word_at(a.get("record_count")).min(a.get("record_capacity"));
     let per_page = l.get("arena_page_entries");
+    // A page another test thread is adding may be counted before its
+    // pointer is stored: a debugger skips a null page, and so does this.
     (0..count)
-        .map(|i| {
-            let rec = word_at(pages + 8 * (i / per_page)) + (i % per_page) * l.get("record_size");
-            (rec, i)
+        .filter_map(|i| {
+            let page = word_at(pages + 8 * (i / per_page));
+            (page != 0).then(|| (page + (i % per_page) * l.get("record_size"), i))
         })
         .find(|&(rec, _)| word_at(rec + l.get("record_id")) == id)
         .expect("the task's record is in the pages")
