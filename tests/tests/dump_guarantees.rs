@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use async_stack::dump::DumpFrame;
 use async_stack::{TaskState, traced_async};
+use common::wait_for;
+
+mod common;
 
 fn await_line(f: &DumpFrame) -> Option<u32> {
     f.awaiting_at.as_ref().map(|a| a.line)
@@ -60,10 +63,10 @@ fn dump_completes_while_a_task_blocks_forever_in_a_poll() {
     let guard = m.lock().unwrap();
     let m2 = m.clone();
     let t = std::thread::spawn(move || futures::executor::block_on(blocked_root(m2)));
-    while !LOCKING.load(Ordering::Acquire) {
+    wait_for("the task at its lock", || {
         assert!(!t.is_finished(), "the task ended before it locked");
-        std::thread::yield_now();
-    }
+        LOCKING.load(Ordering::Acquire)
+    });
     // The dumping thread holds the mutex the task is blocked on.
     let d = async_stack::dump();
     let task = task_rooted_at(&d, "blocked_root").unwrap();
@@ -146,10 +149,10 @@ impl Spinning {
     /// stack no longer changes, so this one dump must show it (a dump
     /// retried until it looks right could catch the task on its way).
     fn dump(&self) -> async_stack::TaskDump {
-        while !self.stop.spinning.load(Ordering::Acquire) {
+        wait_for("the task in its spin", || {
             assert!(!self.handle.is_finished(), "the task ended before its spin");
-            std::thread::yield_now();
-        }
+            self.stop.spinning.load(Ordering::Acquire)
+        });
         async_stack::dump()
     }
 

@@ -8,9 +8,9 @@ use std::time::Duration;
 use async_stack::dump::format_duration;
 use async_stack::stall::{StallKind, StallReport, Watchdog};
 use async_stack::{TaskState, traced_async};
+use common::{PATIENCE, wait_for};
 
-/// Upper bound for waiting on a background thread; never a timing assertion.
-const PATIENCE: Duration = Duration::from_secs(60);
+mod common;
 
 /// Set once the stuck task has reached its leaf, where it stays: the
 /// watchdog starts only then, so that its first report cannot catch the
@@ -38,10 +38,10 @@ async fn stuck_root(rx: mpsc::Receiver<()>) {
 fn watchdog_reports_a_task_blocked_in_a_poll_with_its_stack() {
     let (release_tx, release_rx) = mpsc::channel();
     let t = std::thread::spawn(move || futures::executor::block_on(stuck_root(release_rx)));
-    while !REACHED_LEAF.load(Ordering::Acquire) {
+    wait_for("the task at its leaf", || {
         assert!(!t.is_finished(), "the task ended before its leaf");
-        std::thread::yield_now();
-    }
+        REACHED_LEAF.load(Ordering::Acquire)
+    });
     let (report_tx, report_rx) = mpsc::channel::<StallReport>();
     let watchdog = Watchdog::builder()
         .running_threshold(Duration::from_millis(50))
