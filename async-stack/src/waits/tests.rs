@@ -9,7 +9,8 @@ use std::sync::Arc;
 use crate::waits::detect::{TaskView, Via, detect};
 use crate::waits::query::waiting_tasks;
 use crate::waits::resource::{
-    Ask, HoldSlot, Kind, Owner, Registry, Resource, SHARED_SLOTS, SharedPlace, WaitRecord,
+    Ask, HoldSlot, Kind, Owner, Registry, Resource, SHARED_SLOTS, SharedPlace, SharedSlot,
+    WaitRecord,
 };
 
 /// Every task idle with no wakes, unless listed as busy; tokio tasks map
@@ -490,6 +491,8 @@ fn only_the_kinds_with_shared_holds_carry_shared_slots() {
     let with = |kind| resource(reg, kind).shared.is_some();
     assert!(with(Kind::RwLock) && with(Kind::Semaphore));
     assert!(!with(Kind::Mutex) && !with(Kind::JoinHandle));
+    // What the README and BENCHMARKS.md say the slots cost.
+    assert_eq!(size_of::<[SharedSlot; SHARED_SLOTS]>(), 192);
     // Without slots, every shared hold goes to the list (not a path the
     // wrappers take, but a safe one).
     let m = resource(reg, Kind::Mutex);
