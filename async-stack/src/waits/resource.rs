@@ -133,12 +133,14 @@ pub(crate) fn next_generation() -> u64 {
 /// - `release` (the holder, before handing the resource back): the
 ///   generation back to 0.
 /// - `read`: the generation (acquire), the fields, an acquire fence, the
-///   generation again; equal and non-zero means the fields are the hold's.
+///   generation again; equal, non-zero and not [`CLAIMED`] means the
+///   fields are the hold's.
 ///
 /// A slot numbers its own holds 1, 2, 3, ... (`last`): holds of one slot
 /// are compared only with each other, and the lock orders its holders, so
 /// a plain load and store suffice where a process-wide number would cost
-/// a thread-local access.
+/// a thread-local access. A [`SharedSlot`] is a `HoldSlot` whose holders
+/// are ordered by its claim instead of the lock.
 #[derive(Debug)]
 pub(crate) struct HoldSlot {
     generation: AtomicU64,
