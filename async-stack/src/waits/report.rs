@@ -224,7 +224,8 @@ impl From<Found> for Deadlock {
 /// task waiting in a `select!` whose other branch awaits a channel is
 /// reported even though a message could free it). Waits and holds outside
 /// any traced root belong to an unknown task, which is never reported and
-/// never counted as stuck.
+/// never counted as stuck; so does a read lock or a permit whose hold is
+/// being recorded, over and over, while `deadlocks()` reads it.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
