@@ -1288,11 +1288,13 @@ pub fn check_deadlocks(tool: Tool) {
     }
 }
 
-/// Modes `waits-len` and `waits-torn`, live: an absurd length of a
-/// resource's `waits` list is one `async-stack: ` line for `async-bt task`
-/// (which reads the waits), while `async-tasks` (which does not) still
-/// lists every task; lists caught in the middle of a change are not read,
-/// and each task says how many resources were left out.
+/// Modes `waits-len`, `waits-torn`, `deadlock-torn` and
+/// `deadlock-claimed`, live: an absurd length of a resource's `waits` list
+/// is one `async-stack: ` line for `async-bt task` (which reads the
+/// waits), while `async-tasks` (which does not) still lists every task;
+/// resources caught in the middle of a change (their lists, or a shared
+/// slot) are not read, and each task and `async-deadlocks` say how many
+/// were left out.
 #[track_caller]
 pub fn check_waits_corruption(tool: Tool) {
     let with_deadlocks = |out: &Path| {
