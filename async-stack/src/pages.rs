@@ -237,7 +237,8 @@ pub(crate) fn page<T, C: PageCell<T> + ?Sized>(
 /// `#[repr(C)]`, pages first: a debugger reads the page addresses at
 /// `pages` and the length (a `usize`) at `len`, from memory alone. A
 /// table in a static is built by [`new`](Self::new), on `std`'s atomics;
-/// a loom model builds one on loom's with [`with_cells`](Self::with_cells).
+/// a loom model builds one on loom's with `with_cells`, which exists only
+/// in the loom tests (`cfg(all(test, async_stack_loom))`).
 #[repr(C)]
 pub(crate) struct PushTable<
     T: 'static,

@@ -34,9 +34,8 @@ use crate::task::stack::{SignalCopy, StackCopy};
 /// for the report (the first [`MAX_MISMATCHES`], while they fit in an
 /// eighth of the profile's budget).
 ///
-/// Each list holds at most [`STACK_CAPACITY`](crate::task::STACK_CAPACITY)
-/// frames: the live chain is read that deep, and a published stack holds
-/// no more.
+/// Each list holds at most [`STACK_CAPACITY`] frames: the live chain is
+/// read that deep, and a published stack holds no more.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct Mismatch {
     /// The task.

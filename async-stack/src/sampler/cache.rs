@@ -110,8 +110,8 @@ impl SiteFrames {
         stack
     }
 
-    /// The frame id of site field `site` (see [`word`]) in `profile`,
-    /// interned if new.
+    /// The frame id of site field `site` (see [`crate::task::stack::word`])
+    /// in `profile`, interned if new.
     #[inline]
     pub(crate) fn frame(&mut self, profile: &mut Profile, site: u32) -> u32 {
         if self.epoch != profile.epoch() {

@@ -1,5 +1,6 @@
 //! A frame's **place**: where it is in a task's published stack, as one
-//! packed word kept in the frame, and the state machine that moves it.
+//! packed word kept in the frame, and the state machine that moves it
+//! (carried out in [`crate::task::relink`]).
 //!
 //! # The word
 //!
@@ -40,14 +41,15 @@
 //!   none): counted in *T*'s hidden frames;
 //! - **root** of *T*: see [`crate::task::root`].
 //!
-//! [`relink`] runs when the check fails: under another parent slot of the
-//! same task the frame keeps its slot and only its parent changes; in
-//! another task, or from no place, it gives back the old place and takes a
-//! new one; a root polled as a child ends its task first, so that it never
-//! lingers as a ghost task. [`unlink`] gives a place back: directly when
-//! this thread is polling the place's task, and otherwise as a foreign
-//! retirement, which the task's incarnation check makes harmless once that
-//! task has ended.
+//! [`relink`](crate::task::relink::relink) runs when the check fails:
+//! under another parent slot of the same task the frame keeps its slot and
+//! only its parent changes; in another task, or from no place, it gives
+//! back the old place and takes a new one; a root polled as a child ends
+//! its task first, so that it never lingers as a ghost task.
+//! [`unlink`](crate::task::relink::unlink) gives a place back: directly
+//! when this thread is polling the place's task, and otherwise as a
+//! foreign retirement, which the task's incarnation check makes harmless
+//! once that task has ended.
 
 use crate::record::frame::AsyncStackFrame;
 

@@ -17,14 +17,15 @@
 //!   idle, or scheduled if it woke itself. A poll that unwinds does the
 //!   same ([`unwind`]), so a root kept after a caught panic is not shown
 //!   running.
-//! - **The end** ([`end_task`]): when the root completes, is dropped, or is
-//!   polled as a child of another task (it then belongs to that task, and
-//!   must not linger as a ghost), the record's id is cleared, its
-//!   incarnation closed (frames of the ended task can no longer touch it),
-//!   its chunks given back, its name and fallback waker (in its
-//!   extension) released, and the task's reference to the record dropped.
+//! - **The end** ([`end_task`](end::end_task)): when the root completes,
+//!   is dropped, or is polled as a child of another task (it then belongs
+//!   to that task, and must not linger as a ghost), the record's id is
+//!   cleared, its incarnation closed (frames of the ended task can no
+//!   longer touch it), its chunks given back, its name and fallback waker
+//!   (in its extension) released, and the task's reference to the record
+//!   dropped.
 //!   The last reference (the task's or a waker's) recycles the record
-//!   ([`recycle`]).
+//!   ([`recycle`](registry::recycle)).
 
 use std::sync::Arc;
 use std::task::Context;

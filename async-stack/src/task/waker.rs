@@ -24,9 +24,9 @@
 //!   [`crate::task::record::vtables`]).
 //! - **A waker never wakes another task**, even when the program forgets
 //!   wakers (`mem::forget`) without bound: the reference count sticks
-//!   instead of wrapping (see [`crate::task::record::refs`]), and the
-//!   record of a count that stuck is never reused. Where `Arc` would abort
-//!   the process, this keeps one task record (128 bytes) and its
+//!   instead of wrapping (see [`crate::task::record::layout::refs`]), and
+//!   the record of a count that stuck is never reused. Where `Arc` would
+//!   abort the process, this keeps one task record (128 bytes) and its
 //!   executor's waker for the rest of the process.
 //! - Dropping the last waker of an ended task drops the executor's waker
 //!   (unless its count stuck): nothing else is kept.

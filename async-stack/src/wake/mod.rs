@@ -46,7 +46,7 @@
 //! races the end of the poll it wakes is counted, but the boundary between
 //! that poll's idle and scheduled time may move by the length of the race.
 //!
-//! [`graph`] returns what was recorded, with [`WakeGraph::to_json`] and
+//! [`graph()`] returns what was recorded, with [`WakeGraph::to_json`] and
 //! [`WakeGraph::to_dot`]; [`WakeGraph::fold`] merges tasks by name or spawn
 //! site; [`WakeGraph::reduce`] finds producer/consumer groups, and
 //! [`Reduction::workload`] turns them into a workload file that

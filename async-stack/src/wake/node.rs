@@ -31,10 +31,11 @@
 //!   tokio task is woken when any branch's waker fires, so one branch
 //!   that can still be woken keeps the task from being lost.
 //!
-//! Edges follow (in [`crate::wake::graph`]): a wake from any branch is from
-//! the node, a wake of any branch is a wake of the node, and a wake of one
-//! branch from another of the same node is a wake from inside the node's
-//! own poll, counted as a self-wake of it, not as an edge to itself.
+//! Edges follow (in [`mod@crate::wake::graph`]): a wake from any branch
+//! is from the node, a wake of any branch is a wake of the node, and a
+//! wake of one branch from another of the same node is a wake from inside
+//! the node's own poll, counted as a self-wake of it, not as an edge to
+//! itself.
 
 use std::collections::BTreeMap;
 use std::time::Duration;

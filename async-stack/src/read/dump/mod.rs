@@ -79,7 +79,7 @@
 //!   (for both forms);
 //! - `bounds.rs`: the bounds a dump read from a file obeys, so that
 //!   rendering it stays linear in the file's size;
-//! - `unwakeable.rs`: the tasks nobody can wake ([`unwakeable`]).
+//! - `unwakeable.rs`: the tasks nobody can wake ([`unwakeable()`]).
 
 use std::borrow::Cow;
 use std::time::Duration;

@@ -5,9 +5,9 @@
 //!
 //! Every format shows the same stacks, root first:
 //!
-//! 1. the **group** (task name or spawn site, see [`Grouping`]), as a
-//!    synthetic outermost frame, so that a flamegraph splits by group
-//!    first;
+//! 1. the **group** (task name or spawn site, see
+//!    [`Grouping`](super::profile::Grouping)), as a synthetic outermost
+//!    frame, so that a flamegraph splits by group first;
 //! 2. the **async frames**, from the task root down, each at the `.await`
 //!    it was suspended on (or the line it was running);
 //! 3. the **native frames** of on-CPU samples, each symbolised at export
@@ -32,8 +32,9 @@
 //! becomes `,` and control characters (newlines) become spaces, and an
 //! empty label becomes `?`. pprof and JSON keep names as they are.
 //!
-//! The [`Stats`] counters go into every format that can hold them (pprof
-//! comments, JSON); the folded and SVG formats have no place for them.
+//! The [`Stats`](super::profile::Stats) counters go into every format
+//! that can hold them (pprof comments, JSON); the folded and SVG formats
+//! have no place for them.
 //!
 //! # Invariants
 //!

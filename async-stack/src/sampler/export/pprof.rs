@@ -204,7 +204,7 @@ impl Profile {
 
 /// The labels of a task's sample, the same in every pprof profile the
 /// crate writes (the sampler's, and the debug endpoint's goroutine
-/// profile: [`CountPprof`](super::count_pprof::CountPprof)), so that
+/// profile: `CountPprof` in `count_pprof.rs`, feature `http`), so that
 /// `go tool pprof -tagfocus` and `-tags` read both alike.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TaskLabels<'a> {

@@ -40,7 +40,7 @@ pub(crate) struct Sample {
     pub(crate) live_cut: bool,
     /// The address of the task's record (`0`: no tracked task was being
     /// polled): a number the sampler thread turns into the record's index
-    /// ([`registry::index_of`]), never a pointer.
+    /// ([`crate::task::registry::index_of`]), never a pointer.
     pub(crate) record: usize,
     pub(crate) task_id: u64,
     /// The current-frame word.

@@ -23,10 +23,10 @@
 //!   samples with one producer (the handler, on that thread) and
 //!   one consumer (the sampler thread). Buffers are allocated once and
 //!   never freed (a signal may still be pending when a timer is deleted),
-//!   listed in [`BUFS`](buffers::BUFS) so that the handler can check a pointer it is
-//!   given, and reused through a free list: the number allocated is the
-//!   most threads sampled at once, whatever the number of threads that
-//!   came and went.
+//!   listed in the static `BUFS` so that the handler can check a pointer
+//!   it is given ([`is_buf`](buffers::is_buf)), and reused through a free
+//!   list: the number allocated is the most threads sampled at once,
+//!   whatever the number of threads that came and went.
 //! - **Ownership.** A buffer's ring is an [`OwnedRing`](crate::sampler::ring::OwnedRing), lent to the
 //!   thread id of the thread it samples (see [`crate::sampler::ring`]): the
 //!   handler pushes only into a ring its own thread owns, while holding
@@ -63,11 +63,12 @@
 //!   writes ([`TaskRecord::copy_in_signal`](crate::task::record::TaskRecord::copy_in_signal)).
 //! - **Signals that stop arriving.** A thread can block the signal, or
 //!   another handler can take it. Every tenth of a second the sampler
-//!   thread reads each sampled thread's CPU time: a thread that ran
-//!   [`SILENT_PERIODS`](timers::SILENT_PERIODS) periods (and at least
-//!   [`SILENT_NS`](timers::SILENT_NS)) of CPU time
-//!   since its handler last took a signal has stopped getting them, and
-//!   each period it ran since is counted in `signals_lost`.
+//!   thread reads each sampled thread's CPU time
+//!   ([`Session::count_silent`](timers::Session::count_silent)): a thread
+//!   that ran `SILENT_PERIODS` periods (and at least `SILENT_NS`, both in
+//!   [`timers`]) of CPU time since its handler last took a signal has
+//!   stopped getting them, and each period it ran since is counted in
+//!   `signals_lost`.
 //!
 //! The handler allocates nothing, takes no lock, and calls only
 //! `gettid` and `clock_gettime`, both async-signal-safe.

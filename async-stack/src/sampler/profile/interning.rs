@@ -70,7 +70,7 @@ pub(crate) struct SampledTask<'a> {
 }
 
 /// What an entry is aggregated by: ids of the profile's tables (of one
-/// [`epoch`](Profile::epoch)) and the task id.
+/// [`epoch`](super::Profile::epoch)) and the task id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct EntryKey {
     pub(crate) group: u32,

@@ -15,7 +15,7 @@ pub enum SnapshotError {
     Io(io::Error),
     /// The first 8 bytes are not [`SNAPSHOT_MAGIC`](crate::sampler::snapshot::SNAPSHOT_MAGIC): not a snapshot.
     BadMagic,
-    /// The header's major version is not [`SNAPSHOT_MAJOR`](crate::sampler::snapshot::SNAPSHOT_MAJOR).
+    /// The header's major version is not [`SNAPSHOT_MAJOR`].
     UnsupportedVersion {
         /// The header's major version.
         major: u16,

@@ -13,7 +13,7 @@ use crate::task::stack::words::{INLINE_SLOTS, foreign};
 ///
 /// | bits | field |
 /// |---|---|
-/// | 0..2 | state: [`IDLE`], [`SCHEDULED`] or [`RUNNING`] |
+/// | 0..2 | state: [`IDLE`](state::IDLE), [`SCHEDULED`](state::SCHEDULED) or [`RUNNING`](state::RUNNING) |
 /// | 2..24 | the low 22 bits of the wake count when the last poll started |
 /// | 24..64 | the time of the last change, in ms since the clock's origin |
 pub(crate) mod state {
@@ -137,16 +137,16 @@ pub(crate) mod spawn {
 /// The `refs` count of a record: one for the live task, one per waker of
 /// it (and one per fallback waker, see [`crate::task::waker`]).
 ///
-/// Exact up to [`MAX`], which no program reaches except by forgetting
-/// wakers (`mem::forget`: 2^31 of them, some 15 s of safe code). A
-/// count that would pass `MAX` *sticks*: it is set to [`STUCK`], halfway
-/// between `MAX` and the wrap, and every later increment or decrement that
-/// sees it above `MAX` sets it back there. So it never wraps to a small
-/// count, the record is never recycled, and each waker of it keeps waking
-/// the executor of the task it was made for. The record (128 bytes) and
-/// the executor's waker are kept for the rest of the process: where `Arc`
-/// aborts the process, a library inside a production process leaks one
-/// record.
+/// Exact up to [`MAX`](refs::MAX), which no program reaches except by
+/// forgetting wakers (`mem::forget`: 2^31 of them, some 15 s of safe
+/// code). A count that would pass `MAX` *sticks*: it is set to
+/// [`STUCK`](refs::STUCK), halfway between `MAX` and the wrap, and every
+/// later increment or decrement that sees it above `MAX` sets it back
+/// there. So it never wraps to a small count, the record is never
+/// recycled, and each waker of it keeps waking the executor of the task it
+/// was made for. The record (128 bytes) and the executor's waker are kept
+/// for the rest of the process: where `Arc` aborts the process, a library
+/// inside a production process leaks one record.
 ///
 /// Between the increment or decrement that sees a count above `MAX` and
 /// its store of `STUCK`, other threads may move the count, each by at
@@ -160,7 +160,7 @@ pub(crate) mod refs {
 }
 
 /// A part of the executor's waker of a task, kept in its record: its data
-/// pointer, or its vtable id (see [`vtables`]).
+/// pointer, or its vtable id (see [`crate::task::record::vtables`]).
 ///
 /// Written only while no waker refers to the record (at registration, when
 /// `refs` goes from 0 to 1), taken only when the last reference goes
@@ -210,7 +210,7 @@ pub(crate) struct TaskRecord {
     /// [`crate::record::current`]).
     pub(crate) current: AtomicPtr<AsyncStackFrame>,
     /// The executor's waker: its data pointer and its vtable id (`0`: no
-    /// waker; see [`vtables`]).
+    /// waker; see [`crate::task::record::vtables`]).
     pub(crate) waker_data: WakerPart<*const ()>,
     pub(crate) waker_vtable: WakerPart<u32>,
     pub(crate) refs: AtomicU32,

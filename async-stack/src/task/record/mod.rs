@@ -21,7 +21,7 @@
 //! | 24 | `wakes`: wakes from outside the task's poll, and the time of the first one since the last poll started | wakers, by compare-and-swap |
 //! | 32 | `current`: the frame being polled right now, its slot in the top bits (see [`crate::record::current`]) | the polling thread, on every entry and exit of a frame |
 //! | 40 | `waker_data`, 48 `waker_vtable`: the executor's waker, forwarded to by the task's own waker (its data pointer, and its vtable as an id in [`vtables`]; or a boxed waker, see [`vtables::BOXED`]) | the registering thread, while no waker refers to the record |
-//! | 52 | `refs`: one for the live task, one per waker of it, exact up to [`refs::MAX`] (see [`refs`]) | wakers (read-modify-write) |
+//! | 52 | `refs`: one for the live task, one per waker of it, exact up to [`refs::MAX`](layout::refs::MAX) (see [`layout::refs`]) | wakers (read-modify-write) |
 //! | 56 | `self_wakes`: wakes from inside the task's own polls | the polling thread |
 //! | 64 | `parent`: the id of the task that spawned this one, `0` if unknown | the registering thread |
 //! | 72 | `spawn`: where the task was spawned, and whether it has a name or a fallback waker (see [`spawn`]) | the registering thread; the polling thread when it makes a fallback waker |
@@ -37,8 +37,9 @@
 //! never reused. A record returns to the free list only when its task has
 //! ended *and* the last waker that refers to it is dropped (`refs` reaches
 //! zero): a waker therefore always refers to the task it was made for. A
-//! count that would pass [`refs::MAX`] (only forgotten wakers get there)
-//! sticks instead of wrapping, and the record is then never recycled.
+//! count that would pass [`refs::MAX`](layout::refs::MAX) (only forgotten
+//! wakers get there) sticks instead of wrapping, and the record is then
+//! never recycled.
 //!
 //! # The executor's waker
 //!

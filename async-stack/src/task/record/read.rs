@@ -135,7 +135,8 @@ impl TaskRecord {
     /// path, which thereby takes no reference to the name. Inlined, so
     /// that the copy is not returned through memory (a sampler reads
     /// thousands of records per tick). `index` is the record's index,
-    /// which finds the task's name (see [`TaskExt`]).
+    /// which finds the task's name (see
+    /// [`TaskExt`](crate::task::record::TaskExt)).
     #[inline]
     // Loom models spin 0 times: the loop's bound is then always false.
     #[cfg_attr(async_stack_loom, allow(clippy::absurd_extreme_comparisons))]

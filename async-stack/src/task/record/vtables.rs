@@ -7,7 +7,9 @@
 //!
 //! The methods of [`TaskRecord`] that store, lend, compare and take the
 //! executor's waker are here too: they are the only code that reads
-//! `waker_data` and `waker_vtable` (see [`WakerPart`] for who may call them).
+//! `waker_data` and `waker_vtable` (see
+//! [`WakerPart`](crate::task::record::layout::WakerPart) for who may call
+//! them).
 
 use std::mem::ManuallyDrop;
 use std::task::Waker;
@@ -127,8 +129,8 @@ impl TaskRecord {
     // ---- the executor's waker (see `WakerPart` for who may call these) ----
 
     /// Stores the executor's waker of a new task: as its data pointer and
-    /// interned vtable id, or boxed if its vtable finds no room in
-    /// [`vtables`] (see the module docs).
+    /// interned vtable id, or boxed if its vtable finds no room in the
+    /// process's table ([`TABLE`], see the module docs).
     ///
     /// # Safety
     ///
