@@ -8,9 +8,9 @@
 //! trybuild builds the cases in a project of its own, which depends on
 //! every dependency and dev-dependency of the package that runs it. They
 //! run in this package, whose dependencies are only what the cases use
-//! (async-stack, tokio, futures, async-trait), rather than in `tests/`,
-//! whose integration tests need axum, hyper, pprof, jsonschema and more:
-//! that halves the build.
+//! (async-stack, tokio with the features they use, futures, async-trait),
+//! rather than in `tests/`, whose integration tests need axum, hyper,
+//! pprof, jsonschema and more: that halves the build.
 //!
 //! trybuild also builds every dependency twice: first with its rustflags
 //! ([`FLAGS`] but the last), then again when it builds the cases, with
