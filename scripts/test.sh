@@ -10,13 +10,15 @@
 #      too slow for a debug build;
 #   3. the walker test meant for it, and the sampler's test of where a
 #      sample's native frames end, in a release build with no debug info
-#      (profile `release-nodebug`);
+#      (profile `release-lines` with the workspace crates' debug info off
+#      and the binaries stripped, which reuses stage 2's dependencies);
 #   4. the loom models of everything another thread reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System tools the debugger-script tests need (they fail, never skip, when
-# one is missing): gdb (with gcore), and lldb with its Python module. Debian's
+# one is missing): gdb (with gcore), and lldb with its Python module; and
+# readelf, which stage 3 checks its binaries with. Debian's
 # lldb 14 cannot start its embedded Python as installed: it needs the
 # python3-lldb-14 package, and PYTHONPATH naming the dist-packages folder
 # that package puts under llvm-14.
@@ -25,6 +27,7 @@ command -v gdb >/dev/null 2>&1 || need+=(gdb)
 command -v gcore >/dev/null 2>&1 || need+=(gdb)
 command -v go >/dev/null 2>&1 || need+=(golang-go)
 command -v dot >/dev/null 2>&1 || need+=(graphviz)
+command -v readelf >/dev/null 2>&1 || need+=(binutils)
 command -v lldb >/dev/null 2>&1 || need+=(lldb)
 dpkg -s python3-lldb-14 >/dev/null 2>&1 || need+=(python3-lldb-14)
 if [ ${#need[@]} -gt 0 ]; then
@@ -58,8 +61,25 @@ done
 ASYNC_STACK_VERIFY=1 cargo test -p tests --profile release-lines "${walker_tests[@]}"
 
 echo "== $(date -u +%T) 3/4 walker and sampler without debug info (release, no debug info)"
-cargo test -p tests --profile release-nodebug --test walker_no_debuginfo
-cargo test -p async-stack --lib --profile release-nodebug boundary_tests
+nodebug=(--profile release-lines --config 'profile.release-lines.debug=false'
+    --config 'profile.release-lines.strip="debuginfo"')
+cargo test -p tests "${nodebug[@]}" --test walker_no_debuginfo
+cargo test -p async-stack --lib "${nodebug[@]}" boundary_tests
+# What the stage claims: its two test binaries carry no debug info
+# (`.debug_gdb_scripts`, the debugger scripts the library embeds, aside).
+bins=$({ cargo test -p tests "${nodebug[@]}" --test walker_no_debuginfo --no-run --message-format=json
+    cargo test -p async-stack --lib "${nodebug[@]}" --no-run --message-format=json; } 2>/dev/null |
+    python3 -c 'import json,sys; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("executable") and m["profile"]["test"]]')
+if [ "$(wc -l <<<"$bins")" -ne 2 ]; then
+    echo "== expected two test binaries, found: $bins" >&2
+    exit 1
+fi
+while read -r bin; do
+    if readelf -S -W "$bin" | grep -E '\.debug_(info|line) '; then
+        echo "== $bin has debug info" >&2
+        exit 1
+    fi
+done <<<"$bins"
 
 echo "== $(date -u +%T) 4/4 loom models"
 LOOM_MAX_PREEMPTIONS=3 RUSTFLAGS="--cfg async_stack_loom" CARGO_TARGET_DIR=target/loom \

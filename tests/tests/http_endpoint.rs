@@ -6,16 +6,19 @@
 //! channel, on a tokio runtime of the test's own; the endpoint runs on its
 //! own thread, started once for the whole file.
 
+mod common;
 mod http_common;
 
-use std::net::SocketAddr;
-use std::sync::OnceLock;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Duration;
 
 use async_stack::TaskDump;
 use async_stack::traced_async;
 use hyper::Method;
 
+use common::wait_for;
 use http_common::{entries, get, park_for_good, raw, request};
 
 /// The `.await` line of `waiter_leaf`.
@@ -168,6 +171,7 @@ fn tasks_json_is_the_dump_json() {
 
 #[test]
 fn folded_and_profile_sample_for_the_seconds_asked() {
+    let _sessions = sessions();
     let addr = endpoint();
     let reply = get(addr, "/debug/async/folded?seconds=1");
     assert_eq!(reply.status, 200, "{}", reply.text());
@@ -199,25 +203,33 @@ fn folded_and_profile_sample_for_the_seconds_asked() {
 
 #[test]
 fn a_second_profile_while_one_runs_is_409() {
+    let _sessions = sessions();
     let addr = endpoint();
     // Wakes: the recording is on exactly while a session runs.
     assert!(!async_stack::wake::is_recording());
-    let first = std::thread::spawn(move || get(addr, "/debug/async/wakes?seconds=3&format=json"));
-    while !async_stack::wake::is_recording() {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let first = hold(addr, "/debug/async/wakes?seconds=60&format=json");
+    wait_for(
+        "the first wake recording to start",
+        async_stack::wake::is_recording,
+    );
     let second = get(addr, "/debug/async/wakes?seconds=1");
     assert_eq!(second.status, 409);
     assert_eq!(
         second.text(),
         "409 Conflict: a wake recording is already running; try again when it ends\n"
     );
-    let first = first.join().unwrap();
-    assert_eq!(first.status, 200);
-    assert_eq!(first.content_type(), "application/json");
-    let graph: serde_json::Value = serde_json::from_slice(&first.body).expect("JSON");
+    // The client goes away: the session ends, and recording is restored
+    // as it was (off) ...
+    drop(first);
+    wait_for("the wake recording to end with its client", || {
+        !async_stack::wake::is_recording()
+    });
+    // ... and the next session runs to its end.
+    let next = get(addr, "/debug/async/wakes?seconds=1&format=json");
+    assert_eq!(next.status, 200);
+    assert_eq!(next.content_type(), "application/json");
+    let graph: serde_json::Value = serde_json::from_slice(&next.body).expect("JSON");
     assert!(graph["tasks"].is_array(), "{graph}");
-    // Restored as it was: off.
     assert!(!async_stack::wake::is_recording());
 
     // ... and as it was when it was on.
@@ -230,10 +242,8 @@ fn a_second_profile_while_one_runs_is_409() {
     async_stack::wake::record(false);
 
     // The sampler: its thread exists exactly while a profile runs.
-    let first = std::thread::spawn(move || get(addr, "/debug/pprof/profile?seconds=3"));
-    while !sampler_thread_runs() {
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let first = hold(addr, "/debug/pprof/profile?seconds=60");
+    wait_for("the first profile to start", sampler_thread_runs);
     for path in [
         "/debug/pprof/profile?seconds=1",
         "/debug/async/folded?seconds=1",
@@ -245,7 +255,36 @@ fn a_second_profile_while_one_runs_is_409() {
             "409 Conflict: a profile is already running; try again when it ends\n"
         );
     }
-    assert_eq!(first.join().unwrap().status, 200);
+    drop(first);
+    wait_for("the profile to end with its client", || {
+        !sampler_thread_runs()
+    });
+}
+
+/// Sends `GET path` on a raw connection and returns the connection
+/// unread: a timed route's session runs until its seconds are over or
+/// the connection is dropped, whichever comes first. Holding a session
+/// of 60 s, rather than waiting out a short one, makes "while one runs"
+/// true however late the test's next request comes, and costs nothing:
+/// the drop ends it.
+///
+/// Once the session's effects are seen to end (recording off, sampler
+/// thread gone), its lock is free too: all of them are released in the
+/// one poll of the server's one thread that drops the request, and that
+/// thread reads the next request only after it.
+fn hold(addr: SocketAddr, path: &str) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").expect("send");
+    stream
+}
+
+/// Serializes this file's tests that run a profile: the endpoint runs one
+/// at a time per process, and a test's session would make another test's
+/// `409`.
+fn sessions() -> MutexGuard<'static, ()> {
+    static SESSIONS: Mutex<()> = Mutex::new(());
+    // A failed test poisons it; the next one still runs.
+    SESSIONS.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Whether a thread named `async-stack-sam...` (the sampler) runs in this

@@ -1,6 +1,6 @@
 //! The walker in a build without debug info (`scripts/test.sh` runs this
-//! file in the `release-nodebug` profile too, where `Traced` polls are
-//! inlined and nothing has line tables).
+//! file in a release build with the debug info off and stripped too,
+//! where `Traced` polls are inlined and nothing has line tables).
 //!
 //! Async frames come from the static records the macro emits, so their
 //! functions and `.await` lines are exact in every build. Where debug info
