@@ -192,8 +192,7 @@ impl HoldSlot {
         since_ms: u64,
         more: impl FnOnce(),
     ) -> u64 {
-        let generation = self.last.load(Ordering::Relaxed) + 1;
-        self.last.store(generation, Ordering::Relaxed);
+        let generation = self.next_generation();
         fence(Ordering::Release);
         self.task.store(task, Ordering::Relaxed);
         self.at
@@ -201,6 +200,15 @@ impl HoldSlot {
         self.since_ms.store(since_ms, Ordering::Relaxed);
         more();
         self.generation.store(generation, Ordering::Release);
+        generation
+    }
+
+    /// Numbers a new hold of this slot (its holder only; see the type's
+    /// docs): `last` + 1, stored back as `last`.
+    #[inline(always)]
+    fn next_generation(&self) -> u64 {
+        let generation = self.last.load(Ordering::Relaxed) + 1;
+        self.last.store(generation, Ordering::Relaxed);
         generation
     }
 
@@ -334,19 +342,24 @@ impl SharedSlot {
         since_ms: u64,
         permits: u32,
     ) -> bool {
-        let generation = &self.hold.generation;
         // A load first: a taken slot costs no read-modify-write.
-        if generation.load(Ordering::Relaxed) != 0
-            || generation
-                .compare_exchange(0, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-        {
+        if self.hold.generation.load(Ordering::Relaxed) != 0 || !self.claim() {
             return false;
         }
         self.hold.write(task, at, since_ms, || {
             self.permits.store(permits, Ordering::Relaxed);
         });
         true
+    }
+
+    /// Takes the slot if it is free (0 to [`CLAIMED`]); whether it did.
+    /// Acquire: it reads the previous holder's release of the slot.
+    #[inline]
+    fn claim(&self) -> bool {
+        self.hold
+            .generation
+            .compare_exchange(0, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Changes the permits of the hold (its holder only): under a new
@@ -358,9 +371,8 @@ impl SharedSlot {
         // reads `CLAIMED` or the new generation, and retries.
         fence(Ordering::Release);
         self.permits.store(permits, Ordering::Relaxed);
-        let generation = hold.last.load(Ordering::Relaxed) + 1;
-        hold.last.store(generation, Ordering::Relaxed);
-        hold.generation.store(generation, Ordering::Release);
+        hold.generation
+            .store(hold.next_generation(), Ordering::Release);
     }
 
     /// Ends the hold and frees the slot.
@@ -620,9 +632,17 @@ impl Resource {
     /// [`Resource::release_shared`] of a hold in the list: out of line.
     #[inline(never)]
     fn release_listed(&self, generation: u64) {
+        self.edit_listed(generation, |holds, i| {
+            holds.remove(i);
+        });
+    }
+
+    /// Changes the shared hold `generation` of the list, if it is there,
+    /// with `change` (given the list and its index) under the lock.
+    fn edit_listed(&self, generation: u64, change: impl FnOnce(&mut Vec<Hold>, usize)) {
         let mut lists = lock(&self.lists);
         if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
-            self.edit(&mut lists, Edited::Holds, |l| l.holds.remove(i));
+            self.edit(&mut lists, Edited::Holds, |l| change(&mut l.holds, i));
         }
     }
 
@@ -636,10 +656,7 @@ impl Resource {
                 }
             }
             SharedPlace::Listed(generation) => {
-                let mut lists = lock(&self.lists);
-                if let Some(i) = lists.holds.iter().position(|h| h.generation == generation) {
-                    self.edit(&mut lists, Edited::Holds, |l| l.holds[i].permits = permits);
-                }
+                self.edit_listed(generation, |holds, i| holds[i].permits = permits);
             }
         }
     }
@@ -1158,12 +1175,7 @@ impl Resource {
     /// preempted right after its claim would leave it; whether it was
     /// free. [`Resource::release_shared`] frees it.
     pub(crate) fn claim_only(&self, i: usize) -> bool {
-        self.slot(i).is_some_and(|slot| {
-            slot.hold
-                .generation
-                .compare_exchange(0, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
-                .is_ok()
-        })
+        self.slot(i).is_some_and(SharedSlot::claim)
     }
 }
 
