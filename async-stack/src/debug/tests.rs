@@ -637,34 +637,36 @@ fn listed_from_memory() -> Vec<u64> {
 /// The holds in the shared slots of the resource at `r`, in slot order.
 fn shared_slots_from_memory(r: u64) -> Vec<Record> {
     let l = layout_words();
-    let loc = LocationLayout::probe();
     let slots = word_at(r + l.get("resource_shared"));
     if slots == 0 {
         return Vec::new();
     }
     (0..l.get("shared_slots"))
-        .map(|i| slots + i * l.get("shared_slot_size") + l.get("shared_slot_hold"))
-        .filter(|&hold| {
-            let generation = word_at(hold + l.get("hold_slot_generation"));
-            assert_ne!(generation, l.get("hold_slot_claimed"), "caught mid-claim");
-            generation != 0
-        })
-        .map(|hold| {
-            let at = word_at(hold + l.get("hold_slot_at"));
-            (
-                word_at(hold + l.get("hold_slot_task")),
-                (at != 0).then(|| loc.read(at)),
-                word_at(hold + l.get("hold_slot_since")),
-            )
+        .filter_map(|i| {
+            hold_slot_from_memory(slots + i * l.get("shared_slot_size") + l.get("shared_slot_hold"))
         })
         .collect()
+}
+
+/// The hold in the hold slot at `slot` (exclusive or shared), if any.
+fn hold_slot_from_memory(slot: u64) -> Option<Record> {
+    let l = layout_words();
+    let generation = word_at(slot + l.get("hold_slot_generation"));
+    assert_ne!(generation, l.get("hold_slot_claimed"), "caught mid-claim");
+    let at = word_at(slot + l.get("hold_slot_at"));
+    (generation != 0).then(|| {
+        (
+            word_at(slot + l.get("hold_slot_task")),
+            (at != 0).then(|| LocationLayout::probe().read(at)),
+            word_at(slot + l.get("hold_slot_since")),
+        )
+    })
 }
 
 fn read_resource(r: u64) -> ReadResource {
     let l = layout_words();
     let loc = LocationLayout::probe();
     let at = |p: u64| (p != 0).then(|| loc.read(p));
-    let exclusive = r + l.get("resource_exclusive");
     let list = |ptr: &str, len: &str, size: &str, task: &str, at_: &str, since: &str| {
         let (base, n) = (word_at(r + l.get(ptr)), word_at(r + l.get(len)));
         (0..n)
@@ -683,13 +685,7 @@ fn read_resource(r: u64) -> ReadResource {
         kind: u64::from(u8_at(r + l.get("resource_kind"))),
         created_at: loc.read(word_at(r + l.get("resource_created_at"))),
         target: word_at(r + l.get("resource_target")),
-        exclusive: (word_at(exclusive + l.get("hold_slot_generation")) != 0).then(|| {
-            (
-                word_at(exclusive + l.get("hold_slot_task")),
-                at(word_at(exclusive + l.get("hold_slot_at"))),
-                word_at(exclusive + l.get("hold_slot_since")),
-            )
-        }),
+        exclusive: hold_slot_from_memory(r + l.get("resource_exclusive")),
         holds: shared_slots_from_memory(r)
             .into_iter()
             .chain(list(
