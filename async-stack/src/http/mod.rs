@@ -97,6 +97,14 @@
 //! - `session.rs`: the timed routes (sampler profiles, wake recording),
 //!   one at a time each;
 //! - `router.rs` (feature `axum`): [`router()`].
+//!
+#![cfg_attr(feature = "axum", doc = "[`router()`]: router")]
+#![cfg_attr(
+    not(feature = "axum"),
+    doc = "[`router()`]: #in-an-axum-service-feature-axum"
+)]
+// (`router()` exists only with the `axum` feature: without it, the links
+// lead to the section that names it.)
 
 mod body;
 mod goroutine;
