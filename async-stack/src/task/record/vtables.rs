@@ -31,16 +31,22 @@ pub(crate) const MAX: usize = 64;
 /// ([`get`] gives `None` for it).
 pub(crate) const BOXED: u32 = u32::MAX;
 
-/// An append-only table of up to `N` vtables.
-pub(crate) struct Table<const N: usize> {
-    entries: [AtomicPtr<RawWakerVTable>; N],
+/// An append-only table of up to `N` vtables, in `SLOTS` entries: the
+/// vtable of id `i` (`1..=N`) is entry `i`; entry 0 and those past `N`
+/// stay null. `SLOTS` is a power of two above `N`, so that the poll's
+/// check ([`Table::is`]) indexes with a mask and no bounds check: every id
+/// a record holds (0, `1..=N` or [`BOXED`]) masks to its own entry or to a
+/// null one.
+pub(crate) struct Table<const N: usize, const SLOTS: usize> {
+    entries: [AtomicPtr<RawWakerVTable>; SLOTS],
     append: Mutex<()>,
 }
 
-impl<const N: usize> Table<N> {
+impl<const N: usize, const SLOTS: usize> Table<N, SLOTS> {
     pub(crate) const fn new() -> Self {
+        assert!(SLOTS.is_power_of_two() && N < SLOTS && (BOXED as usize) & (SLOTS - 1) > N);
         Table {
-            entries: [const { AtomicPtr::new(std::ptr::null_mut()) }; N],
+            entries: [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS],
             append: Mutex::new(()),
         }
     }
@@ -51,38 +57,50 @@ impl<const N: usize> Table<N> {
         let wanted = std::ptr::from_ref(vtable).cast_mut();
         // The entry holding `wanted`, or else the first free one.
         let find = || {
-            self.entries.iter().enumerate().find_map(|(i, e)| {
+            self.entries[1..=N].iter().zip(1..).find_map(|(e, id)| {
                 let p = e.load(Ordering::Acquire);
-                (p == wanted || p.is_null()).then_some((i, p))
+                (p == wanted || p.is_null()).then_some((id, p))
             })
         };
-        if let Some((i, p)) = find()
+        if let Some((id, p)) = find()
             && p == wanted
         {
-            return Some(i as u32 + 1);
+            return Some(id);
         }
         let _append = crate::shim::lock_std(&self.append);
-        let (i, p) = find()?;
+        let (id, p) = find()?;
         if p.is_null() {
-            self.entries[i].store(wanted, Ordering::Release);
+            self.entries[id as usize].store(wanted, Ordering::Release);
         }
-        Some(i as u32 + 1)
+        Some(id)
     }
 
     /// The vtable of id `id`, if it was interned.
     #[inline(always)]
     pub(crate) fn get(&self, id: u32) -> Option<&'static RawWakerVTable> {
-        let p = self
-            .entries
-            .get(id.checked_sub(1)? as usize)?
-            .load(Ordering::Acquire);
+        if id == 0 || id as usize > N {
+            return None;
+        }
+        let p = self.entries[id as usize].load(Ordering::Acquire);
         // SAFETY: a non-null entry was stored from a `&'static
         // RawWakerVTable` and never changes.
         unsafe { p.as_ref() }
     }
+
+    /// Whether `id`, an id a record holds (0, an interned id or
+    /// [`BOXED`]), is that of the interned `vtable`: one masked load and a
+    /// compare. (A pointer compare only: the entry is not read through.)
+    #[inline(always)]
+    pub(crate) fn is(&self, id: u32, vtable: &'static RawWakerVTable) -> bool {
+        let entry = &self.entries[id as usize & (SLOTS - 1)];
+        std::ptr::eq(entry.load(Ordering::Relaxed), vtable)
+    }
 }
 
-static TABLE: Table<MAX> = Table::new();
+/// Entries of the process's table: the next power of two above [`MAX`].
+const SLOTS: usize = (MAX + 1).next_power_of_two();
+
+static TABLE: Table<MAX, SLOTS> = Table::new();
 
 /// The process's id of `vtable` (see [`Table::id`]).
 pub(crate) fn id(vtable: &'static RawWakerVTable) -> Option<u32> {
@@ -111,7 +129,7 @@ mod tests {
 
     #[test]
     fn vtables_are_interned_once_each_until_the_table_is_full() {
-        let t: Table<2> = Table::new();
+        let t: Table<2, 4> = Table::new();
         assert_eq!(t.get(0), None);
         assert_eq!(t.get(1), None, "nothing interned yet");
         assert_eq!(t.id(&A), Some(1));
@@ -122,6 +140,12 @@ mod tests {
         assert!(std::ptr::eq(t.get(2).unwrap(), &B));
         assert_eq!(t.get(3), None);
         assert_eq!(t.get(u32::MAX), None);
+        // The poll's check, over every id a record can hold.
+        assert!(t.is(1, &A) && t.is(2, &B));
+        assert!(!t.is(1, &B) && !t.is(2, &A) && !t.is(1, &C));
+        for id in [0, super::BOXED] {
+            assert!(!t.is(id, &A) && !t.is(id, &B) && !t.is(id, &C));
+        }
     }
 }
 
@@ -227,9 +251,10 @@ impl TaskRecord {
 
     /// Whether the executor's waker wakes the same task as `other` (as
     /// [`Waker::will_wake`] tells: the same data pointer and vtable).
-    /// Called on every task poll: for an interned vtable, two compares,
-    /// as `Waker::will_wake` makes them; a boxed waker is compared in a
-    /// cold call, whose result does not merge into the usual path.
+    /// Called on every task poll: for the same waker with an interned
+    /// vtable, two compares (as `Waker::will_wake` makes them) and one
+    /// load from the table with no bounds check; any other answer, and a
+    /// boxed waker, is worked out in a cold call.
     ///
     /// # Safety
     ///
@@ -238,14 +263,27 @@ impl TaskRecord {
     pub(crate) unsafe fn will_wake(&self, other: &Waker) -> bool {
         // SAFETY: per the caller's obligations.
         let (data, id) = unsafe { (self.waker_data.read(), self.waker_vtable.read()) };
-        match get(id) {
-            Some(vtable) => data == other.data() && std::ptr::eq(vtable, other.vtable()),
-            None => {
-                // SAFETY: per the caller's obligations.
-                let same = unsafe { Self::with_boxed_waker(data, id, |w| w.will_wake(other)) };
-                same == Some(true)
-            }
+        // An interned vtable that matches: the usual case, and the whole
+        // answer (a null entry matches no waker's vtable).
+        if data == other.data() && TABLE.is(id, other.vtable()) {
+            return true;
         }
+        // SAFETY: per the caller's obligations.
+        unsafe { Self::will_wake_boxed(data, id, other) }
+    }
+
+    /// [`will_wake`](Self::will_wake) when the executor's waker is not
+    /// the interned `other`: a boxed waker is compared through its box.
+    ///
+    /// # Safety
+    ///
+    /// As for [`with_boxed_waker`](Self::with_boxed_waker).
+    #[cold]
+    #[inline(never)]
+    unsafe fn will_wake_boxed(data: *const (), id: u32, other: &Waker) -> bool {
+        // SAFETY: per the caller's obligations.
+        let same = unsafe { Self::with_boxed_waker(data, id, |w| w.will_wake(other)) };
+        same == Some(true)
     }
 
     /// Takes the executor's waker out, to drop it.
