@@ -26,7 +26,11 @@
 //! [`POLLS_PER_ROOT`] polls. With `once` for the depth, each poll is of a
 //! new one-level task that completes on it and is dropped, as in the
 //! `root` bench with one poll: the instructions of a task root's whole
-//! life.
+//! life. With `yield8`, it polls one chain shaped as `poll_depth`'s at
+//! depth 8 (eight nested levels, not boxed, inlined into each other, over
+//! a leaf that wakes its task on every poll, as a yield does) until its
+//! leaf has been `Pending` POLLS times: the instructions of one poll of
+//! that bench, the self-wake included.
 
 use std::hint::black_box;
 use std::pin::Pin;
@@ -50,8 +54,11 @@ fn main() -> ExitCode {
     if depth == "once" {
         return once(variant, polls);
     }
+    if depth == "yield8" {
+        return yield8(variant, polls);
+    }
     let Ok(depth @ (1 | 8)) = depth.parse::<u32>() else {
-        eprintln!("root_poll_probe: DEPTH is 1, 8 or `once`");
+        eprintln!("root_poll_probe: DEPTH is 1, 8, `once` or `yield8`");
         return ExitCode::FAILURE;
     };
     let make: fn(u32) -> Boxed = match variant.as_str() {
@@ -106,5 +113,55 @@ fn once(variant: &str, tasks: u64) -> ExitCode {
     for _ in 0..tasks {
         assert_eq!(run(black_box(0)), 1);
     }
+    ExitCode::SUCCESS
+}
+
+/// `poll_depth`'s chain of eight levels, plain and traced.
+mod yielding {
+    pub mod untraced {
+        macro_rules! level {
+            ($name:ident => $callee:ident) => {
+                pub async fn $name(pending: u32) {
+                    $callee(pending).await
+                }
+            };
+        }
+        use benches::yield_leaf;
+        benches::chain!(8, level, yield_leaf);
+    }
+
+    pub mod async_stack {
+        macro_rules! level {
+            ($name:ident => $callee:ident) => {
+                #[async_stack::traced_async]
+                pub async fn $name(pending: u32) {
+                    $callee(pending).await
+                }
+            };
+        }
+        use benches::yield_leaf;
+        benches::chain!(8, level, yield_leaf);
+    }
+}
+
+/// One `poll_depth` chain of depth 8 polled to completion, its leaf
+/// `Pending` `polls` times.
+fn yield8(variant: &str, polls: u64) -> ExitCode {
+    let Ok(pending) = u32::try_from(polls) else {
+        eprintln!(
+            "root_poll_probe: POLLS is at most {} with `yield8`",
+            u32::MAX
+        );
+        return ExitCode::FAILURE;
+    };
+    let done = match variant {
+        names::UNTRACED => benches::poll_to_completion(yielding::untraced::l8(pending)).1,
+        names::ASYNC_STACK => benches::poll_to_completion(yielding::async_stack::l8(pending)).1,
+        _ => {
+            eprintln!("root_poll_probe: `yield8` has variants untraced and async-stack");
+            return ExitCode::FAILURE;
+        }
+    };
+    assert_eq!(u64::from(done), polls + 1);
     ExitCode::SUCCESS
 }

@@ -78,10 +78,8 @@ impl<const N: usize, const SLOTS: usize> Table<N, SLOTS> {
     /// The vtable of id `id`, if it was interned.
     #[inline(always)]
     pub(crate) fn get(&self, id: u32) -> Option<&'static RawWakerVTable> {
-        if id == 0 || id as usize > N {
-            return None;
-        }
-        let p = self.entries[id as usize].load(Ordering::Acquire);
+        // Entry 0 and those past `N` are null.
+        let p = self.entries.get(id as usize)?.load(Ordering::Acquire);
         // SAFETY: a non-null entry was stored from a `&'static
         // RawWakerVTable` and never changes.
         unsafe { p.as_ref() }
