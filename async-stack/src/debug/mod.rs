@@ -54,7 +54,8 @@
 //! - **Thread roots**: entry `i` is entry `i % thread_page_entries` of
 //!   page `i / thread_page_entries` (a page not allocated yet is `0`), for
 //!   `i` below the smaller of the count and the capacity, with `tid` (the
-//!   OS thread id, `0` for a free entry) and the address of the thread's
+//!   OS thread id on Linux, a number of async-stack's own elsewhere; `0`
+//!   for a free entry) and the address of the thread's
 //!   state, whose field at `active_current` points to the current-frame
 //!   word (null when no task root is polling on that thread) and whose `record` field
 //!   points to the record of the task being polled. The current-frame word

@@ -74,7 +74,7 @@ pub(crate) struct Active {
     untracked: AtomicPtr<AsyncStackFrame>,
     /// How many times the task being polled woke itself during this poll.
     pub(crate) self_wakes: Cell<u32>,
-    /// This thread's OS id, once read (`0`: not yet); see
+    /// This thread's id (its OS id on Linux), once read (`0`: not yet); see
     /// [`crate::record::threads::thread_id`].
     pub(crate) thread: Cell<u32>,
 }

@@ -45,7 +45,8 @@ use crate::record::current::Active;
 #[repr(C)]
 #[derive(Debug)]
 pub(crate) struct ThreadRoot {
-    /// The thread's OS id (Linux `gettid`); `0` for a free entry.
+    /// The thread's id ([`thread_number`]: its OS id on Linux); `0` for a
+    /// free entry.
     pub(crate) tid: AtomicU32,
     /// Incremented before and after each fill and clear: odd while the
     /// entry is rewritten (see the module docs).
@@ -62,7 +63,7 @@ pub(crate) struct ThreadRoot {
 /// What one registration wrote into a [`ThreadRoot`], read whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Listed {
-    /// The thread's OS id (never `0`).
+    /// The thread's id ([`thread_number`], never `0`).
     pub(crate) tid: u32,
     /// The entry's generation: another registration of the same entry,
     /// even by a thread with the same id, has another.
@@ -168,8 +169,9 @@ thread_local! {
     static REGISTRATION: Registration = const { Registration(Cell::new(None)) };
 }
 
-/// This thread's OS id (Linux `gettid`; `0` elsewhere), read once, on
-/// the first task poll of the thread, which also lists the thread here.
+/// This thread's id (see [`thread_number`]), read once, on the first task
+/// poll of the thread, which also lists the thread here. Never `0` after
+/// that poll, so the check above stays one compare on every later one.
 #[inline(always)]
 pub(crate) fn thread_id(a: &Active) -> u32 {
     let id = a.thread.get();
@@ -182,44 +184,68 @@ pub(crate) fn thread_id(a: &Active) -> u32 {
 #[cold]
 #[inline(never)]
 fn first_task_poll(a: &Active) -> u32 {
-    let id = os_thread_id();
+    let id = thread_number();
     a.thread.set(id);
     register(a, id);
     id
 }
 
+/// The calling thread's id in the list, never `0`: its OS id on Linux
+/// (`gettid`, which debuggers show and the on-CPU timers target), and
+/// elsewhere a number of the process's own ([`next_number`]), which only
+/// tells threads apart (the debugger scripts, tested on Linux, match
+/// threads by OS id).
 #[cold]
-fn os_thread_id() -> u32 {
+fn thread_number() -> u32 {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: `gettid` takes no argument and cannot fail.
         let id = unsafe { libc::gettid() };
-        u32::try_from(id).unwrap_or(0)
+        if let Ok(id @ 1..) = u32::try_from(id) {
+            return id;
+        }
     }
-    #[cfg(not(target_os = "linux"))]
-    {
-        0
+    next_number(&NEXT_NUMBER)
+}
+
+/// The next thread number off `next`: `1`, `2`, ..., skipping `0` when the
+/// count wraps.
+fn next_number(next: &AtomicU32) -> u32 {
+    loop {
+        let n = next.fetch_add(1, Ordering::Relaxed);
+        if n != 0 {
+            return n;
+        }
     }
 }
 
-/// Registers the calling thread, whose state is `active` and OS id `tid`.
+static NEXT_NUMBER: AtomicU32 = AtomicU32::new(1);
+
+/// Registers the calling thread, whose state is `active` and id `tid`.
 /// Does nothing if it is registered already, during thread teardown, or
 /// when the list is full.
 #[cold]
 pub(crate) fn register(active: &Active, tid: u32) {
+    register_in(roots(), active, tid);
+}
+
+/// [`register`] in `list`. An id of `0` takes no entry: the thread's first
+/// task poll would then come back here on every poll, and each entry
+/// taken and never filled would be lost until the list was full.
+fn register_in(list: &Arena<ThreadRoot>, active: &Active, tid: u32) {
+    if tid == 0 {
+        return;
+    }
     let _ = REGISTRATION.try_with(|r| {
         if r.0.get().is_some() {
             return;
         }
-        let Some(index) = roots().alloc() else {
+        let Some(index) = list.alloc() else {
             return;
         };
-        let Some(entry) = roots().get(index) else {
+        let Some(entry) = list.get(index) else {
             return;
         };
-        if tid == 0 {
-            return;
-        }
         entry.fill(tid, std::ptr::from_ref(active).cast_mut(), stack_bounds());
         r.0.set(Some(index));
     });
@@ -316,6 +342,42 @@ mod tests {
         STOP.store(true, Ordering::Relaxed);
         writer.join().unwrap();
         assert!(whole >= 1_000, "the reader saw {whole} filled entries");
+    }
+
+    /// A thread number is never `0`, also when the count wraps, and two
+    /// threads never get the same one from the count.
+    #[test]
+    fn thread_numbers_are_never_zero() {
+        assert_ne!(thread_number(), 0);
+        let next = AtomicU32::new(u32::MAX - 1);
+        let got: Vec<u32> = (0..4).map(|_| next_number(&next)).collect();
+        assert_eq!(got, [u32::MAX - 1, u32::MAX, 1, 2]);
+        let firsts: Vec<u32> = (0..8)
+            .map(|_| std::thread::spawn(|| next_number(&NEXT_NUMBER)))
+            .map(|t| t.join().unwrap())
+            .collect();
+        let mut unique = firsts.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), firsts.len(), "{firsts:?}");
+    }
+
+    /// A thread whose id is `0` (none could be read) is not listed and
+    /// takes no entry, however often it polls: before, each of its task
+    /// polls took an entry and never gave it back.
+    #[test]
+    fn an_id_of_zero_takes_no_entry() {
+        let list = Arena::new(MAX_THREADS, ThreadRoot::free);
+        std::thread::spawn(move || {
+            let active = crate::record::current::current();
+            for _ in 0..100 {
+                register_in(&list, active, 0);
+            }
+            assert!(!is_registered());
+            assert_eq!(list.alloc(), Some(0), "no entry was taken");
+        })
+        .join()
+        .unwrap();
     }
 
     /// An entry given back is the next one taken; the list grows only
