@@ -60,8 +60,10 @@ pub(crate) struct ThreadRoot {
     stack_hi: AtomicUsize,
 }
 
-/// What one registration wrote into a [`ThreadRoot`], read whole.
+/// What one registration wrote into a [`ThreadRoot`], read whole (by the
+/// on-CPU sampler, on Linux, and tests).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct Listed {
     /// The thread's id ([`thread_number`], never `0`).
     pub(crate) tid: u32,
@@ -110,6 +112,7 @@ impl ThreadRoot {
 
     /// The thread this entry lists, as one registration wrote it; `None`
     /// for a free entry or one being rewritten (read again later).
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) fn read(&self) -> Option<Listed> {
         let generation = self.generation.load(Ordering::SeqCst);
         if generation % 2 == 1 {

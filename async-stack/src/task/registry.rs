@@ -192,6 +192,7 @@ pub(crate) fn record(index: u32) -> Option<&'static TaskRecord> {
 /// found in `*hint`, so that repeated lookups of nearby records are one
 /// check each.
 #[cfg(not(async_stack_loom))]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) fn index_of(addr: usize, hint: &mut usize) -> Option<u32> {
     const SIZE: usize = std::mem::size_of::<TaskRecord>();
     let in_page = |page: usize| -> Option<u32> {

@@ -61,8 +61,10 @@ pub(crate) struct Entry {
 }
 
 /// The task a sample is of, as the profile records it: its id, the tokio
-/// task it is filed under (`0`: none) and its name.
+/// task it is filed under (`0`: none) and its name. (Only on-CPU samples,
+/// on Linux, and tests make one.)
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 pub(crate) struct SampledTask<'a> {
     pub(crate) id: u64,
     pub(crate) tokio_id: u64,

@@ -43,8 +43,8 @@ pub(crate) mod stats;
 mod tests;
 
 pub(crate) use interning::{Entry, EntryKey, Frame, Interner, Module};
-// Only on-CPU samples (not under loom) and tests add a task by text.
-#[cfg_attr(async_stack_loom, allow(unused_imports))]
+// Only on-CPU samples (Linux, not under loom) and tests add a task by text.
+#[cfg_attr(any(async_stack_loom, not(target_os = "linux")), allow(unused_imports))]
 pub(crate) use interning::SampledTask;
 pub use model::{DEFAULT_BUDGET, FrameRef, MAX_BUDGET, MIN_BUDGET, Profile, StackSample};
 pub use stats::{Grouping, SampleState, Stats, Weights};

@@ -296,8 +296,8 @@ impl Profile {
 
     /// Adds one sample (or one reweighted sample) of a stack, given root
     /// first, of `task`, and keeps the profile within its budget.
-    // Only on-CPU samples (not under loom) and tests add by text.
-    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    // Only on-CPU samples (Linux, not under loom) and tests add by text.
+    #[cfg_attr(any(async_stack_loom, not(target_os = "linux")), allow(dead_code))]
     pub(crate) fn add_task(
         &mut self,
         group: &str,
@@ -390,7 +390,7 @@ impl Profile {
     /// [`MAX_MISMATCHES`], as long as the kept ones together take at most
     /// an eighth of the budget, so that shedding, which never drops them,
     /// always has the rest to work with.
-    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    #[cfg_attr(any(async_stack_loom, not(target_os = "linux")), allow(dead_code))]
     pub(crate) fn add_mismatch(&mut self, m: Mismatch) {
         self.stats.mismatches += 1;
         let kept: usize = self.mismatches.iter().map(Mismatch::memory_bytes).sum();
