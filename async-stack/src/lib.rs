@@ -99,6 +99,13 @@
 //!   parent's code at its `.await`, inlined or not), which symbolises to the
 //!   same line. They are meant for debugger scripts; the walker takes the
 //!   `.await` lines from the static await sites.
+//! - **Processors**: which frame of a task is running is marked on x86-64
+//!   only, where the current-frame word carries the frame's slot in
+//!   address bits that user-space pointers leave clear. Elsewhere (where
+//!   pointers may carry tags of their own, as with Arm's memory tagging)
+//!   a running task is shown running with its whole stack, no frame of it
+//!   is marked `running`, and its innermost frame shows the last `.await`
+//!   it reached even when it has moved on from it.
 //!
 //! # Module map
 //!

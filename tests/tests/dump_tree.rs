@@ -477,7 +477,14 @@ fn an_unpin_frame_moved_between_polls_is_shown_running() {
         .filter(|f| f.running)
         .map(|f| (f.depth, &*f.function))
         .collect();
-    assert_eq!(running, [(0, "mover"), (1, "moved")], "{d}");
+    // The running frames are marked on x86-64 only (README, "Stack
+    // accuracy").
+    let marked: &[(u32, &str)] = if cfg!(target_arch = "x86_64") {
+        &[(0, "mover"), (1, "moved")]
+    } else {
+        &[]
+    };
+    assert_eq!(running, marked, "{d}");
     let moved = t.frames.iter().find(|f| f.function == "moved").unwrap();
     assert!(moved.awaiting_at.is_none(), "the innermost running frame");
 }
