@@ -42,7 +42,7 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 7
+VERSION = 8
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
@@ -61,7 +61,7 @@ MAX_SHARED_SLOTS = 64
 #: large to search rather than searched slowly.
 MAX_EDGES = 1 << 20
 
-#: The `Layout` fields of the descriptor, in declaration order (version 7).
+#: The `Layout` fields of the descriptor, in declaration order (version 8).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -91,7 +91,7 @@ LAYOUT_FIELDS = (
     "foreign_hidden_retired_bits", "foreign_open_shift", "foreign_open_bits",
     "ext_size", "spawn_site_bits", "spawn_named_bit", "ext_name",
     "name_ptr", "name_len",
-    "spawn_tokio_bit", "ext_tokio_id", "ext_tokio_order",
+    "spawn_tokio_bit",
     "clock_shift", "clock_monotonic",
     "location_size", "location_probe_line", "location_probe_column",
     "location_probe_file_len",
@@ -117,6 +117,7 @@ ADDRESS_FIELDS = (
     "clock",
     "listed_pages", "listed_page_count", "listed_count", "listed_capacity",
     "location_probe", "location_probe_file",
+    "tokio_pages", "tokio_page_count",
 )
 
 HEADER_WORDS = 3  # magic, version, size
@@ -182,7 +183,8 @@ LocationLayout = collections.namedtuple(
     "LocationLayout", "file file_len line column size")
 
 #: Where a record's root is filed: the tokio task id and the root's order
-#: among the roots filed under tokio tasks (first poll first).
+#: among the roots filed under tokio tasks (first poll first: such roots
+#: take their task ids in that order, so the order is the record's id).
 Filing = collections.namedtuple("Filing", "tokio_id order")
 
 
@@ -651,14 +653,18 @@ class Reader:
 
     def _filing(self, raw):
         """The :class:`Filing` of a record whose root was first polled
-        inside a tokio task, from its extension, or None."""
+        inside a tokio task, from the tokio id page table, or None."""
         l, m = self.layout, self.memory
-        ext = self._extension(raw, l.spawn_tokio_bit)
-        if not ext:
+        if (not (raw["spawn"] >> l.spawn_tokio_bit) & 1
+                or not self.addresses.tokio_pages):
             return None
-        what = "task extension %d" % raw["index"]
-        return Filing(m.u64(ext + l.ext_tokio_id, what),
-                      m.u64(ext + l.ext_tokio_order, what))
+        entry = self._page_entry(self.addresses.tokio_pages,
+                                 l.arena_page_entries, 8, raw["index"],
+                                 "tokio id")
+        if not entry:
+            return None
+        what = "the tokio id of task %d" % raw["id"]
+        return Filing(m.u64(entry, what), raw["id"])
 
     def _name(self, raw):
         """A task's own name, from the extension of its record's index

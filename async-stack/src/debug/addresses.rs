@@ -14,7 +14,9 @@ use std::sync::atomic::AtomicPtr;
 
 use crate::record::site::{AWAIT_SITES, CALL_SITES};
 use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
-use crate::task::registry::{CHUNK_PAGES, EXT_PAGES, MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
+use crate::task::registry::{
+    CHUNK_PAGES, EXT_PAGES, MAX_TASKS, RECORD_COUNT, RECORD_PAGES, TOKIO_PAGES,
+};
 use crate::waits::resource::{LISTED_CAPACITY, LISTED_COUNT, LISTED_PAGES};
 
 use super::layout::LOCATION_PROBE;
@@ -60,6 +62,11 @@ pub struct Addresses {
     /// gives (`location_probe_*`), and the address of its file's text.
     pub(crate) location_probe: AtomicPtr<()>,
     pub(crate) location_probe_file: AtomicPtr<()>,
+    /// The page table of the tokio task ids of roots (a `u64` per record
+    /// index, `arena_page_entries` a page, as the extensions), and its
+    /// page count.
+    pub(crate) tokio_pages: AtomicPtr<()>,
+    pub(crate) tokio_page_count: u64,
 }
 
 /// The address part of [`super::ASYNC_STACK_DEBUG`].
@@ -86,6 +93,8 @@ pub(super) const ADDRESSES: Addresses = Addresses {
     listed_capacity: LISTED_CAPACITY as u64,
     location_probe: address(LOCATION_PROBE),
     location_probe_file: address(LOCATION_PROBE.file()),
+    tokio_pages: address(&TOKIO_PAGES),
+    tokio_page_count: TOKIO_PAGES.len() as u64,
 };
 
 /// The address of a static, as the descriptor stores it.

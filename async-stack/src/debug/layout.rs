@@ -119,11 +119,9 @@ pub struct Layout {
     pub ext_name: u64,
     pub name_ptr: u64,
     pub name_len: u64,
-    // Tokio filing: the spawn word's `tokio` bit, and where the extension
-    // holds the tokio task id and the root's order among its roots
+    // Tokio filing: the spawn word's `tokio` bit (the tokio task ids are
+    // in their own page table, `tokio_pages` in the address part)
     pub spawn_tokio_bit: u64,
-    pub ext_tokio_id: u64,
-    pub ext_tokio_order: u64,
     // Clock word: `(ms << 1) | read`, `0` when no ticker runs
     pub clock_shift: u64,
     /// `1`: times are ms of Linux `CLOCK_MONOTONIC_COARSE`, so a script
@@ -278,8 +276,6 @@ pub(super) const LAYOUT: Layout = Layout {
     name_ptr: o(TaskName::PTR_OFFSET),
     name_len: o(TaskName::LEN_OFFSET),
     spawn_tokio_bit: spawn::TOKIO.trailing_zeros() as u64,
-    ext_tokio_id: o(offset_of!(TaskExt, tokio_id)),
-    ext_tokio_order: o(offset_of!(TaskExt, tokio_order)),
     clock_shift: 1,
     clock_monotonic: cfg!(target_os = "linux") as u64,
     location_size: o(size_of::<Location<'static>>()),

@@ -87,13 +87,14 @@
 //!   allocated is `0`). A task without a name of its own is shown with its
 //!   root call site's `task_name` (empty: none).
 //! - **Tokio tasks**: when bit `spawn_tokio_bit` of the spawn word is
-//!   set, the root was first polled inside a tokio task, and its extension
-//!   holds that task's id (`u64` at `ext_tokio_id`, the number
-//!   `JoinHandle::id()` displays) and the root's order (`u64` at
-//!   `ext_tokio_order`, from one counter of the process, taken at its
-//!   first poll). The live records filed under one tokio id are one
-//!   entry, as in a dump: its branches in that order, its id that of the
-//!   first branch, its state and counts merged as the dump merges them.
+//!   set, the root was first polled inside a tokio task, whose id (the
+//!   number `JoinHandle::id()` displays) is the `u64` of record `i` in the
+//!   tokio id page table (`tokio_pages`: entry `i % arena_page_entries` of
+//!   page `i / arena_page_entries`). Such roots take their task ids in the
+//!   order of their first poll. The live records filed under one tokio id
+//!   are one entry, as in a dump: its branches in the order of their ids,
+//!   its id that of the first branch, its state and counts merged as the
+//!   dump merges them.
 //!
 //! - **Waits** (feature `tokio`: the locks of `async_stack::sync` and
 //!   awaited `async_stack::tokio::JoinHandle`s; see `waits/`). The
@@ -209,7 +210,14 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// their count, size and hold (`resource_shared` to `shared_slot_hold`),
 /// and `hold_slot_claimed`, the generation of a slot caught while its
 /// hold was being written (so the address part moved by five words).
-pub const VERSION: u64 = 7;
+///
+/// Version 8: the tokio task ids of roots leave the extension for a page
+/// table of their own (8 bytes a root where the extension took 32), and
+/// the ids of those roots order them. The layout part loses
+/// `ext_tokio_id` and `ext_tokio_order` (every later field moves back by
+/// two words); the address part gains `tokio_pages` and
+/// `tokio_page_count` at its end.
+pub const VERSION: u64 = 8;
 
 /// The descriptor. See the module docs.
 #[repr(C)]

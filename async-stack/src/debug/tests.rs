@@ -12,7 +12,7 @@ use std::task::{Context, Waker};
 use super::{ASYNC_STACK_DEBUG, VERSION};
 use crate::record::site::SiteId;
 use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
-use crate::task::record::{TaskExt, TaskRecord, spawn};
+use crate::task::record::{TaskRecord, spawn};
 use crate::task::registry::{MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
 use crate::task::traced::TracedExt;
 use crate::waits::resource::{Ask, Hold, Kind, Registry, Resource, SHARED_SLOTS, Wait, WaitRecord};
@@ -135,8 +135,6 @@ const LAYOUT_FIELDS: &[&str] = &[
     "name_ptr",
     "name_len",
     "spawn_tokio_bit",
-    "ext_tokio_id",
-    "ext_tokio_order",
     "clock_shift",
     "clock_monotonic",
     "location_size",
@@ -199,6 +197,8 @@ const ADDRESS_FIELDS: &[&str] = &[
     "listed_capacity",
     "location_probe",
     "location_probe_file",
+    "tokio_pages",
+    "tokio_page_count",
 ];
 
 /// Descriptor words by field name.
@@ -259,11 +259,6 @@ fn the_descriptor_is_magic_version_and_every_field_in_order() {
         u64::from(cfg!(target_os = "linux"))
     );
     assert_eq!(l.get("slot_await_flag"), u64::from(SiteId::AWAIT));
-    assert_eq!(l.get("ext_tokio_id"), offset_of!(TaskExt, tokio_id) as u64);
-    assert_eq!(
-        l.get("ext_tokio_order"),
-        offset_of!(TaskExt, tokio_order) as u64
-    );
     assert_eq!(1u32 << l.get("spawn_tokio_bit"), spawn::TOKIO);
     assert_eq!(l.get("location_size"), size_of::<Location<'_>>() as u64);
     assert_eq!(l.get("resource_key"), offset_of!(Resource, key) as u64);
@@ -467,8 +462,8 @@ fn this_thread_is_listed_with_its_id_and_a_chain_while_it_polls() {
 }
 
 /// A root first polled inside a tokio task, read from memory alone: the
-/// spawn word's `tokio` bit, and in its extension the id that
-/// `JoinHandle::id()` displays and an order that follows first polls. A
+/// spawn word's `tokio` bit, in the tokio id page table the id that
+/// `JoinHandle::id()` displays, and task ids that follow first polls. A
 /// root polled outside tokio has the bit clear.
 #[cfg(feature = "tokio")]
 #[test]
@@ -477,8 +472,9 @@ fn a_root_filed_under_a_tokio_task_reads_its_id_and_order_from_memory_alone() {
     let spawn_word_of = |rec: u64| u64::from(u32_at(rec + l.get("record_spawn")));
     let tokio_bit = 1 << l.get("spawn_tokio_bit");
     let per = l.get("arena_page_entries");
-    let ext_of =
-        |i: u64| word_at(a.get("ext_pages") + 8 * (i / per)) + (i % per) * l.get("ext_size");
+    let tokio_id_of =
+        |i: u64| word_at(word_at(a.get("tokio_pages") + 8 * (i / per)) + (i % per) * 8);
+    let id_of = |rec: u64| word_at(rec + l.get("record_id"));
     // The ids of the roots of the entry named `name`, in branch order.
     let roots_of = |name: &str| {
         crate::read::dump::dump()
@@ -522,13 +518,9 @@ fn a_root_filed_under_a_tokio_task_reads_its_id_and_order_from_memory_alone() {
     assert_ne!(spawn_word_of(first) & tokio_bit, 0);
     assert_ne!(spawn_word_of(second) & tokio_bit, 0);
     assert_eq!(spawn_word_of(alone) & tokio_bit, 0, "polled outside tokio");
-    let (ext_i, ext_j) = (ext_of(i), ext_of(j));
-    assert_eq!(word_at(ext_i + l.get("ext_tokio_id")).to_string(), shown);
-    assert_eq!(word_at(ext_j + l.get("ext_tokio_id")).to_string(), shown);
-    assert!(
-        word_at(ext_i + l.get("ext_tokio_order")) < word_at(ext_j + l.get("ext_tokio_order")),
-        "the first root polled first"
-    );
+    assert_eq!(tokio_id_of(i).to_string(), shown);
+    assert_eq!(tokio_id_of(j).to_string(), shown);
+    assert!(id_of(first) < id_of(second), "the first root polled first");
 
     drop(tx);
     rt.block_on(handle).unwrap();

@@ -60,6 +60,11 @@ pub(crate) struct Registry {
     records: Arena<TaskRecord>,
     chunks: Arena<Chunk>,
     exts: Arena<TaskExt>,
+    /// The tokio task id each record's root is filed under, by record
+    /// index (see [`crate::task::tokio_task`]): a side table rather than
+    /// the extension, so that a root in a tokio task costs 8 bytes, and
+    /// no extension unless it has a name.
+    tokio_ids: Arena<AtomicU64>,
     next_id: AtomicU64,
     untracked: AtomicU64,
 }
@@ -98,26 +103,41 @@ pub(crate) static EXT_PAGES: [AtomicPtr<TaskExt>; MAX_TASKS.div_ceil(PAGE)] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_TASKS.div_ceil(PAGE)];
 #[cfg(not(async_stack_loom))]
 static EXT_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// The page table of the tokio ids of roots (see [`Registry`]'s
+/// `tokio_ids`), indexed by record index as the extensions are.
+#[cfg(not(async_stack_loom))]
+pub(crate) static TOKIO_PAGES: [AtomicPtr<AtomicU64>; MAX_TASKS.div_ceil(PAGE)] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; MAX_TASKS.div_ceil(PAGE)];
+#[cfg(not(async_stack_loom))]
+static TOKIO_COUNT: AtomicUsize = AtomicUsize::new(0);
+
+/// A tokio id entry that files its root under no task.
+fn no_tokio_id() -> AtomicU64 {
+    AtomicU64::new(0)
+}
 
 impl Registry {
     fn new(max_tasks: usize) -> Self {
         let max_chunks = max_tasks.saturating_mul(8).min(MAX_CHUNKS);
         #[cfg(not(async_stack_loom))]
-        let (records, chunks, exts) = (
+        let (records, chunks, exts, tokio_ids) = (
             Arena::with_pages(&RECORD_PAGES, &RECORD_COUNT, max_tasks, TaskRecord::new),
             Arena::with_pages(&CHUNK_PAGES, &CHUNK_COUNT, max_chunks, Chunk::default),
             Arena::with_pages(&EXT_PAGES, &EXT_COUNT, max_tasks, TaskExt::default),
+            Arena::with_pages(&TOKIO_PAGES, &TOKIO_COUNT, max_tasks, no_tokio_id),
         );
         #[cfg(async_stack_loom)]
-        let (records, chunks, exts) = (
+        let (records, chunks, exts, tokio_ids) = (
             Arena::new(max_tasks, TaskRecord::new),
             Arena::new(max_chunks, Chunk::default),
             Arena::new(max_tasks, TaskExt::default),
+            Arena::new(max_tasks, no_tokio_id),
         );
         Registry {
             records,
             chunks,
             exts,
+            tokio_ids,
             next_id: AtomicU64::new(1),
             untracked: AtomicU64::new(0),
         }
@@ -284,6 +304,15 @@ pub(crate) fn next_id() -> u64 {
 /// Under loom, one id at a time.
 #[cfg(async_stack_loom)]
 pub(crate) fn next_id() -> u64 {
+    next_ordered_id()
+}
+
+/// A fresh task id taken alone from the registry's counter: greater than
+/// every id taken from it before, so the ids taken this way order their
+/// tasks by the time they were taken (the roots filed under tokio tasks
+/// take theirs so, which orders the roots of one tokio task by their first
+/// poll). One read-modify-write on the counter's line per task.
+pub(crate) fn next_ordered_id() -> u64 {
     registry().next_id.fetch_add(1, Ordering::Relaxed)
 }
 
@@ -321,6 +350,17 @@ pub(crate) fn ext(index: u32) -> Option<&'static TaskExt> {
 /// The extension of record `index`, allocating its page if needed.
 pub(crate) fn ext_or_make(index: u32) -> Option<&'static TaskExt> {
     registry().exts.get_or_make(index as usize)
+}
+
+/// The tokio id entry of record `index`, if its page was ever allocated.
+#[inline]
+pub(crate) fn tokio_id(index: u32) -> Option<&'static AtomicU64> {
+    registry().tokio_ids.get(index as usize)
+}
+
+/// The tokio id entry of record `index`, allocating its page if needed.
+pub(crate) fn tokio_id_or_make(index: u32) -> Option<&'static AtomicU64> {
+    registry().tokio_ids.get_or_make(index as usize)
 }
 
 /// Roots that ran untracked because every record was taken.

@@ -262,30 +262,36 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
         }
         None => (0, 0),
     };
-    let spawn_word = spawn_word | file_under_tokio_task(index);
+    let tokio = file_under_tokio_task(index);
     r.parent.store(parent, Ordering::Relaxed);
-    r.spawn.store(spawn_word, Ordering::Relaxed);
+    r.spawn.store(spawn_word | tokio, Ordering::Relaxed);
+    // A root filed under a tokio task takes an id that orders it after
+    // every root filed before it (see `tokio_task`'s docs).
+    let id = if tokio != 0 {
+        registry::next_ordered_id()
+    } else {
+        registry::next_id()
+    };
     // Last: readers report the record once its id is set.
-    r.id.store(registry::next_id(), Ordering::Release);
+    r.id.store(id, Ordering::Release);
     let p = place::root(place::key(index, inc));
     frame.place.store(p, Ordering::Relaxed);
     p
 }
 
 /// Files the root of record `index` under the tokio task polling it, if
-/// any (see [`crate::task::tokio_task`]): returns the `spawn` word's
-/// `tokio` bit, `0` outside a tokio task. Written before the record's id,
-/// like the rest of what the task was spawned with.
+/// any (see [`crate::task::tokio_task`]): stores the tokio task's id in
+/// the registry's side table and returns the `spawn` word's `tokio` bit,
+/// `0` outside a tokio task. Written before the record's id, like the rest
+/// of what the task was spawned with.
 #[inline]
 fn file_under_tokio_task(index: u32) -> u32 {
     let Some(id) = tokio_task::current() else {
         return 0;
     };
-    match registry::ext_or_make(index) {
-        Some(ext) => {
-            ext.tokio_id.store(id, Ordering::Relaxed);
-            ext.tokio_order
-                .store(tokio_task::next_order(), Ordering::Relaxed);
+    match registry::tokio_id_or_make(index) {
+        Some(entry) => {
+            entry.store(id, Ordering::Relaxed);
             spawn_word::TOKIO
         }
         // Not a record index (cannot happen): a task of its own.

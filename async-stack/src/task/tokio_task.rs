@@ -5,26 +5,29 @@
 //! Each root keeps a record of its own, and a dump shows them as one entry
 //! ([`crate::read::dump`]): its first poll ([`crate::task::root`]) asks
 //! tokio which task is being polled (`tokio::task::try_id()`, a read of a
-//! thread-local), and files the root under that task's id, in its
-//! extension, with a number that orders the roots of one tokio task by
-//! their first poll. Nothing more happens on the polls that follow: the
-//! cost is paid once per root, on its (already cold) first poll.
+//! thread-local), and files the root under that task's id, in a side
+//! table of the registry indexed by record (8 bytes per root; a root
+//! outside tokio tasks allocates none of it). The root then takes its
+//! task id alone from the registry's counter rather than from its
+//! thread's block of ids, so that ids order the roots of one tokio task
+//! by their first poll even when the tokio task moved between threads.
+//! Nothing more happens on the polls that follow: the cost is paid once
+//! per root, on its (already cold) first poll.
 //!
 //! A root keeps the tokio task of its first poll. Outside a tokio task
 //! (a `block_on`, another executor, a plain thread), or without the
 //! feature, a root is filed under nothing and stands for a task of its
 //! own, as before.
 
-/// A root's tokio task, as its extension holds it.
+/// A root's tokio task, as the registry files it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct TokioTask {
     /// The tokio task id: what `JoinHandle::id()` and
     /// `tokio::task::id()` display.
     pub(crate) id: u64,
     /// The root's place among the roots filed under tokio tasks, in the
-    /// order of their first poll (see [`TaskExt::tokio_order`]).
-    ///
-    /// [`TaskExt::tokio_order`]: crate::task::record::TaskExt
+    /// order of their first poll: its task id (see
+    /// [`registry::next_ordered_id`](crate::task::registry::next_ordered_id)).
     pub(crate) order: u64,
 }
 
@@ -82,13 +85,6 @@ fn from_display(id: ::tokio::task::Id) -> u64 {
     id.to_string().parse().unwrap_or(0)
 }
 
-/// The next number of [`TokioTask::order`].
-pub(crate) fn next_order() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
-}
-
 #[cfg(all(test, feature = "tokio", not(async_stack_loom)))]
 mod tests {
     use super::*;
@@ -111,12 +107,5 @@ mod tests {
             assert_eq!(id_number(id).to_string(), id.to_string());
             assert_eq!(from_display(id), id_number(id));
         }
-    }
-
-    #[test]
-    fn orders_increase() {
-        let a = next_order();
-        let b = next_order();
-        assert!(b > a);
     }
 }

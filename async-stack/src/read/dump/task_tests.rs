@@ -172,46 +172,76 @@ fn a_frame_outliving_its_task_never_touches_a_later_task_of_its_record() {
 }
 
 /// The roots of one tokio task are its entry's branches in the order of
-/// their first poll, which their ids do not give when a task moved
-/// between threads (threads take ids in blocks): the order number filed
-/// with each decides. Swapping the two numbers swaps the branches, and
-/// the entry's id follows its first branch.
+/// their first poll, also when the tokio task moved between threads.
+/// Threads take task ids in blocks, so a root first polled later, on a
+/// thread whose block is older, would get a smaller id; roots filed
+/// under a tokio task take theirs alone from the registry's counter
+/// instead, and their ids order them. Staged: thread X takes a block,
+/// then thread Y; the tokio task first polls root `a` on Y, then moves to
+/// X and first polls root `b` there.
 #[cfg(feature = "tokio")]
 #[test]
-fn the_roots_of_a_tokio_task_are_in_first_poll_order_not_id_order() {
+fn the_roots_of_a_tokio_task_are_in_first_poll_order_across_threads() {
+    use std::sync::mpsc;
+
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
-    rt.block_on(async {
-        let h = tokio::spawn(async {
-            let a = std::future::pending::<()>().traced_named("order-a");
-            let b = std::future::pending::<()>().traced_named("order-b");
-            futures::join!(a, b)
+    let (go_tx, go_rx) = tokio::sync::oneshot::channel::<()>();
+    // A plain root polled on the calling thread takes the thread's block
+    // of ids (if it has none yet); kept until the end.
+    let take_block = || {
+        let mut t = Box::pin(std::future::pending::<()>().traced_named("order-block"));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(t.as_mut().poll(&mut cx).is_pending());
+        t
+    };
+    std::thread::scope(|scope| {
+        let (x_ready, x_has_block) = mpsc::channel();
+        let (x_go, x_wait) = mpsc::channel::<()>();
+        let rt = &rt;
+        let x = scope.spawn(move || {
+            let _block = take_block();
+            x_ready.send(()).unwrap();
+            x_wait.recv().unwrap();
+            // The task moves here: `b` is first polled on this thread.
+            rt.block_on(async {
+                go_tx.send(()).unwrap();
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            });
         });
+        x_has_block.recv().unwrap();
+        let y = scope.spawn(move || {
+            let _block = take_block();
+            let h = rt.spawn(async move {
+                let a = std::future::pending::<()>().traced_named("order-a");
+                let b = async move {
+                    let _ = go_rx.await;
+                    std::future::pending::<()>().traced_named("order-b").await
+                };
+                futures::join!(a, b)
+            });
+            // The task's first poll, here: `a` is first polled on Y.
+            rt.block_on(tokio::task::yield_now());
+            x_go.send(()).unwrap();
+            h
+        });
+        let h = y.join().unwrap();
+        x.join().unwrap();
         let tokio_id: u64 = h.id().to_string().parse().unwrap();
-        tokio::task::yield_now().await;
         let t = dump().tokio_task(tokio_id).cloned().expect("the entry");
         let [a, b] = t.branches[..] else {
             panic!("two roots: {t}")
         };
-        assert!(a < b, "registered on one thread: ids in poll order");
+        assert!(a < b, "ids in first-poll order across threads: {t}");
         assert_eq!((t.id, t.name.as_deref()), (a, Some("order-a")));
-        let ext = |id| registry::ext(index_of(id)).expect("filed roots have one");
-        let (ea, eb) = (ext(a), ext(b));
-        let (oa, ob) = (
-            ea.tokio_order.load(Ordering::Relaxed),
-            eb.tokio_order.load(Ordering::Relaxed),
-        );
-        assert!(oa < ob);
-        ea.tokio_order.store(ob, Ordering::Relaxed);
-        eb.tokio_order.store(oa, Ordering::Relaxed);
-        let t = dump().tokio_task(tokio_id).cloned().expect("the entry");
-        assert_eq!(t.branches, [b, a]);
-        assert_eq!((t.id, t.name.as_deref()), (b, Some("order-b")));
         let functions: Vec<&str> = t.frames.iter().map(|f| &*f.function).collect();
-        assert_eq!(functions, ["order-b", "order-a"]);
+        assert_eq!(functions, ["order-a", "order-b"]);
         h.abort();
     });
+    rt.block_on(tokio::task::yield_now());
 }
 
 /// A streamed dump keeps at most its batch of tokio roots aside: with

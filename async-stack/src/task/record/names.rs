@@ -4,11 +4,13 @@
 
 use std::sync::Arc;
 
-use crate::shim::{AtomicPtr, AtomicU64};
+use crate::shim::AtomicPtr;
 
 /// What few tasks have beyond their record: a name given through a spawn
-/// helper, a second waker for a root whose executor changed its waker,
-/// and the tokio task that a root first polled inside one is filed under. Extension `i` belongs to record `i`; extensions live in pages
+/// helper, and a second waker for a root whose executor changed its waker
+/// (the tokio task a root is filed under has a side table of its own, see
+/// [`crate::task::tokio_task`]). Extension `i` belongs to record `i`;
+/// extensions live in pages
 /// beside the records' (see [`crate::task::registry`]), allocated the first
 /// time a task of that page needs one and never freed. Readers validate
 /// what they read against the record's `id`. `#[repr(C)]` for debugger
@@ -21,15 +23,6 @@ pub(crate) struct TaskExt {
     /// The waker of a root whose executor's waker changed (see
     /// [`crate::task::waker`]); owned, released when the task ends.
     pub(crate) fallback: AtomicPtr<()>,
-    /// The id of the tokio task whose poll first polled the root, while
-    /// the record's `spawn` word says `tokio` (see
-    /// [`crate::task::tokio_task`]).
-    pub(crate) tokio_id: AtomicU64,
-    /// The root's place among the roots filed under tokio tasks: a number
-    /// from one counter of the process, taken at its first poll, so that
-    /// the roots of one tokio task sort in the order of their first poll
-    /// (task ids do not: threads take them in blocks).
-    pub(crate) tokio_order: AtomicU64,
 }
 
 /// A task's name, laid out for debugger scripts: the text's address and

@@ -296,10 +296,10 @@ impl TaskRecord {
         if !spawn::in_tokio(self.spawn.load(Ordering::Acquire)) {
             return None;
         }
-        let ext = registry::ext(index)?;
         Some(TokioTask {
-            id: ext.tokio_id.load(Ordering::Relaxed),
-            order: ext.tokio_order.load(Ordering::Relaxed),
+            id: registry::tokio_id(index)?.load(Ordering::Relaxed),
+            // Ids order the roots filed under tokio tasks by first poll.
+            order: self.id.load(Ordering::Relaxed),
         })
     }
 }
