@@ -98,7 +98,7 @@
 //!   one at a time each;
 //! - `router.rs` (feature `axum`): [`router()`].
 //!
-#![cfg_attr(feature = "axum", doc = "[`router()`]: router")]
+#![cfg_attr(feature = "axum", doc = "[`router()`]: fn@router")]
 #![cfg_attr(
     not(feature = "axum"),
     doc = "[`router()`]: #in-an-axum-service-feature-axum"
