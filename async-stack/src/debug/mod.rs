@@ -254,6 +254,6 @@ pub mod __testing {
     pub use crate::debug::testing::{
         claim_free_shared_slots, corrupt_descriptor_magic, corrupt_descriptor_version,
         corrupt_waits_len, leaked_chain, mark_oldest_waits_changing, mark_waits_changing,
-        set_current_parent,
+        set_current_parent, side_pages_allocated,
     };
 }

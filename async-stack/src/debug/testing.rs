@@ -99,3 +99,18 @@ pub fn claim_free_shared_slots() -> usize {
         .filter(|r| (0..SHARED_SLOTS).any(|i| r.claim_only(i)))
         .count()
 }
+
+/// How many pages of task extensions and of tokio ids are allocated: what
+/// a process of many tasks pays beside their records, for a test that
+/// holds it to what the README says.
+pub fn side_pages_allocated() -> (usize, usize) {
+    use crate::shim::AtomicPtr;
+    use crate::task::registry::{EXT_PAGES, TOKIO_PAGES};
+    fn count<T>(pages: &[AtomicPtr<T>]) -> usize {
+        pages
+            .iter()
+            .filter(|p| !p.load(Ordering::Acquire).is_null())
+            .count()
+    }
+    (count(&EXT_PAGES), count(&TOKIO_PAGES))
+}
