@@ -642,25 +642,28 @@ class Reader:
             raise AsyncStackError("%s: missing stack chunk %d" % (what, handle))
         return chunk
 
+    def _side_entry(self, raw, bit, pages, size, what):
+        """The address of the entry of a record's index in a side table
+        indexed by record (page table ``pages``, entries of ``size``
+        bytes) when bit ``bit`` of its spawn word says it holds
+        something, or None."""
+        if not (raw["spawn"] >> bit) & 1 or not pages:
+            return None
+        return self._page_entry(pages, self.layout.arena_page_entries, size,
+                                raw["index"], what)
+
     def _extension(self, raw, bit):
         """The address of the extension of a record's index when bit
         ``bit`` of its spawn word says it holds something, or None."""
-        l = self.layout
-        if not (raw["spawn"] >> bit) & 1 or not self.addresses.ext_pages:
-            return None
-        return self._page_entry(self.addresses.ext_pages, l.arena_page_entries,
-                                l.ext_size, raw["index"], "extension")
+        return self._side_entry(raw, bit, self.addresses.ext_pages,
+                                self.layout.ext_size, "extension")
 
     def _filing(self, raw):
         """The :class:`Filing` of a record whose root was first polled
         inside a tokio task, from the tokio id page table, or None."""
         l, m = self.layout, self.memory
-        if (not (raw["spawn"] >> l.spawn_tokio_bit) & 1
-                or not self.addresses.tokio_pages):
-            return None
-        entry = self._page_entry(self.addresses.tokio_pages,
-                                 l.arena_page_entries, 8, raw["index"],
-                                 "tokio id")
+        entry = self._side_entry(raw, l.spawn_tokio_bit,
+                                 self.addresses.tokio_pages, 8, "tokio id")
         if not entry:
             return None
         what = "the tokio id of task %d" % raw["id"]
