@@ -98,6 +98,13 @@ fn assert_lines(name: &str, out: &Output, lines: &[&str]) {
     }
 }
 
+/// Asserts that some line of `out` passes `is` (a line whose figures
+/// depend on timing), saying `what` it should show otherwise.
+fn assert_some_line(out: &Output, what: &str, is: impl Fn(&str) -> bool) {
+    let all = text(out);
+    assert!(all.lines().any(is), "{what}:\n{all}");
+}
+
 #[test]
 fn tour() {
     let out = run("tour", &[]);
@@ -126,14 +133,15 @@ fn tour() {
             "== 3. Who woke whom (async_stack::wake), tasks folded by name ==",
         ],
     );
-    // The three requests waiting for the replica are one coalesced group.
-    let all = text(&out);
-    assert!(
-        all.lines().any(|l| l.starts_with("3 tasks [idle ")
-            && l.contains("\"request-2\"")
-            && l.contains("\"request-3\"")
-            && l.contains("\"request-4\"")),
-        "{all}"
+    assert_some_line(
+        &out,
+        "the three requests waiting for the replica are one coalesced group",
+        |l| {
+            l.starts_with("3 tasks [idle ")
+                && l.contains("\"request-2\"")
+                && l.contains("\"request-3\"")
+                && l.contains("\"request-4\"")
+        },
     );
 }
 
@@ -153,12 +161,13 @@ fn stuck() {
             "  spawned at examples/examples/stuck.rs:65:5",
         ],
     );
-    let all = text(&out);
-    assert!(
-        all.lines()
-            .any(|l| l.starts_with("async-stack: stall: task ")
-                && l.contains(" has been running without yielding for ")),
-        "the watchdog reports the task that does not yield:\n{all}"
+    assert_some_line(
+        &out,
+        "the watchdog reports the task that does not yield",
+        |l| {
+            l.starts_with("async-stack: stall: task ")
+                && l.contains(" has been running without yielding for ")
+        },
     );
 }
 
@@ -194,12 +203,9 @@ fn profile() {
             "  target/profile/profile.asprof",
         ],
     );
-    let all = text(&out);
-    assert!(
-        all.lines()
-            .any(|l| l.starts_with("  dropped     0 torn, 0 inconsistent")),
-        "the sampler never keeps a torn stack:\n{all}"
-    );
+    assert_some_line(&out, "the sampler never keeps a torn stack", |l| {
+        l.starts_with("  dropped     0 torn, 0 inconsistent")
+    });
     for file in [
         "profile.pb.gz",
         "profile.folded",

@@ -20,6 +20,23 @@ const TASKS: usize = 2_000;
 /// Entries of a page of extensions or tokio ids.
 const PAGE: usize = 256;
 
+/// Runs `rt` until the dump shows `wanted` tasks (each task's first poll
+/// registers its root, and the runtime polls a batch of tasks between two
+/// polls of `block_on`'s future), or for at most `TASKS` yields; returns
+/// how many tasks the dump shows then.
+fn live_tasks_once_polled(rt: &tokio::runtime::Runtime, wanted: usize) -> usize {
+    let live = || async_stack::dump::dump().tasks.len();
+    rt.block_on(async {
+        for _ in 0..TASKS {
+            if live() == wanted {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    });
+    live()
+}
+
 #[test]
 fn unnamed_tokio_tasks_take_no_extension_and_8_bytes_of_tokio_id() {
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -33,18 +50,8 @@ fn unnamed_tokio_tasks_take_no_extension_and_8_bytes_of_tokio_id() {
             (tx, async_stack::tokio::spawn(idle(rx)))
         })
         .collect();
-    // Each task's first poll registers its root; the runtime polls a
-    // batch of tasks between two polls of `block_on`'s future.
-    rt.block_on(async {
-        for _ in 0..TASKS {
-            if async_stack::dump::dump().tasks.len() == TASKS {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-    });
     assert_eq!(
-        async_stack::dump::dump().tasks.len(),
+        live_tasks_once_polled(&rt, TASKS),
         TASKS,
         "every task is live and registered"
     );
@@ -61,15 +68,7 @@ fn unnamed_tokio_tasks_take_no_extension_and_8_bytes_of_tokio_id() {
     // A named task takes an extension (a page of them).
     let (tx, rx) = tokio::sync::oneshot::channel();
     let named = async_stack::tokio::spawn_named("named", idle(rx));
-    rt.block_on(async {
-        for _ in 0..TASKS {
-            if async_stack::dump::dump().tasks.len() > TASKS {
-                break;
-            }
-            tokio::task::yield_now().await;
-        }
-    });
-    assert_eq!(async_stack::dump::dump().tasks.len(), TASKS + 1);
+    assert_eq!(live_tasks_once_polled(&rt, TASKS + 1), TASKS + 1);
     assert_eq!(side_pages_allocated().0, 1);
 
     drop(tx);
