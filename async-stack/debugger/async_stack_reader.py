@@ -42,7 +42,7 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 8
+VERSION = 9
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
@@ -56,12 +56,16 @@ MAX_LIST_LENGTH = 1 << 20
 #: is reported as a corrupt descriptor.
 MAX_SHARED_SLOTS = 64
 
+#: The largest join slot read (the process's has 40 bytes); a larger
+#: one is reported as a corrupt descriptor.
+MAX_JOIN_SLOT_SIZE = 256
+
 #: The most waits-for edges :func:`find_deadlocks` builds (a waiter has one
 #: per holder and per task queued ahead of it); more is reported as too
 #: large to search rather than searched slowly.
 MAX_EDGES = 1 << 20
 
-#: The `Layout` fields of the descriptor, in declaration order (version 8).
+#: The `Layout` fields of the descriptor, in declaration order (version 9).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -95,7 +99,7 @@ LAYOUT_FIELDS = (
     "clock_shift", "clock_monotonic",
     "location_size", "location_probe_line", "location_probe_column",
     "location_probe_file_len",
-    "resource_key", "resource_kind", "resource_created_at", "resource_target",
+    "resource_key", "resource_kind", "resource_created_at",
     "resource_exclusive", "resource_version", "resource_waits",
     "resource_waits_len", "resource_holds", "resource_holds_len",
     "hold_slot_generation", "hold_slot_task", "hold_slot_at",
@@ -105,6 +109,8 @@ LAYOUT_FIELDS = (
     "kind_mutex", "kind_rwlock", "kind_semaphore", "kind_join_handle",
     "resource_shared", "shared_slots", "shared_slot_size", "shared_slot_hold",
     "hold_slot_claimed",
+    "join_slot_size", "join_slot_generation", "join_slot_task",
+    "join_slot_target", "join_slot_since", "join_slot_spawned_at",
 )
 
 #: The `Addresses` fields of the descriptor, in declaration order.
@@ -118,6 +124,7 @@ ADDRESS_FIELDS = (
     "listed_pages", "listed_page_count", "listed_count", "listed_capacity",
     "location_probe", "location_probe_file",
     "tokio_pages", "tokio_page_count",
+    "join_pages", "join_page_count", "join_count", "join_capacity",
 )
 
 HEADER_WORDS = 3  # magic, version, size
@@ -171,9 +178,11 @@ Wait = collections.namedtuple(
 #: it acquired it, and for how long it has held it.
 Holder = collections.namedtuple("Holder", "task acquired_at held_ms")
 
-#: A listed resource as read: its key (creation order), kind, creation
+#: A resource with waits as read: its key (creation order), kind, creation
 #: site, tokio task (0: none), holders ``(task, at, since)`` (exclusive
-#: first) and waits ``(task, at, since, generation)`` in queue order.
+#: first) and waits ``(task, at, since, generation)`` in queue order. A
+#: join wait (an awaited `JoinHandle`) reads as one of kind `JoinHandle`,
+#: without holders, with its one wait (:meth:`Reader.joins`).
 Resource = collections.namedtuple(
     "Resource", "key kind created_at target holders waits")
 
@@ -424,8 +433,9 @@ class Reader:
         self.sites = Sites(self.memory, self.descriptor)
         self._location_layout = None
         self._locations = {}
-        #: Listed resources the last :meth:`waits` skipped: caught in the
-        #: middle of a change of their lists.
+        #: Listed resources and join waits the last :meth:`resources`
+        #: skipped: caught in the middle of a change of their lists, or of
+        #: the write of the wait.
         self.torn_resources = 0
 
     def _page_entry(self, pages, per_page, size, index, what):
@@ -798,7 +808,7 @@ class Reader:
         return Resource(
             m.u64(address + l.resource_key, what), kinds[kind],
             self.location(m.u64(address + l.resource_created_at, what), what),
-            m.u64(address + l.resource_target, what), holders, waits)
+            0, holders, waits)
 
     def _list(self, address, name, size, offsets, what):
         """A resource's ``holds`` or ``waits`` list, as ``(task, at,
@@ -826,12 +836,50 @@ class Reader:
                             + tuple(word(o) for o in offsets[3:]))
         return entries_
 
+    def joins(self):
+        """``(resources, torn)``: the join waits (awaited `JoinHandle`s),
+        each as the process copies it (`JoinSlot::copy`), a
+        :class:`Resource` of kind `JoinHandle` keyed by the wait's
+        generation, without holders, with its one wait, in slot order; and
+        how many slots were caught in the middle of the wait's write.
+
+        A slot reads at once, as a debugger reads a stopped process: its
+        generation `0` is a free slot, and `hold_slot_claimed` (or a null
+        spawn site) one being written, left out and counted; the process
+        itself would read the generation again, which here cannot change."""
+        l, a, m = self.layout, self.addresses, self.memory
+        fields = (l.join_slot_generation, l.join_slot_task,
+                  l.join_slot_target, l.join_slot_since,
+                  l.join_slot_spawned_at)
+        if not max(fields) + 8 <= l.join_slot_size <= MAX_JOIN_SLOT_SIZE:
+            raise AsyncStackError(
+                "the descriptor gives join slots of %d bytes, implausible for "
+                "their fields (corrupt memory?)" % l.join_slot_size)
+        resources, torn = [], 0
+        for _, slot in self._arena(a.join_pages, a.join_count,
+                                   a.join_capacity, l.join_slot_size,
+                                   "join-slot"):
+            what = "join slot %#x" % slot
+            data = m.bytes(slot, l.join_slot_size, what)
+            generation, task, target, since, spawned_at = (
+                struct.unpack_from("<Q", data, offset)[0] for offset in fields)
+            if generation == 0:
+                continue
+            if generation == l.hold_slot_claimed or spawned_at == 0:
+                torn += 1
+                continue
+            resources.append(Resource(
+                generation, "JoinHandle", self.location(spawned_at, what),
+                target, [], [(task, None, since, generation)]))
+        return resources, torn
+
     def resources(self):
-        """The listed resources read whole, in key order (as the
-        in-process readers go through them); those caught in the middle of
-        a change are skipped and counted in :attr:`torn_resources`."""
+        """The listed resources and the join waits read whole, in key
+        order (as the in-process readers go through them,
+        `Registry::copies`); those caught in the middle of a change are
+        skipped and counted in :attr:`torn_resources`."""
         l, m = self.layout, self.memory
-        resources, self.torn_resources = [], 0
+        resources, self.torn_resources = self.joins()
         for address in self.listed():
             # A listed resource with no wait (a lock contended once, whose
             # owner lives on) shows nothing, even caught in a change (a
@@ -849,8 +897,9 @@ class Reader:
 
     def waits(self, now):
         """What each waiting root waits for, by task id, as the dump
-        reads it (`waiting_tasks`): the listed resources in key order, and
-        for each task its first wait met. Times are measured against
+        reads it (`waiting_tasks`): the resources with waits (the listed
+        ones and the join waits, :meth:`resources`) in key order, and for
+        each task its first wait met. Times are measured against
         ``now``; resources caught in the middle of a change are skipped
         (:meth:`resources`)."""
         since = lambda ms: max(now - ms, 0)

@@ -187,7 +187,10 @@ pub(crate) fn get<T: 'static, C: PageCell<T>>(
 }
 
 /// Item `index` of the page table `pages` ([`get`]), its page allocated
-/// with `make` if it was not; `None` past the table.
+/// with `make` if it was not; `None` past the table. Inline: a task
+/// root's registration calls it for its tokio id, and a call costs more
+/// than the page check when the page exists.
+#[inline]
 pub(crate) fn get_or_make<T: 'static, C: PageCell<T>>(
     pages: &[C],
     page_len: usize,

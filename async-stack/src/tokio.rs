@@ -18,7 +18,8 @@ pub use ::tokio::task::{AbortHandle, Id, JoinError};
 use crate::task::record::layout::current_task_id;
 use crate::task::spawned;
 use crate::task::tokio_task::id_number;
-use crate::waits::resource::{Ask, Kind, Owner, Registry, Resource, WaitRecord};
+use crate::waits::join_wait::JoinWait;
+use crate::waits::resource::Registry;
 
 /// An owned permission to await a spawned task: tokio's `JoinHandle`,
 /// whose `.await` is recorded as a wait for the spawned task (its traced
@@ -35,13 +36,11 @@ use crate::waits::resource::{Ask, Kind, Owner, Registry, Resource, WaitRecord};
 /// # }
 /// ```
 pub struct JoinHandle<T> {
-    /// Before `inner`: the wait ends before the handle goes.
-    wait: Option<WaitRecord>,
-    /// What its `.await`s wait for, made at the first that waits; listed
-    /// in the waits registry from then until the handle is dropped, so a
-    /// handle polled again and again (`select!` on `&mut handle`) lists
-    /// it once.
-    resource: Option<Owner>,
+    /// Before `inner`: the wait ends before the handle goes. From the
+    /// first `.await` that waits to the task's end (or the handle's drop),
+    /// so a handle polled again and again (`select!` on `&mut handle`)
+    /// records one wait.
+    wait: Option<JoinWait>,
     inner: ::tokio::task::JoinHandle<T>,
     spawned_at: &'static Location<'static>,
 }
@@ -50,7 +49,6 @@ impl<T> JoinHandle<T> {
     fn new(inner: ::tokio::task::JoinHandle<T>, spawned_at: &'static Location<'static>) -> Self {
         JoinHandle {
             wait: None,
-            resource: None,
             inner,
             spawned_at,
         }
@@ -136,30 +134,17 @@ impl<T> JoinHandle<T> {
     /// # }
     /// ```
     pub fn into_tokio(self) -> ::tokio::task::JoinHandle<T> {
-        let JoinHandle {
-            wait,
-            resource,
-            inner,
-            ..
-        } = self;
-        drop((wait, resource));
+        let JoinHandle { wait, inner, .. } = self;
+        drop(wait);
         inner
     }
 
     #[cold]
     #[inline(never)]
     fn start_wait(&mut self) {
-        let (spawned_at, id) = (self.spawned_at, self.inner.id());
-        let resource = self.resource.get_or_insert_with(|| {
-            Owner::new(Resource::new(
-                Kind::JoinHandle,
-                spawned_at,
-                Some(id_number(id)),
-                Registry::global(),
-            ))
-        });
         let task = current_task_id().unwrap_or(0);
-        self.wait = Some(WaitRecord::start(resource, task, None, Ask::Finish));
+        let target = id_number(self.inner.id());
+        self.wait = JoinWait::start(Registry::global(), task, target, self.spawned_at);
     }
 }
 

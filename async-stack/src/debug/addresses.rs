@@ -17,7 +17,7 @@ use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
 use crate::task::registry::{
     CHUNK_PAGES, EXT_PAGES, MAX_TASKS, RECORD_COUNT, RECORD_PAGES, TOKIO_PAGES,
 };
-use crate::waits::resource::{LISTED_CAPACITY, LISTED_COUNT, LISTED_PAGES};
+use crate::waits::resource::{JOIN_COUNT, JOIN_PAGES, LISTED_CAPACITY, LISTED_COUNT, LISTED_PAGES};
 
 use super::layout::LOCATION_PROBE;
 
@@ -67,6 +67,14 @@ pub struct Addresses {
     /// page count.
     pub(crate) tokio_pages: AtomicPtr<()>,
     pub(crate) tokio_page_count: u64,
+    /// The page table of the join waits' slots (`join_slot_size` bytes
+    /// each, `arena_page_entries` a page), its page count, its `usize`
+    /// count of slots handed out (may briefly exceed the capacity), and
+    /// the capacity: as the listed resources' slots.
+    pub(crate) join_pages: AtomicPtr<()>,
+    pub(crate) join_page_count: u64,
+    pub(crate) join_count: AtomicPtr<()>,
+    pub(crate) join_capacity: u64,
 }
 
 /// The address part of [`super::ASYNC_STACK_DEBUG`].
@@ -95,6 +103,11 @@ pub(super) const ADDRESSES: Addresses = Addresses {
     location_probe_file: address(LOCATION_PROBE.file()),
     tokio_pages: address(&TOKIO_PAGES),
     tokio_page_count: TOKIO_PAGES.len() as u64,
+    join_pages: address(&JOIN_PAGES),
+    join_page_count: JOIN_PAGES.len() as u64,
+    join_count: address(&JOIN_COUNT),
+    // The registry's join arena is as large as its listed slots.
+    join_capacity: LISTED_CAPACITY as u64,
 };
 
 /// The address of a static, as the descriptor stores it.

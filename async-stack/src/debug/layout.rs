@@ -16,6 +16,7 @@ use crate::record::threads::{MAX_THREADS, ThreadRoot};
 use crate::task::record::{TaskExt, TaskName, TaskRecord, spawn, state, wakes};
 use crate::task::stack::words::Chunk;
 use crate::task::stack::{self, foreign, meta, word};
+use crate::waits::join::JoinSlot;
 use crate::waits::resource::{
     CLAIMED, Hold, HoldSlot, Kind, ListsView, Resource, SHARED_SLOTS, SharedSlot, Wait,
 };
@@ -136,12 +137,11 @@ pub struct Layout {
     pub location_probe_column: u64,
     pub location_probe_file_len: u64,
     // A listed resource (waits): its key (creation order), kind (a `u8`),
-    // creation site, tokio task (`0`: none), exclusive hold, and the
-    // version, pointers and lengths of its lists
+    // creation site, exclusive hold, and the version, pointers and
+    // lengths of its lists
     pub resource_key: u64,
     pub resource_kind: u64,
     pub resource_created_at: u64,
-    pub resource_target: u64,
     pub resource_exclusive: u64,
     pub resource_version: u64,
     pub resource_waits: u64,
@@ -181,6 +181,17 @@ pub struct Layout {
     pub shared_slot_size: u64,
     pub shared_slot_hold: u64,
     pub hold_slot_claimed: u64,
+    // A join wait (an awaited `JoinHandle`), a slot of the join arena
+    // (`join_pages` in the address part): its generation (`0`: free,
+    // `hold_slot_claimed`: being written, else the wait's generation, its
+    // key), the waiting task, the awaited tokio task, since when, and the
+    // spawn `Location` (null while free)
+    pub join_slot_size: u64,
+    pub join_slot_generation: u64,
+    pub join_slot_task: u64,
+    pub join_slot_target: u64,
+    pub join_slot_since: u64,
+    pub join_slot_spawned_at: u64,
 }
 
 /// A `Location` whose line, column and file the descriptor states, so
@@ -285,7 +296,6 @@ pub(super) const LAYOUT: Layout = Layout {
     resource_key: o(offset_of!(Resource, key)),
     resource_kind: o(offset_of!(Resource, kind)),
     resource_created_at: o(offset_of!(Resource, created_at)),
-    resource_target: o(offset_of!(Resource, target)),
     resource_exclusive: o(offset_of!(Resource, exclusive)),
     resource_version: o(offset_of!(Resource, view) + offset_of!(ListsView, version)),
     resource_waits: o(offset_of!(Resource, view) + offset_of!(ListsView, waits)),
@@ -314,6 +324,12 @@ pub(super) const LAYOUT: Layout = Layout {
     shared_slot_size: o(size_of::<SharedSlot>()),
     shared_slot_hold: o(SharedSlot::HOLD_OFFSET),
     hold_slot_claimed: CLAIMED,
+    join_slot_size: o(size_of::<JoinSlot>()),
+    join_slot_generation: o(JoinSlot::GENERATION_OFFSET),
+    join_slot_task: o(JoinSlot::TASK_OFFSET),
+    join_slot_target: o(JoinSlot::TARGET_OFFSET),
+    join_slot_since: o(JoinSlot::SINCE_OFFSET),
+    join_slot_spawned_at: o(JoinSlot::SPAWNED_AT_OFFSET),
 };
 
 const fn current_slot_shift() -> u64 {

@@ -27,16 +27,17 @@
 //!   words, the record's `meta`, `foreign` and `spawn` words, the
 //!   current-frame tag), and those of the waits-for graph (a listed
 //!   resource, its exclusive hold, a shared hold, a wait, the values of a
-//!   resource's kind). These are constants, computed from the real types
-//!   at compile time; a test checks them against the real layout. std's
+//!   resource's kind, a join wait's slot). These are constants, computed
+//!   from the real types at compile time; a test checks them against the
+//!   real layout. std's
 //!   `Location`, whose fields are private, is described by a probe
 //!   instead (see **Waits** below);
 //! - an **address** part: where the task records' page table is, how many
 //!   records were handed out, the page tables of stack chunks and task
 //!   extensions, the thread-root list, the two site tables, the ticking
-//!   clock word, the slots of the waits registry, and the probe
-//!   `Location`. All are addresses of statics, fixed when the program is
-//!   linked: the descriptor is whole from the start, so a core of a
+//!   clock word, the slots of the waits registry, the probe
+//!   `Location`, the tokio ids of roots and the slots of join waits. All
+//!   are addresses of statics, fixed when the program is linked: the descriptor is whole from the start, so a core of a
 //!   process that never ran a task reads as one with no task (every count
 //!   `0`, every page `0`). The lower layers never write it: it *pulls*
 //!   the addresses of their statics.
@@ -98,8 +99,10 @@
 //!
 //! - **Waits** (feature `tokio`: the locks of `async_stack::sync` and
 //!   awaited `async_stack::tokio::JoinHandle`s; see `waits/`). The
+//!   waits of the locks are in resources, the waits of `JoinHandle`s in
+//!   join slots (see **Join waits** below). The
 //!   resources that have at least one wait are *listed* (and so may be
-//!   those that had one, until their lock or handle is dropped: their
+//!   those that had one, until their lock is dropped: their
 //!   `waits_len` is `0` and they show nothing): slot `i` (a
 //!   pointer, `pointer_size` bytes) is entry `i % arena_page_entries` of
 //!   page `i / arena_page_entries` of the `listed_pages` table (a page not
@@ -107,11 +110,9 @@
 //!   word and `listed_capacity`; a slot holds the address of a listed
 //!   resource, or `0`. A resource has a `key` (its creation order: the
 //!   in-process reader goes through resources by key), a `kind` (a `u8`,
-//!   one of the `kind_*` values), the address of its creation `Location`
-//!   (`created_at`; for a `JoinHandle`, the spawn site) and, for a
-//!   `JoinHandle`, the tokio id of the awaited task (`target`, `0`:
-//!   none). Its holders are its exclusive hold first, then its shared
-//!   holds in list order: the exclusive hold is the hold slot at
+//!   one of the `kind_*` values) and the address of its creation
+//!   `Location` (`created_at`). Its holders are its exclusive hold first,
+//!   then its shared holds in list order: the exclusive hold is the hold slot at
 //!   `resource_exclusive`, whose `generation` is `0` when nobody holds the
 //!   resource, and otherwise names the holding task (`task`, `0`: code
 //!   outside traced tasks), the `Location` of the acquire (`at`) and since
@@ -129,7 +130,22 @@
 //!   ones). Times are ms on the clock of `clock_monotonic`. The
 //!   lists' `version` is odd while the process was changing them: their
 //!   pointers and lengths are then not to be read. A task waits for the
-//!   first wait of its id met in key order (tasks `0` are not shown).
+//!   first wait of its id met in key order, among the resources and the
+//!   join waits (tasks `0` are not shown).
+//! - **Join waits** (an awaited `JoinHandle`, see `waits/join.rs`): slot
+//!   `i` (`join_slot_size` bytes) is entry `i % arena_page_entries` of
+//!   page `i / arena_page_entries` of the `join_pages` table (a page not
+//!   allocated is `0`), for `i` below the smaller of the `join_count`
+//!   word and `join_capacity`. Its `join_slot_generation` word is `0` for
+//!   a free slot and `hold_slot_claimed` while the wait is being written
+//!   (as is a slot whose `join_slot_spawned_at` is null: the slot is then
+//!   not to be read); otherwise the slot is a resource of kind
+//!   `JoinHandle` with no holder, whose key is that generation, whose
+//!   creation `Location` is the spawn site (`join_slot_spawned_at`) and
+//!   whose target is the awaited tokio task (`join_slot_target`), with
+//!   one wait: the waiting task (`join_slot_task`), no `at`, since when
+//!   (`join_slot_since`) and that same generation. Such resources sort
+//!   among the listed ones by key.
 //! - **Locations** are std's `Location`s, `location_size` bytes, whose
 //!   fields are private. The probe (`location_probe`) is one whose line,
 //!   column and file length the layout part gives
@@ -152,8 +168,8 @@
 //!   statics;
 //! - `gdb_autoload.rs`: the gdb scripts embedded in the binary;
 //! - `testing.rs`: hooks that corrupt the descriptor, a chain and the
-//!   waits, for the debugger-script tests; `tests.rs`: a reader of this
-//!   process's memory that knows nothing but the descriptor, and a check
+//!   waits (resources and join slots), for the debugger-script tests;
+//!   `tests.rs`: a reader of this process's memory that knows nothing but the descriptor, and a check
 //!   that the Python reader reads the same version and fields.
 
 // `std`'s, not `crate::shim`'s: the descriptor is constant data that a
@@ -217,7 +233,17 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// `ext_tokio_id` and `ext_tokio_order` (every later field moves back by
 /// two words); the address part gains `tokio_pages` and
 /// `tokio_page_count` at its end.
-pub const VERSION: u64 = 8;
+///
+/// Version 9: join waits leave the listed resources for slots of an
+/// arena of their own (no resource, and so no allocation, per awaited
+/// `JoinHandle`), and a resource loses its `resource_target` (only a
+/// `JoinHandle` had one). The layout part gains, after
+/// `hold_slot_claimed`, the size and offsets of a join slot
+/// (`join_slot_size` to `join_slot_spawned_at`; with `resource_target`
+/// gone, the address part moved by five words); the
+/// address part gains `join_pages`, `join_page_count`, `join_count` and
+/// `join_capacity` at its end.
+pub const VERSION: u64 = 9;
 
 /// The descriptor. See the module docs.
 #[repr(C)]

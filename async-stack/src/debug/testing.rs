@@ -65,14 +65,29 @@ pub fn corrupt_waits_len(len: usize) -> usize {
 
 /// Shows the lists of every resource listed in the waits registry to
 /// debuggers as caught in the middle of a change (an odd version in the
-/// resource's `ListsView`); the process's own lists are untouched.
-/// Returns how many resources it changed.
+/// resource's `ListsView`); the process's own lists are untouched. Shows
+/// every join wait as caught in the middle of its write too (its slot's
+/// generation `CLAIMED`): a join slot has no copy of its own for
+/// debuggers, so the process, which then skips the wait, sees it so as
+/// well. Returns how many resources and join waits it changed.
 pub fn mark_waits_changing() -> usize {
     let listed = Registry::global().listed();
     for r in &listed {
         r.view.version.fetch_or(1, Ordering::Relaxed);
     }
-    listed.len()
+    listed.len() + mark_joins_claimed()
+}
+
+/// Sets the generation of every join slot that holds a wait to
+/// `CLAIMED`, as a waiter stopped in the middle of its write leaves it;
+/// returns how many. The wait's end still frees the slot (its generation
+/// back to `0`).
+fn mark_joins_claimed() -> usize {
+    let joins = Registry::global().joins();
+    (0..joins.len())
+        .filter_map(|i| joins.get(i))
+        .filter(|slot| slot.show_claimed())
+        .count()
 }
 
 /// Shows the lists of the oldest resource listed in the waits registry

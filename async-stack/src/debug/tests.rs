@@ -15,7 +15,12 @@ use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
 use crate::task::record::{TaskRecord, spawn};
 use crate::task::registry::{MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
 use crate::task::traced::TracedExt;
-use crate::waits::resource::{Ask, Hold, Kind, Registry, Resource, SHARED_SLOTS, Wait, WaitRecord};
+use crate::waits::join::JoinSlot;
+use crate::waits::join_wait::JoinWait;
+use crate::waits::resource::{
+    Ask, Hold, Kind, LISTED_CAPACITY, Registry, Resource, ResourceCopy, SHARED_SLOTS, Wait,
+    WaitRecord,
+};
 
 /// The descriptor as the scripts see it: an array of words.
 struct Raw {
@@ -144,7 +149,6 @@ const LAYOUT_FIELDS: &[&str] = &[
     "resource_key",
     "resource_kind",
     "resource_created_at",
-    "resource_target",
     "resource_exclusive",
     "resource_version",
     "resource_waits",
@@ -173,6 +177,12 @@ const LAYOUT_FIELDS: &[&str] = &[
     "shared_slot_size",
     "shared_slot_hold",
     "hold_slot_claimed",
+    "join_slot_size",
+    "join_slot_generation",
+    "join_slot_task",
+    "join_slot_target",
+    "join_slot_since",
+    "join_slot_spawned_at",
 ];
 
 const ADDRESS_FIELDS: &[&str] = &[
@@ -199,6 +209,10 @@ const ADDRESS_FIELDS: &[&str] = &[
     "location_probe_file",
     "tokio_pages",
     "tokio_page_count",
+    "join_pages",
+    "join_page_count",
+    "join_count",
+    "join_capacity",
 ];
 
 /// Descriptor words by field name.
@@ -267,6 +281,16 @@ fn the_descriptor_is_magic_version_and_every_field_in_order() {
     assert_eq!(l.get("kind_join_handle"), Kind::JoinHandle as u64);
     assert_eq!(l.get("shared_slots"), SHARED_SLOTS as u64);
     assert_eq!(l.get("hold_slot_claimed"), u64::MAX);
+    assert_eq!(l.get("join_slot_size"), size_of::<JoinSlot>() as u64);
+    for (name, offset) in [
+        ("join_slot_generation", JoinSlot::GENERATION_OFFSET),
+        ("join_slot_task", JoinSlot::TASK_OFFSET),
+        ("join_slot_target", JoinSlot::TARGET_OFFSET),
+        ("join_slot_since", JoinSlot::SINCE_OFFSET),
+        ("join_slot_spawned_at", JoinSlot::SPAWNED_AT_OFFSET),
+    ] {
+        assert_eq!(l.get(name), offset as u64, "{name}");
+    }
 }
 
 /// The quoted names of the Python tuple `name = (...)` in the reader.
@@ -312,10 +336,24 @@ fn every_address_is_set_from_the_start() {
             "listed_pages",
             std::ptr::from_ref(&crate::waits::resource::LISTED_PAGES).addr(),
         ),
+        (
+            "join_pages",
+            std::ptr::from_ref(&crate::waits::resource::JOIN_PAGES).addr(),
+        ),
+        (
+            "join_count",
+            std::ptr::from_ref(&crate::waits::resource::JOIN_COUNT).addr(),
+        ),
     ] {
         assert_eq!(a.get(name), address as u64, "{name}");
     }
     assert_eq!(a.get("record_capacity"), MAX_TASKS as u64);
+    assert_eq!(a.get("join_capacity"), LISTED_CAPACITY as u64);
+    assert_eq!(
+        a.get("join_page_count") * layout_words().get("arena_page_entries"),
+        LISTED_CAPACITY as u64,
+        "the join pages hold the capacity"
+    );
     for name in ADDRESS_FIELDS {
         assert_ne!(a.get(name), 0, "{name}");
     }
@@ -676,7 +714,8 @@ fn read_resource(r: u64) -> ReadResource {
         key: word_at(r + l.get("resource_key")),
         kind: u64::from(u8_at(r + l.get("resource_kind"))),
         created_at: loc.read(word_at(r + l.get("resource_created_at"))),
-        target: word_at(r + l.get("resource_target")),
+        // Only a join wait has a target (`read_join`).
+        target: 0,
         exclusive: hold_slot_from_memory(r + l.get("resource_exclusive")),
         holds: shared_slots_from_memory(r)
             .into_iter()
@@ -701,56 +740,109 @@ fn read_resource(r: u64) -> ReadResource {
     }
 }
 
+/// The join slot at `slot` read as a live resource of kind `JoinHandle`
+/// (see the module docs of `debug`), or `None` when it is free or
+/// caught while written: its generation `hold_slot_claimed`, a null
+/// spawn site, or (this process runs on while it is read, unlike a core)
+/// a generation changed by the time its words were read.
+fn read_join(slot: u64) -> Option<ReadResource> {
+    let l = layout_words();
+    let generation = word_at(slot + l.get("join_slot_generation"));
+    if generation == 0 || generation == l.get("hold_slot_claimed") {
+        return None;
+    }
+    let task = word_at(slot + l.get("join_slot_task"));
+    let target = word_at(slot + l.get("join_slot_target"));
+    let since = word_at(slot + l.get("join_slot_since"));
+    let spawned_at = word_at(slot + l.get("join_slot_spawned_at"));
+    if spawned_at == 0 || word_at(slot + l.get("join_slot_generation")) != generation {
+        return None;
+    }
+    Some(ReadResource {
+        key: generation,
+        kind: l.get("kind_join_handle"),
+        created_at: LocationLayout::probe().read(spawned_at),
+        target,
+        exclusive: None,
+        holds: Vec::new(),
+        waits: vec![(task, None, since)],
+        version: 0,
+    })
+}
+
+/// The join waits in the join slots, read from memory alone, in slot
+/// order (free slots, and those other test threads are writing, left
+/// out).
+fn joins_from_memory() -> Vec<ReadResource> {
+    let (l, a) = (layout_words(), address_words());
+    let count = word_at(a.get("join_count")).min(a.get("join_capacity"));
+    let per = l.get("arena_page_entries");
+    (0..count)
+        .filter_map(|i| {
+            let page = word_at(a.get("join_pages") + 8 * (i / per));
+            (page != 0).then(|| page + (i % per) * l.get("join_slot_size"))
+        })
+        .filter_map(read_join)
+        .collect()
+}
+
+/// What a resource copied in the process reads as from memory.
+fn read_as(copy: &ResourceCopy) -> ReadResource {
+    let record =
+        |task, at: Option<&'static Location<'static>>, since| (task, at.map(location), since);
+    ReadResource {
+        key: copy.key,
+        kind: copy.kind as u64,
+        created_at: location(copy.created_at),
+        target: copy.target.unwrap_or(0),
+        exclusive: copy
+            .exclusive
+            .map(|h| record(h.task, Some(h.at), h.since_ms)),
+        holds: copy
+            .holds
+            .iter()
+            .map(|h| record(h.task, Some(h.at), h.since_ms))
+            .collect(),
+        waits: copy
+            .waits
+            .iter()
+            .map(|w| record(w.task, w.at, w.since_ms))
+            .collect(),
+        version: copy.version,
+    }
+}
+
 /// Resources with waits, read from memory alone: the registry's slots
 /// name them while they have waits, and each reads as the in-process copy
 /// has it (kind, creation site, tokio task, exclusive hold, shared holds
-/// and waits in order).
+/// and waits in order). An awaited `JoinHandle`'s wait is in a join slot
+/// instead, and reads as the `JoinHandle` resource the process copies it
+/// as.
 #[test]
 fn waits_read_from_memory_alone_are_what_the_process_records() {
+    /// The awaited tokio task of the join wait, a number no tokio task of
+    /// the other tests has, so that its slot is this test's.
+    const TARGET: u64 = 0x0de6_0000_0042;
     let l = layout_words();
     let reg = Registry::global();
     let (created, acquired, waiting) = (Location::caller(), Location::caller(), Location::caller());
-    let m = Arc::new(Resource::new(Kind::Mutex, created, None, reg));
+    let m = Arc::new(Resource::new(Kind::Mutex, created, reg));
     m.exclusive.acquire(7, acquired, 100);
     let m_wait = WaitRecord::start(&m, 9, Some(waiting), Ask::Exclusive);
-    let s = Arc::new(Resource::new(Kind::Semaphore, created, None, reg));
+    let s = Arc::new(Resource::new(Kind::Semaphore, created, reg));
     // Its shared slots, then its list.
     let holders = [0, 5, 6, 7, 8, 9];
     for (i, task) in holders.into_iter().enumerate() {
         s.hold_shared(task, [acquired, waiting][i % 2], 1 + i as u32);
     }
     let s_wait = WaitRecord::start(&s, 11, Some(waiting), Ask::Shared(1));
-    let j = Arc::new(Resource::new(Kind::JoinHandle, created, Some(42), reg));
-    let j_wait = WaitRecord::start(&j, 12, None, Ask::Finish);
+    let j_wait = JoinWait::start(reg, 12, TARGET, created).expect("a free join slot");
 
     let listed = listed_from_memory();
     let address = |r: &Arc<Resource>| Arc::as_ptr(r) as u64;
-    for r in [&m, &s, &j] {
+    for r in [&m, &s] {
         assert!(listed.contains(&address(r)), "listed in a slot");
-        let copy = r.copy();
-        let record =
-            |task, at: Option<&'static Location<'static>>, since| (task, at.map(location), since);
-        let want = ReadResource {
-            key: copy.key,
-            kind: copy.kind as u64,
-            created_at: location(copy.created_at),
-            target: copy.target.unwrap_or(0),
-            exclusive: copy
-                .exclusive
-                .map(|h| record(h.task, Some(h.at), h.since_ms)),
-            holds: copy
-                .holds
-                .iter()
-                .map(|h| record(h.task, Some(h.at), h.since_ms))
-                .collect(),
-            waits: copy
-                .waits
-                .iter()
-                .map(|w| record(w.task, w.at, w.since_ms))
-                .collect(),
-            version: copy.version,
-        };
-        assert_eq!(read_resource(address(r)), want);
+        assert_eq!(read_resource(address(r)), read_as(&r.copy()));
     }
     // What each shows, by name.
     let read = read_resource(address(&m));
@@ -765,20 +857,46 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     let read_holders: Vec<u64> = read.holds.iter().map(|h| h.0).collect();
     assert_eq!(read_holders, holders);
     assert!(holders.len() > SHARED_SLOTS, "both places are read");
-    let read = read_resource(address(&j));
-    assert_eq!((read.kind, read.target), (l.get("kind_join_handle"), 42));
-    assert_eq!(read.waits, [(12, None, read.waits[0].2)]);
     // Each wait's generation, which orders a task's waits in a report.
-    for r in [&m, &s, &j] {
+    for r in [&m, &s] {
         let waits = word_at(Arc::as_ptr(r) as u64 + l.get("resource_waits"));
         let read = word_at(waits + l.get("wait_generation"));
         assert_eq!(read, r.copy().waits[0].generation);
     }
 
+    // The join wait: in one join slot, read as the process copies it
+    // (`Registry::copies`, which the in-process readers go through), its
+    // key the wait's generation.
+    let joins: Vec<ReadResource> = joins_from_memory()
+        .into_iter()
+        .filter(|j| j.target == TARGET)
+        .collect();
+    assert_eq!(joins.len(), 1, "one join slot holds the wait: {joins:?}");
+    let read = &joins[0];
+    let copy = reg
+        .copies()
+        .into_iter()
+        .map(|(_, copy)| copy)
+        .find(|copy| copy.key == read.key)
+        .expect("the process copies the wait under the slot's generation");
+    assert_eq!(*read, read_as(&copy));
+    assert_eq!(read.key, copy.waits[0].generation);
+    assert_eq!(
+        (read.kind, read.target),
+        (l.get("kind_join_handle"), TARGET)
+    );
+    assert_eq!(read.created_at, location(created), "the spawn site");
+    assert_eq!(read.waits, [(12, None, read.waits[0].2)]);
+    assert!(read.key > m.copy().waits[0].generation, "started later");
+
     // Waits ended: out of the slots.
     drop((m_wait, s_wait, j_wait));
     let listed = listed_from_memory();
-    for r in [&m, &s, &j] {
+    for r in [&m, &s] {
         assert!(!listed.contains(&address(r)), "unlisted");
     }
+    assert!(
+        joins_from_memory().iter().all(|j| j.target != TARGET),
+        "the join slot is free"
+    );
 }

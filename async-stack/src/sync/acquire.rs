@@ -19,12 +19,7 @@ use crate::waits::resource::{
 /// wait until the wrapper is dropped).
 #[track_caller]
 pub(crate) fn new_resource(kind: Kind) -> Owner {
-    Owner::new(Resource::new(
-        kind,
-        Location::caller(),
-        None,
-        Registry::global(),
-    ))
+    Owner::new(Resource::new(kind, Location::caller(), Registry::global()))
 }
 
 /// The tokio type a wrapper keeps in an `Arc`, taken out of it. Only the

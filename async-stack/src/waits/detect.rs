@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::record::location::SourceLocation;
-use crate::waits::resource::{Hold, Kind, Registry, Resource, ResourceCopy, Wait};
+use crate::waits::resource::{Hold, Kind, Registry, ResourceCopy, Wait, Waited};
 
 /// What the detector needs to know of tasks, read from the task registry
 /// (or made up by a model).
@@ -120,8 +120,11 @@ pub(crate) fn detect<V: TaskView>(
     if registry.is_empty() {
         return Vec::new();
     }
-    let resources = registry.waited();
-    let copies: Vec<Arc<ResourceCopy>> = resources.iter().map(|r| Arc::new(r.copy())).collect();
+    let (resources, copies): (Vec<Waited>, Vec<Arc<ResourceCopy>>) = registry
+        .copies()
+        .into_iter()
+        .map(|(from, copy)| (from, Arc::new(copy)))
+        .unzip();
     let first = view(&Interest::of(copies.iter().map(|c| &**c)));
     let candidates = candidates(&copies, &first);
     if candidates.is_empty() {
@@ -135,7 +138,7 @@ pub(crate) fn detect<V: TaskView>(
     let second = view(&again);
     candidates
         .into_iter()
-        .filter(|c| confirmed(c, &resources, &first, &second))
+        .filter(|c| confirmed(c, &resources, &copies, &first, &second))
         .map(|c| {
             let mut edges = c.edges;
             for e in &mut edges {
@@ -162,25 +165,21 @@ struct Candidate {
 /// Whether the second pass finds `c` unchanged.
 fn confirmed<V: TaskView>(
     c: &Candidate,
-    resources: &[Arc<Resource>],
+    resources: &[Waited],
+    copies: &[Arc<ResourceCopy>],
     first: &V,
     second: &V,
 ) -> bool {
-    let copies: HashMap<u64, &ResourceCopy> = c
-        .edges
+    c.resources
         .iter()
-        .map(|e| (e.resource.key, &*e.resource))
-        .collect();
-    c.resources.iter().all(|&i| {
-        let r = &resources[i];
-        copies.get(&r.key).is_some_and(|seen| r.unchanged(seen))
-    }) && c.members.iter().all(|&t| {
-        let wakes = first.idle(t);
-        wakes.is_some() && second.idle(t) == wakes
-    }) && c
-        .targets
-        .iter()
-        .all(|&t| first.roots_of(t) == second.roots_of(t))
+        .all(|&i| resources[i].unchanged(&copies[i]))
+        && c.members.iter().all(|&t| {
+            let wakes = first.idle(t);
+            wakes.is_some() && second.idle(t) == wakes
+        })
+        && c.targets
+            .iter()
+            .all(|&t| first.roots_of(t) == second.roots_of(t))
 }
 
 /// The minimal deadlocks of one pass.

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::shim::{AtomicU64, Ordering};
 use crate::waits::detect::{TaskView, detect};
+use crate::waits::join_wait::JoinWait;
 use crate::waits::resource::{
     Ask, HoldSlot, Kind, Owner, Registry, Resource, ResourceCopy, SharedPlace, WaitRecord,
 };
@@ -34,7 +35,7 @@ fn registry() -> &'static Registry {
 }
 
 fn mutex(reg: &'static Registry) -> Arc<Resource> {
-    Arc::new(Resource::new(Kind::Mutex, Location::caller(), None, reg))
+    Arc::new(Resource::new(Kind::Mutex, Location::caller(), reg))
 }
 
 /// Task 1 stops waiting for `b`, then task 2 starts waiting for `a`: the
@@ -145,7 +146,7 @@ fn whole_holds(copy: &ResourceCopy, sites: &[&'static Location<'static>]) -> Vec
 fn shared_slots_are_claimed_by_one_holder_each_and_read_whole() {
     loom::model(|| {
         let reg = registry();
-        let l = Arc::new(Resource::new(Kind::RwLock, Location::caller(), None, reg));
+        let l = Arc::new(Resource::new(Kind::RwLock, Location::caller(), reg));
         let holders: Vec<_> = [1u64, 2]
             .into_iter()
             .map(|task| {
@@ -179,12 +180,7 @@ fn shared_slots_are_claimed_by_one_holder_each_and_read_whole() {
 fn a_shared_slot_changing_hands_is_read_whole_and_seen_to_change() {
     loom::model(|| {
         let reg = registry();
-        let l = Arc::new(Resource::new(
-            Kind::Semaphore,
-            Location::caller(),
-            None,
-            reg,
-        ));
+        let l = Arc::new(Resource::new(Kind::Semaphore, Location::caller(), reg));
         let first = l.hold_shared(1, SITES[1], 11);
         let writer = {
             let l = l.clone();
@@ -213,7 +209,7 @@ fn a_shared_slot_changing_hands_is_read_whole_and_seen_to_change() {
 fn the_owner_and_the_last_wait_racing_a_reader_unlist_it_before_it_is_freed() {
     loom::model(|| {
         let reg = registry();
-        let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), None, reg));
+        let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), reg));
         owner.exclusive.acquire(1, Location::caller(), 0);
         let w = WaitRecord::start(&owner, 2, None, Ask::Exclusive);
         let waiter = loom::thread::spawn(move || drop(w));
@@ -236,7 +232,7 @@ fn the_owner_and_the_last_wait_racing_a_reader_unlist_it_before_it_is_freed() {
 fn a_first_wait_racing_the_owners_drop_is_unlisted_by_its_end() {
     loom::model(|| {
         let reg = registry();
-        let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), None, reg));
+        let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), reg));
         let resource = Arc::clone(&owner);
         let dropper = loom::thread::spawn(move || drop(owner));
         let w = WaitRecord::start(&resource, 2, None, Ask::Exclusive);
@@ -269,5 +265,39 @@ fn waits_without_an_owner_keep_their_resource_alive_until_the_last_ends() {
         second.join().unwrap();
         assert!(reg.listed().is_empty());
         assert!(reg.is_empty());
+    });
+}
+
+/// A join wait ends and another starts in the same slot, on another
+/// thread, while a reader copies the registry's waits: the reader sees
+/// each wait whole (its task with its own target and spawn site) or not
+/// at all, and only the second after its start.
+#[test]
+fn a_join_slot_is_only_ever_read_whole() {
+    loom::model(|| {
+        let reg = registry();
+        let here = Location::caller();
+        let there = Location::caller();
+        let first = JoinWait::start(reg, 1, 100, here).expect("a free join slot");
+        let writer = loom::thread::spawn(move || {
+            drop(first);
+            JoinWait::start(reg, 2, 200, there)
+        });
+        let copies = reg.copies();
+        assert!(copies.len() <= 1, "one slot, one wait at a time");
+        for (_, c) in copies {
+            let seen = (c.waits[0].task, c.target, c.created_at.line());
+            assert!(
+                seen == (1, Some(100), here.line()) || seen == (2, Some(200), there.line()),
+                "{seen:?}"
+            );
+        }
+        let second = writer.join().unwrap().expect("the freed slot");
+        assert_eq!(reg.joins().len(), 1, "the same slot");
+        let copies = reg.copies();
+        assert_eq!(copies.len(), 1);
+        assert_eq!(copies[0].1.waits[0].task, 2);
+        drop(second);
+        assert!(reg.copies().is_empty());
     });
 }

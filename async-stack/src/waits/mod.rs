@@ -5,8 +5,12 @@
 //! # The protocol
 //!
 //! Each wrapped resource (`Mutex`, `RwLock`, `Semaphore` of the `locks`
-//! module, or an awaited `JoinHandle`) owns a `Resource`: its kind, its
-//! creation site, and two kinds of records.
+//! module) owns a `Resource`: its kind, its creation site, and two kinds of
+//! records. An awaited `JoinHandle` has one waiter and no holder, so its
+//! wait takes a slot of the registry's join arena instead (`join.rs`):
+//! no allocation and no lock, where a resource per handle cost three
+//! allocations and two turns of the registry's lock; readers copy each
+//! slot as a `JoinHandle` resource with that one wait.
 //!
 //! - **Holds** (a task owns the resource or some of its permits): task id,
 //!   the `acquired_at` site, since when, and a *generation*, a number taken
@@ -36,12 +40,13 @@
 //!   under the resource's lock, which also counts every change of the
 //!   resource's lists (its *version*). A resource is listed in the
 //!   `Registry` at its first wait, and stays listed until its *owner* (the
-//!   wrapper, or the `JoinHandle`) is dropped, or until its last wait ends
+//!   wrapper) is dropped, or until its last wait ends
 //!   if that comes later: the registry is locked twice in a resource's
 //!   life, not twice per wait (the slow path). A listed resource with no
 //!   wait shows nothing: every reader goes by its list of waits. The
-//!   readers' fast paths are one load while nothing is listed, and one
-//!   load to skip each listed resource whose list of waits is empty.
+//!   readers' fast paths are two loads while nothing is listed and no
+//!   join wait ever started, and one load to skip each listed resource
+//!   whose list of waits is empty.
 //!
 //! Debuggers read the same records from memory alone: the registry keeps
 //! the listed resources' addresses in slots of a never-freed page table
@@ -65,21 +70,26 @@
 //! # Reading: the double collect
 //!
 //! `detect` never blocks a task for longer than a copy of one resource's
-//! lists. It copies every listed resource (pass 1), computes the candidate
-//! deadlocks, then copies the resources of every candidate again (pass 2)
-//! and keeps a candidate only if each of its resources is unchanged (same
-//! version, same exclusive generation, each shared slot's generation and
-//! claim count the same) and each member task is idle and has
-//! not been woken since pass 1. Generations and versions only grow, so every
-//! record of a kept candidate existed at every instant between its two
-//! reads: at the instant between the passes, the whole deadlock existed.
+//! lists. It copies every listed resource and every join slot in use
+//! (pass 1), computes the candidate deadlocks, then copies the resources
+//! of every candidate again (pass 2) and keeps a candidate only if each of
+//! its resources is unchanged (same version, same exclusive generation,
+//! each shared slot's generation and claim count the same; for a join
+//! slot, the same generation, which no other wait ever takes) and each
+//! member task is idle and has not been woken since pass 1. Generations
+//! and versions only grow, so every record of a kept candidate existed at
+//! every instant between its two reads: at the instant between the
+//! passes, the whole deadlock existed.
 //!
 //! [`current_task_id`]: crate::task::record::layout::current_task_id
 
 pub(crate) mod detect;
+pub(crate) mod join;
+pub(crate) mod join_wait;
 pub(crate) mod query;
 pub(crate) mod report;
 pub(crate) mod resource;
+mod slot;
 #[cfg(not(async_stack_loom))]
 pub(crate) mod tasks;
 

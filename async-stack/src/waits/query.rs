@@ -51,8 +51,7 @@ pub(crate) fn waiting_tasks(registry: &Registry) -> HashMap<u64, WaitingFor> {
     if registry.is_empty() {
         return out;
     }
-    for r in registry.waited() {
-        let copy = r.copy();
+    for (_, copy) in registry.copies() {
         let holders: Vec<Holder> = copy
             .exclusive
             .iter()

@@ -37,11 +37,13 @@ use std::panic::Location;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-#[cfg(not(async_stack_loom))]
 use crate::pages::{Arena, PAGE};
 use crate::shim::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering, fence, lock};
 #[cfg(not(async_stack_loom))]
 use crate::task::registry::MAX_TASKS;
+use crate::waits::join::{JoinRead, JoinSlot};
+pub(crate) use crate::waits::slot::CLAIMED;
+use crate::waits::slot::READ_TRIES;
 
 /// What a resource is, as reports name it. A `u8` of fixed values: the
 /// debug descriptor gives them to debuggers.
@@ -277,15 +279,6 @@ impl HoldSlot {
     }
 }
 
-/// The generation word of a [`SharedSlot`] whose hold is being written:
-/// claimed and not yet recorded, or changing its permits.
-pub(crate) const CLAIMED: u64 = u64::MAX;
-
-/// How often a reader tries to read a hold slot whole before it gives up
-/// ([`SlotRead::Unsettled`]). Fewer under loom, whose models explore every
-/// try.
-const READ_TRIES: usize = if cfg!(async_stack_loom) { 2 } else { 16 };
-
 /// What a read of a hold slot found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum SlotRead {
@@ -472,6 +465,7 @@ pub(crate) struct ResourceCopy {
     pub(crate) key: u64,
     pub(crate) kind: Kind,
     pub(crate) created_at: &'static Location<'static>,
+    /// For a join wait (`join.rs`): the tokio id of the awaited task.
     pub(crate) target: Option<u64>,
     pub(crate) exclusive: Option<Hold>,
     /// The shared holds: those in slots, in slot order, then the list's.
@@ -493,14 +487,11 @@ pub(crate) struct Resource {
     pub(crate) key: u64,
     pub(crate) kind: Kind,
     pub(crate) created_at: &'static Location<'static>,
-    /// For a `JoinHandle`: the tokio id of the task it waits for (`0`:
-    /// none; tokio's ids start at 1).
-    pub(crate) target: u64,
     registry: &'static Registry,
     pub(crate) exclusive: HoldSlot,
     /// The shared holds' slots: for the kinds that have shared holds
-    /// (`RwLock`, `Semaphore`) only, so that a `Mutex` or a `JoinHandle`
-    /// does not pay their bytes. A thin pointer, null for `None`, which
+    /// (`RwLock`, `Semaphore`) only, so that a `Mutex` does not pay their
+    /// bytes. A thin pointer, null for `None`, which
     /// debuggers read.
     pub(crate) shared: Option<Box<[SharedSlot; SHARED_SLOTS]>>,
     /// `lists` for debuggers.
@@ -514,14 +505,12 @@ impl Resource {
     pub(crate) fn new(
         kind: Kind,
         created_at: &'static Location<'static>,
-        target: Option<u64>,
         registry: &'static Registry,
     ) -> Self {
         Resource {
             key: next_generation(),
             kind,
             created_at,
-            target: target.unwrap_or(0),
             registry,
             exclusive: HoldSlot::new(),
             shared: matches!(kind, Kind::RwLock | Kind::Semaphore)
@@ -771,7 +760,7 @@ impl Resource {
             key: self.key,
             kind: self.kind,
             created_at: self.created_at,
-            target: (self.target != 0).then_some(self.target),
+            target: None,
             exclusive,
             holds,
             waits: lists.waits.clone(),
@@ -812,7 +801,7 @@ impl Drop for Resource {
 }
 
 /// What holds a resource for its whole life: a wrapper (`Mutex`,
-/// `RwLock`, `Semaphore`) or a `JoinHandle`. Derefs to the resource's
+/// `RwLock`, `Semaphore`). Derefs to the resource's
 /// `Arc`, which the wrapper clones for its owned futures and guards.
 ///
 /// While the owner lives, its resource stays listed in the registry from
@@ -849,8 +838,9 @@ impl Drop for Owner {
     }
 }
 
-/// A recorded wait, ended when dropped: what an acquire future (or an
-/// awaited `JoinHandle`) keeps from its first `Pending` to its end.
+/// A recorded wait, ended when dropped: what an acquire future keeps
+/// from its first `Pending` to its end (an awaited `JoinHandle` keeps a
+/// `JoinWait` instead, see `join.rs`).
 ///
 /// It keeps the resource's address, not an `Arc`: while its wait is in
 /// the resource's list, the resource is alive (owned, or kept by its
@@ -942,6 +932,14 @@ pub(crate) static LISTED_PAGES: [AtomicPtr<ListedSlot>; LISTED_CAPACITY / PAGE] 
 #[cfg(not(async_stack_loom))]
 pub(crate) static LISTED_COUNT: crate::shim::AtomicUsize = crate::shim::AtomicUsize::new(0);
 
+/// The page table of the join waits' slots and how many were handed out
+/// (see `join.rs`), for the debug descriptor.
+#[cfg(not(async_stack_loom))]
+pub(crate) static JOIN_PAGES: [AtomicPtr<JoinSlot>; LISTED_CAPACITY / PAGE] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; LISTED_CAPACITY / PAGE];
+#[cfg(not(async_stack_loom))]
+pub(crate) static JOIN_COUNT: crate::shim::AtomicUsize = crate::shim::AtomicUsize::new(0);
+
 /// A slot of the registry's page table: the address of a listed resource,
 /// or null.
 #[cfg(not(async_stack_loom))]
@@ -1019,6 +1017,8 @@ pub(crate) struct Registry {
     /// Not under loom: no model reads them.
     #[cfg(not(async_stack_loom))]
     slots: Arena<ListedSlot>,
+    /// The join waits' slots (see `join.rs`).
+    joins: Arena<JoinSlot>,
 }
 
 /// The listed resources, under the registry's lock.
@@ -1053,6 +1053,7 @@ impl Registry {
             count: AtomicUsize::new(0),
             #[cfg(not(async_stack_loom))]
             slots: Arena::new(2 * PAGE, empty_slot),
+            joins: Arena::new(2 * PAGE, JoinSlot::new),
         }
     }
 
@@ -1064,7 +1065,13 @@ impl Registry {
             listed: Mutex::new(Listed::default()),
             count: AtomicUsize::new(0),
             slots: Arena::with_pages(&LISTED_PAGES, &LISTED_COUNT, LISTED_CAPACITY, empty_slot),
+            joins: Arena::with_pages(&JOIN_PAGES, &JOIN_COUNT, LISTED_CAPACITY, JoinSlot::new),
         })
+    }
+
+    /// The join waits' slots.
+    pub(crate) fn joins(&self) -> &Arena<JoinSlot> {
+        &self.joins
     }
 
     /// Lists `resource` (which has no index); returns its index.
@@ -1161,10 +1168,74 @@ impl Registry {
         out
     }
 
-    /// Whether nothing is listed, so that no resource has a wait: one
-    /// load, the readers' fast path.
+    /// Copies of every resource that has waits and of every join wait,
+    /// in order of creation (a join wait's: its start), each with what
+    /// a second pass compares it against.
+    pub(crate) fn copies(&self) -> Vec<(Waited, ResourceCopy)> {
+        let mut out: Vec<(Waited, ResourceCopy)> = self
+            .waited()
+            .into_iter()
+            .map(|r| {
+                let copy = r.copy();
+                (Waited::Listed(r), copy)
+            })
+            .collect();
+        for i in 0..self.joins.len() {
+            if let Some(slot) = self.joins.get(i)
+                && let Some(read) = slot.read()
+            {
+                out.push((Waited::Join(slot), join_copy(read)));
+            }
+        }
+        out.sort_by_key(|(_, copy)| copy.key);
+        out
+    }
+
+    /// Whether nothing is listed and no join wait ever started, so that
+    /// nothing waits: two loads, the readers' fast path.
     pub(crate) fn is_empty(&self) -> bool {
-        self.count.load(Ordering::Relaxed) == 0
+        self.count.load(Ordering::Relaxed) == 0 && self.joins.len() == 0
+    }
+}
+
+/// A join wait read whole, copied as a `JoinHandle` resource with that
+/// one wait: its key the wait's generation, from the counter that numbers
+/// resources too, so that copies sort in order of creation.
+fn join_copy(read: JoinRead) -> ResourceCopy {
+    ResourceCopy {
+        key: read.generation,
+        kind: Kind::JoinHandle,
+        created_at: read.spawned_at,
+        target: (read.target != 0).then_some(read.target),
+        exclusive: None,
+        holds: Vec::new(),
+        waits: vec![Wait {
+            task: read.task,
+            at: None,
+            ask: Ask::Finish,
+            since_ms: read.since_ms,
+            generation: read.generation,
+        }],
+        version: 0,
+        slots_seen: [SlotSeen::default(); SHARED_SLOTS],
+        unsettled: false,
+    }
+}
+
+/// What a copy in [`Registry::copies`] was read from.
+#[derive(Debug)]
+pub(crate) enum Waited {
+    Listed(Arc<Resource>),
+    Join(&'static JoinSlot),
+}
+
+impl Waited {
+    /// Whether the records are still those `seen` copied.
+    pub(crate) fn unchanged(&self, seen: &ResourceCopy) -> bool {
+        match self {
+            Waited::Listed(r) => r.unchanged(seen),
+            Waited::Join(slot) => slot.holds(seen.key),
+        }
     }
 }
 

@@ -7,6 +7,7 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use crate::waits::detect::{TaskView, Via, detect};
+use crate::waits::join_wait::JoinWait;
 use crate::waits::query::waiting_tasks;
 use crate::waits::resource::{
     Ask, HoldSlot, Kind, Owner, Registry, Resource, SHARED_SLOTS, SharedPlace, SharedSlot,
@@ -38,7 +39,7 @@ fn registry() -> &'static Registry {
 }
 
 fn resource(reg: &'static Registry, kind: Kind) -> Arc<Resource> {
-    Arc::new(Resource::new(kind, Location::caller(), None, reg))
+    Arc::new(Resource::new(kind, Location::caller(), reg))
 }
 
 fn at() -> &'static Location<'static> {
@@ -221,22 +222,126 @@ fn a_task_stuck_behind_a_deadlock_is_not_one_of_its_own() {
 #[test]
 fn a_join_handle_waits_for_every_root_of_its_task() {
     let reg = registry();
-    let h1 = Arc::new(Resource::new(Kind::JoinHandle, at(), Some(100), reg));
-    let h2 = Arc::new(Resource::new(Kind::JoinHandle, at(), Some(200), reg));
-    let _w1 = WaitRecord::start(&h1, 1, None, Ask::Finish);
-    let _w2 = WaitRecord::start(&h2, 2, None, Ask::Finish);
+    let _w1 = JoinWait::start(reg, 1, 100, at()).expect("a free join slot");
+    let _w2 = JoinWait::start(reg, 2, 200, at()).expect("a free join slot");
     let mut view = View::default();
     view.roots.insert(100, vec![2, 5]);
     view.roots.insert(200, vec![1]);
     // Root 5 of tokio task 100 is not waiting.
     assert!(detect(reg, |_| view.clone()).is_empty());
     view.roots.insert(100, vec![2]);
+    let found = detect(reg, |_| view.clone());
+    assert_eq!(pairs(&found), [vec![(1, 2), (2, 1)]]);
+    let targets: Vec<(Kind, Option<u64>)> = found[0]
+        .edges
+        .iter()
+        .map(|e| (e.resource.kind, e.resource.target))
+        .collect();
+    assert_eq!(
+        targets,
+        [(Kind::JoinHandle, Some(100)), (Kind::JoinHandle, Some(200))]
+    );
+    // No known root: nobody known could end it.
+    assert!(detect(reg, |_| View::default()).is_empty());
+}
+
+/// Join waits sit in slots of the registry's join arena, not in listed
+/// resources: readers copy each as a `JoinHandle` resource with its one
+/// wait, in order of creation among the listed resources; its end frees
+/// the slot for the next join wait.
+#[test]
+fn join_waits_read_in_order_of_creation_and_free_their_slot() {
+    let reg = registry();
+    assert!(reg.is_empty());
+    let a = resource(reg, Kind::Mutex);
+    let j1 = JoinWait::start(reg, 7, 100, at()).expect("a free join slot");
+    let _wa = WaitRecord::start(&a, 8, Some(at()), Ask::Exclusive);
+    let spawned_at = at();
+    let j2 = JoinWait::start(reg, 9, 200, spawned_at).expect("a free join slot");
+    assert!(!reg.is_empty());
+    assert_eq!(reg.listed().len(), 1, "join waits are not listed");
+    let seen: Vec<(Kind, u64)> = reg
+        .copies()
+        .iter()
+        .map(|(_, c)| (c.kind, c.waits[0].task))
+        .collect();
+    // `a` was made before either join wait started.
+    assert_eq!(
+        seen,
+        [
+            (Kind::Mutex, 8),
+            (Kind::JoinHandle, 7),
+            (Kind::JoinHandle, 9)
+        ]
+    );
+    let copies = reg.copies();
+    let (_, c) = &copies[2];
+    assert_eq!(c.target, Some(200));
+    assert!(std::ptr::eq(c.created_at, spawned_at));
+    assert_eq!(c.waits[0].ask, Ask::Finish);
+    assert_eq!(c.waits[0].at, None);
+    assert_eq!(c.waits[0].generation, c.key);
+    assert!(c.exclusive.is_none() && c.holds.is_empty());
+    assert_eq!(reg.joins().len(), 2);
+    drop(j1);
+    let tasks = |reg: &Registry| -> Vec<u64> {
+        reg.copies().iter().map(|(_, c)| c.waits[0].task).collect()
+    };
+    assert_eq!(tasks(reg), [8, 9]);
+    let j3 = JoinWait::start(reg, 10, 300, at()).expect("a free join slot");
+    assert_eq!(reg.joins().len(), 2, "the freed slot was reused");
+    assert_eq!(tasks(reg), [8, 9, 10]);
+    drop((j2, j3));
+    assert_eq!(tasks(reg), [8]);
+}
+
+/// A join wait that ended between the passes, and another in its slot
+/// with the same task, target and spawn site, is a new wait: the second
+/// pass does not confirm the first pass's deadlock.
+#[test]
+fn a_join_wait_replaced_between_the_passes_is_not_reported() {
+    let reg = registry();
+    let spawned_at = at();
+    let w1 = std::cell::RefCell::new(JoinWait::start(reg, 1, 100, spawned_at));
+    let _w2 = JoinWait::start(reg, 2, 200, spawned_at).expect("a free join slot");
+    let mut view = View::default();
+    view.roots.insert(100, vec![2]);
+    view.roots.insert(200, vec![1]);
+    let passes = Cell::new(0);
+    let found = detect(reg, |_| {
+        passes.set(passes.get() + 1);
+        if passes.get() == 2 {
+            let mut w1 = w1.borrow_mut();
+            *w1 = None;
+            *w1 = JoinWait::start(reg, 1, 100, spawned_at);
+            assert!(w1.is_some());
+        }
+        view.clone()
+    });
+    assert_eq!(passes.get(), 2, "the first pass found the deadlock");
+    assert!(found.is_empty(), "{:?}", pairs(&found));
+    // Left alone, the same waits are reported.
     assert_eq!(
         pairs(&detect(reg, |_| view.clone())),
         [vec![(1, 2), (2, 1)]]
     );
-    // No known root: nobody known could end it.
-    assert!(detect(reg, |_| View::default()).is_empty());
+}
+
+/// With every join slot taken, a join wait goes unrecorded (and the
+/// handle still works); a slot freed is taken by the next.
+#[test]
+fn a_join_wait_past_the_last_slot_goes_unrecorded() {
+    let reg = registry();
+    let capacity = reg.joins().capacity;
+    let waits: Vec<JoinWait> = (0..capacity as u64)
+        .map(|t| JoinWait::start(reg, t + 1, 1, at()).expect("a free join slot"))
+        .collect();
+    assert!(JoinWait::start(reg, 0, 1, at()).is_none());
+    assert_eq!(reg.copies().len(), capacity);
+    drop(waits);
+    assert!(reg.copies().is_empty());
+    assert!(JoinWait::start(reg, 1, 1, at()).is_some());
+    assert_eq!(reg.joins().len(), capacity, "no slot past the capacity");
 }
 
 #[test]
@@ -282,7 +387,7 @@ fn listed_resources_read_in_order_of_creation_and_sit_in_slots_for_debuggers() {
 }
 
 fn owned(reg: &'static Registry, kind: Kind) -> Owner {
-    Owner::new(Resource::new(kind, Location::caller(), None, reg))
+    Owner::new(Resource::new(kind, Location::caller(), reg))
 }
 
 /// An owned resource stays listed from its first wait until its owner is
@@ -490,7 +595,7 @@ fn only_the_kinds_with_shared_holds_carry_shared_slots() {
     let reg = registry();
     let with = |kind| resource(reg, kind).shared.is_some();
     assert!(with(Kind::RwLock) && with(Kind::Semaphore));
-    assert!(!with(Kind::Mutex) && !with(Kind::JoinHandle));
+    assert!(!with(Kind::Mutex));
     // What the README and BENCHMARKS.md say the slots cost.
     assert_eq!(size_of::<[SharedSlot; SHARED_SLOTS]>(), 192);
     // Without slots, every shared hold goes to the list (not a path the
@@ -565,4 +670,25 @@ fn a_slot_caught_mid_claim_blocks_any_report_through_it_and_hides_no_other_holde
         pairs(&detect(reg, |_| View::default())),
         [vec![(1, 2), (2, 1)]]
     );
+}
+
+/// A thread keeps the join slot it freed last for its next join wait, and
+/// gives it back when it ends: a process of short-lived threads that each
+/// awaited a handle once needs one slot, not one per thread.
+#[test]
+fn a_thread_gives_its_spare_join_slot_back_when_it_ends() {
+    let reg = registry();
+    for _ in 0..3 {
+        std::thread::spawn(move || {
+            let w = JoinWait::start(reg, 1, 100, at()).expect("a free join slot");
+            drop(w);
+            // Kept as this thread's spare, and taken again.
+            let w = JoinWait::start(reg, 1, 100, at()).expect("a free join slot");
+            drop(w);
+        })
+        .join()
+        .unwrap();
+        assert_eq!(reg.joins().len(), 1, "the same slot every time");
+    }
+    assert!(reg.copies().is_empty());
 }

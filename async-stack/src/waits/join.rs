@@ -1,0 +1,165 @@
+//! The slot of an awaited `JoinHandle`'s wait: a slot of a never-freed
+//! arena of the waits registry (`resource.rs`), not a resource of its
+//! own. `join_wait.rs` takes and frees slots.
+//!
+//! A `JoinHandle` has one waiter (it is not `Clone`) and no holder: its
+//! wait is blocked by the awaited task's roots. A resource per handle, as
+//! the locks have, cost every `spawn(work()).await` that waited three
+//! allocations and two turns of the registry's lock (about 200 ns, more
+//! than the task root itself; see BENCHMARKS.md). A join wait takes a
+//! slot from the arena's free list and writes it as a sequence lock:
+//!
+//! - `write` (the wait's start): the generation word to [`CLAIMED`], a
+//!   release fence, the fields, then the wait's generation with release
+//!   ordering. Only the slot's taker writes it, until it frees it.
+//! - `clear` (the wait's end: the task ended, or the handle was dropped):
+//!   the generation word back to 0, before the slot is freed.
+//! - a read: the generation (acquire), the fields, an acquire fence, the
+//!   generation again; equal, non-zero and not [`CLAIMED`] means the
+//!   fields are the wait's. Generations come from the process-wide
+//!   counter (`next_generation`), so a slot reused between the two loads
+//!   never shows the same generation twice.
+//!
+//! Readers copy a slot as a resource of kind `JoinHandle` with this one
+//! wait (`Registry::copies`), and a second pass finds it unchanged if the
+//! slot still holds that generation ([`JoinSlot::holds`]). Debuggers read
+//! the slots through the debug descriptor.
+
+// The writer is the `JoinHandle` of feature `tokio` (and the tests).
+#![cfg_attr(not(feature = "tokio"), allow(dead_code))]
+
+use std::mem::offset_of;
+use std::panic::Location;
+
+use crate::shim::{AtomicPtr, AtomicU64, Ordering, fence};
+use crate::waits::slot::{CLAIMED, READ_TRIES};
+
+/// A join wait read whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct JoinRead {
+    pub(crate) generation: u64,
+    pub(crate) task: u64,
+    pub(crate) target: u64,
+    pub(crate) since_ms: u64,
+    pub(crate) spawned_at: &'static Location<'static>,
+}
+
+/// One join wait's words (generation 0: a free slot).
+#[derive(Debug)]
+pub(crate) struct JoinSlot {
+    /// 0 (free), [`CLAIMED`] (being written), or the wait's generation.
+    generation: AtomicU64,
+    /// The waiting task (0: outside any traced root).
+    task: AtomicU64,
+    /// The tokio id of the awaited task.
+    target: AtomicU64,
+    since_ms: AtomicU64,
+    /// Where the awaited task was spawned; null while free.
+    spawned_at: AtomicPtr<Location<'static>>,
+}
+
+impl JoinSlot {
+    /// Where a debugger finds the words (see the debug descriptor).
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const GENERATION_OFFSET: usize = offset_of!(JoinSlot, generation);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const TASK_OFFSET: usize = offset_of!(JoinSlot, task);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const TARGET_OFFSET: usize = offset_of!(JoinSlot, target);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const SINCE_OFFSET: usize = offset_of!(JoinSlot, since_ms);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const SPAWNED_AT_OFFSET: usize = offset_of!(JoinSlot, spawned_at);
+
+    pub(crate) fn new() -> Self {
+        JoinSlot {
+            generation: AtomicU64::new(0),
+            task: AtomicU64::new(0),
+            target: AtomicU64::new(0),
+            since_ms: AtomicU64::new(0),
+            spawned_at: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// Writes the wait `generation` (a number of `next_generation`, never
+    /// used before) into the slot, whose taker alone writes it.
+    pub(crate) fn write(
+        &self,
+        generation: u64,
+        task: u64,
+        target: u64,
+        since_ms: u64,
+        spawned_at: &'static Location<'static>,
+    ) {
+        self.generation.store(CLAIMED, Ordering::Relaxed);
+        // `CLAIMED` before any field: a reader that reads a field of this
+        // write then reads `CLAIMED` or the new generation, and retries.
+        fence(Ordering::Release);
+        self.task.store(task, Ordering::Relaxed);
+        self.target.store(target, Ordering::Relaxed);
+        self.since_ms.store(since_ms, Ordering::Relaxed);
+        self.spawned_at
+            .store(std::ptr::from_ref(spawned_at).cast_mut(), Ordering::Relaxed);
+        self.generation.store(generation, Ordering::Release);
+    }
+
+    /// Ends the wait. Release: the next claimer's writes come after it.
+    pub(crate) fn clear(&self) {
+        self.generation.store(0, Ordering::Release);
+    }
+
+    /// The wait, if one was read whole; `None` for a free slot, or one
+    /// rewritten at every try (a handle awaited and dropped that fast is
+    /// nobody's deadlock).
+    pub(crate) fn read(&self) -> Option<JoinRead> {
+        for _ in 0..READ_TRIES {
+            let generation = self.generation.load(Ordering::Acquire);
+            if generation == 0 {
+                return None;
+            }
+            if generation == CLAIMED {
+                std::hint::spin_loop();
+                continue;
+            }
+            let task = self.task.load(Ordering::Relaxed);
+            let target = self.target.load(Ordering::Relaxed);
+            let since_ms = self.since_ms.load(Ordering::Relaxed);
+            let spawned_at = self.spawned_at.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if self.generation.load(Ordering::Relaxed) != generation {
+                continue;
+            }
+            // SAFETY: `spawned_at` only ever holds null or a
+            // `&'static Location` (`write` stores nothing else).
+            let spawned_at = unsafe { spawned_at.as_ref() }?;
+            return Some(JoinRead {
+                generation,
+                task,
+                target,
+                since_ms,
+                spawned_at,
+            });
+        }
+        None
+    }
+
+    /// For the debugger-script tests' hooks (`debug::testing`): shows the
+    /// slot, if it holds a wait, as being written ([`CLAIMED`]), as a
+    /// waiter stopped in the middle of its write leaves it; whether it
+    /// did. The wait's end still frees the slot.
+    #[cfg(not(async_stack_loom))]
+    pub(crate) fn show_claimed(&self) -> bool {
+        let seen = self.generation.load(Ordering::Acquire);
+        seen != 0
+            && seen != CLAIMED
+            && self
+                .generation
+                .compare_exchange(seen, CLAIMED, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+    }
+
+    /// Whether the slot still holds the wait `generation`.
+    pub(crate) fn holds(&self, generation: u64) -> bool {
+        self.generation.load(Ordering::Acquire) == generation
+    }
+}
