@@ -3,7 +3,9 @@
 //! # What runs
 //!
 //! One iteration spawns [`SPAWN_TASKS`] (1000) tasks on a tokio runtime and
-//! awaits all their `JoinHandle`s. Each task is a one-level async fn that
+//! awaits all their `JoinHandle`s: all spawned first, then awaited in spawn
+//! order, or (group `spawn_join_current_thread`) each awaited as soon as it
+//! is spawned, `spawn(work()).await`, so that every join waits. Each task is a one-level async fn that
 //! awaits a leaf ([`benches::yield_leaf`]) which is ready at once (parameter
 //! `1`: one poll) or `Pending` once first, waking itself (parameter `2`: two
 //! polls, so the task goes back through the run queue once).
@@ -17,7 +19,10 @@
 //!   active, it is a task root: registered on its first poll (slot, id,
 //!   wrapping waker), deregistered on completion.
 //! - `async-stack spawn helper`: `async_stack::tokio::spawn(traced())`, which
-//!   also records the spawn location and the spawning task.
+//!   also records the spawn location and the spawning task. Its handle,
+//!   `async_stack::tokio::JoinHandle`, is awaited as users await it: a join
+//!   that waits is recorded for `deadlocks()` (a join slot, see
+//!   `waits/join.rs`).
 //! - `async-backtrace`: `tokio::spawn(framed())`, `framed` being
 //!   `#[async_backtrace::framed]`, its task root.
 //! - `await-tree`:
@@ -28,7 +33,7 @@
 //!   expired entries until it resizes) cost ~10 µs per task on the
 //!   `multi_thread` runtime, a pathology of the bench, not of await-tree.
 //!
-//! Two groups, two runtimes:
+//! Three groups, two runtimes:
 //!
 //! - `spawn_current_thread`: a `current_thread` runtime driven by
 //!   `block_on` on the benchmark thread, which spawns the batch and awaits
@@ -39,6 +44,10 @@
 //!   worker's local queue and the other worker steals, as when tasks spawn
 //!   tasks), while the benchmark thread waits in `block_on`. Timed with the
 //!   **process's** CPU time, all threads summed: a cost, not a latency.
+//! - `spawn_join_current_thread`: as `spawn_current_thread`, each task
+//!   awaited at once (one poll only). The task runs only once its join has
+//!   returned `Pending`, so every join waits: the case where the spawn
+//!   helper's handle records a wait.
 //!
 //! Before measuring, each variant's premise is checked on each runtime: the
 //! spawned task really is an async-stack task (with a spawn location for the
@@ -83,32 +92,78 @@ async fn framed(pending: u32) {
     yield_leaf(pending).await
 }
 
+/// A spawned task's handle, of the type its variant gives users.
+enum Handle {
+    Tokio(JoinHandle<()>),
+    /// The spawn helper's, awaited as users await it (a wait it records
+    /// for `deadlocks()` when the task has not ended yet).
+    AsyncStack(async_stack::tokio::JoinHandle<()>),
+}
+
+impl Handle {
+    async fn join(self) {
+        match self {
+            Handle::Tokio(h) => h.await,
+            Handle::AsyncStack(h) => h.await,
+        }
+        .expect("a benchmark task panicked");
+    }
+}
+
 /// Spawns one task of a batch (`pending`: times its leaf is `Pending`);
 /// `registry` is await-tree's, unused by the other variants.
-type SpawnOne = fn(registry: &Registry, pending: u32) -> JoinHandle<()>;
+type SpawnOne = fn(registry: &Registry, pending: u32) -> Handle;
 
 /// The variants, in table order.
 fn variants() -> [(&'static str, SpawnOne); 5] {
     [
-        (names::UNTRACED, |_, p| tokio::spawn(plain(p))),
-        (names::ASYNC_STACK, |_, p| tokio::spawn(traced(p))),
-        (names::ASYNC_STACK_SPAWN_HELPER, |_, p| {
-            async_stack::tokio::spawn(traced(p)).into_tokio()
+        (names::UNTRACED, |_, p| {
+            Handle::Tokio(tokio::spawn(plain(p)))
         }),
-        (names::ASYNC_BACKTRACE, |_, p| tokio::spawn(framed(p))),
+        (names::ASYNC_STACK, |_, p| {
+            Handle::Tokio(tokio::spawn(traced(p)))
+        }),
+        (names::ASYNC_STACK_SPAWN_HELPER, |_, p| {
+            Handle::AsyncStack(async_stack::tokio::spawn(traced(p)))
+        }),
+        (names::ASYNC_BACKTRACE, |_, p| {
+            Handle::Tokio(tokio::spawn(framed(p)))
+        }),
         (names::AWAIT_TREE, |r, p| {
-            tokio::spawn(r.register_anonymous("one").instrument(plain(p)))
+            Handle::Tokio(tokio::spawn(
+                r.register_anonymous("one").instrument(plain(p)),
+            ))
         }),
     ]
 }
 
-/// One iteration: spawns the batch, then awaits every task in spawn order.
-async fn batch(spawn_one: SpawnOne, registry: Registry, pending: u32) {
-    let handles: Vec<JoinHandle<()>> = (0..SPAWN_TASKS)
-        .map(|_| spawn_one(&registry, pending))
-        .collect();
-    for handle in handles {
-        handle.await.expect("a benchmark task panicked");
+/// When a batch awaits its tasks.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// Spawns the whole batch, then awaits every task in spawn order.
+    SpawnAllThenJoin,
+    /// Awaits each task as soon as it is spawned: on `current_thread`,
+    /// every join waits (the task has not run yet), as in
+    /// `spawn(work()).await`.
+    JoinAtOnce,
+}
+
+/// One iteration: spawns [`SPAWN_TASKS`] tasks and awaits them all.
+async fn batch(spawn_one: SpawnOne, registry: Registry, pending: u32, shape: Shape) {
+    match shape {
+        Shape::SpawnAllThenJoin => {
+            let handles: Vec<Handle> = (0..SPAWN_TASKS)
+                .map(|_| spawn_one(&registry, pending))
+                .collect();
+            for handle in handles {
+                handle.join().await;
+            }
+        }
+        Shape::JoinAtOnce => {
+            for _ in 0..SPAWN_TASKS {
+                spawn_one(&registry, pending).join().await;
+            }
+        }
     }
 }
 
@@ -206,16 +261,27 @@ fn check_premises(driver: Driver, rt: &Runtime, registry: &Registry) {
     assert_eq!(at, (None, false, 0, true), "await-tree");
 }
 
-fn bench_group<M: Measurement>(c: &mut Criterion<M>, group_name: &str, driver: Driver) {
+fn bench_group<M: Measurement>(
+    c: &mut Criterion<M>,
+    group_name: &str,
+    driver: Driver,
+    shape: Shape,
+    polls_list: &[u32],
+) {
     let rt = driver.runtime();
     let registry = Registry::new(await_tree::Config::default());
     check_premises(driver, &rt, &registry);
     let mut group: BenchmarkGroup<'_, M> = c.benchmark_group(group_name);
-    for polls in SPAWN_POLLS {
+    for &polls in polls_list {
         let pending = polls - 1;
         for (name, spawn_one) in variants() {
             group.bench_with_input(BenchmarkId::new(name, polls), &pending, |b, &pending| {
-                b.iter(|| driver.run(&rt, batch(spawn_one, registry.clone(), black_box(pending))));
+                b.iter(|| {
+                    driver.run(
+                        &rt,
+                        batch(spawn_one, registry.clone(), black_box(pending), shape),
+                    )
+                });
             });
         }
     }
@@ -223,17 +289,39 @@ fn bench_group<M: Measurement>(c: &mut Criterion<M>, group_name: &str, driver: D
 }
 
 fn spawn_current_thread(c: &mut Criterion<BenchClock>) {
-    bench_group(c, names::SPAWN_CURRENT_THREAD, Driver::CurrentThread);
+    bench_group(
+        c,
+        names::SPAWN_CURRENT_THREAD,
+        Driver::CurrentThread,
+        Shape::SpawnAllThenJoin,
+        &SPAWN_POLLS,
+    );
 }
 
 fn spawn_multi_thread(c: &mut Criterion<BenchClock>) {
-    bench_group(c, names::SPAWN_MULTI_THREAD, Driver::MultiThread);
+    bench_group(
+        c,
+        names::SPAWN_MULTI_THREAD,
+        Driver::MultiThread,
+        Shape::SpawnAllThenJoin,
+        &SPAWN_POLLS,
+    );
+}
+
+fn spawn_join_current_thread(c: &mut Criterion<BenchClock>) {
+    bench_group(
+        c,
+        names::SPAWN_JOIN_CURRENT_THREAD,
+        Driver::CurrentThread,
+        Shape::JoinAtOnce,
+        &[1],
+    );
 }
 
 criterion_group! {
     name = current_thread;
     config = benches::clock::criterion();
-    targets = spawn_current_thread
+    targets = spawn_current_thread, spawn_join_current_thread
 }
 criterion_group! {
     name = multi_thread;

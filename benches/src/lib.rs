@@ -105,6 +105,9 @@ pub mod names {
     pub const SPAWN_CURRENT_THREAD: &str = "spawn_current_thread";
     /// Group of `benches/spawn.rs` on a `multi_thread` runtime, 2 workers.
     pub const SPAWN_MULTI_THREAD: &str = "spawn_multi_thread";
+    /// Group of `benches/spawn.rs` on a `current_thread` runtime where each
+    /// task is awaited as soon as it is spawned, so every join waits.
+    pub const SPAWN_JOIN_CURRENT_THREAD: &str = "spawn_join_current_thread";
     /// Group of `benches/dump.rs`.
     pub const DUMP: &str = "dump";
     /// Group of `benches/dump_cold.rs` on the benchmark clock: the first

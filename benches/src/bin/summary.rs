@@ -385,6 +385,25 @@ fn spawn_helper_target(r: &Lookup<'_>) -> Target {
     )
 }
 
+/// The spawn helper's target where each handle is awaited at once, so
+/// that every join waits (and the helper records the wait).
+fn spawn_join_helper_target(r: &Lookup<'_>) -> Target {
+    let g = names::SPAWN_JOIN_CURRENT_THREAD;
+    Target::at_most(
+        format!(
+            "≤ {TARGET_RATIO_TASK_LIFE} × async-backtrace's added cost per spawn+join \
+             through the spawn helper, each handle awaited at once (current_thread, 1 poll)"
+        ),
+        ratio(
+            spawn_added(r, g, names::ASYNC_STACK_SPAWN_HELPER, 1),
+            spawn_added(r, g, names::ASYNC_BACKTRACE, 1),
+        ),
+        TARGET_RATIO_TASK_LIFE,
+        "×",
+        2,
+    )
+}
+
 /// `(variant - untraced) / (depth * polls)` in `poll_depth`, ns.
 fn per_level(r: &Lookup<'_>, variant: &str, depth: u32) -> Option<f64> {
     let g = names::POLL_DEPTH;
@@ -580,10 +599,19 @@ fn capture(r: &Lookup<'_>) {
     println!();
 }
 
-/// The `spawn` groups and how to name them in tables.
-const SPAWN_GROUPS: [(&str, &str); 2] = [
-    (names::SPAWN_CURRENT_THREAD, "current_thread"),
-    (names::SPAWN_MULTI_THREAD, "multi_thread (2 workers)"),
+/// The `spawn` groups, how to name them in tables, and their polls.
+const SPAWN_GROUPS: [(&str, &str, &[u32]); 3] = [
+    (names::SPAWN_CURRENT_THREAD, "current_thread", &SPAWN_POLLS),
+    (
+        names::SPAWN_MULTI_THREAD,
+        "multi_thread (2 workers)",
+        &SPAWN_POLLS,
+    ),
+    (
+        names::SPAWN_JOIN_CURRENT_THREAD,
+        "current_thread, each awaited at once",
+        &[1],
+    ),
 ];
 
 /// Every `spawn` variant, baseline first.
@@ -613,8 +641,8 @@ fn spawn(r: &Lookup<'_>) {
     );
     println!("| runtime | polls | variant | ns per task | added ns | × untraced |");
     println!("|---|---:|---|---:|---:|---:|");
-    for (group, runtime) in SPAWN_GROUPS {
-        for polls in SPAWN_POLLS {
+    for (group, runtime, polls_list) in SPAWN_GROUPS {
+        for &polls in polls_list {
             let base = spawn_ns(r, group, names::UNTRACED, polls);
             for variant in SPAWN_VARIANTS {
                 let t = spawn_ns(r, group, variant, polls);
@@ -635,8 +663,8 @@ fn spawn(r: &Lookup<'_>) {
         "| runtime | polls | async-stack | async-backtrace | await-tree | async-stack / async-backtrace | async-stack / await-tree |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (group, runtime) in SPAWN_GROUPS {
-        for polls in SPAWN_POLLS {
+    for (group, runtime, polls_list) in SPAWN_GROUPS {
+        for &polls in polls_list {
             let added = |v: &str| spawn_added(r, group, v, polls);
             let (ours, ab, at) = (
                 added(names::ASYNC_STACK),
@@ -658,6 +686,7 @@ fn spawn(r: &Lookup<'_>) {
         println!("- {}", target.line());
     }
     println!("- {}", spawn_helper_target(r).line());
+    println!("- {}", spawn_join_helper_target(r).line());
     println!(
         "- informational only (process CPU time, which also counts the workers' searching and \
          parking, varies more between runs than these differences):"
@@ -860,7 +889,7 @@ fn targets(r: &Lookup<'_>) {
             names::SPAWN_CURRENT_THREAD,
             "current_thread",
         ))
-        .chain([spawn_helper_target(r)])
+        .chain([spawn_helper_target(r), spawn_join_helper_target(r)])
         .chain([dump_target(r), dump_json_target(r)])
         .chain(dump_cold_targets(r))
         .chain([memory_target(r)])
