@@ -279,7 +279,7 @@ pub static ASYNC_STACK_DEBUG: DebugDescriptor = DebugDescriptor {
 pub mod __testing {
     pub use crate::debug::testing::{
         claim_free_shared_slots, corrupt_descriptor_magic, corrupt_descriptor_version,
-        corrupt_waits_len, leaked_chain, mark_oldest_waits_changing, mark_waits_changing,
-        set_current_parent, side_pages_allocated,
+        corrupt_waits_len, join_slots_handed_out, leaked_chain, mark_oldest_waits_changing,
+        mark_waits_changing, set_current_parent, side_pages_allocated,
     };
 }

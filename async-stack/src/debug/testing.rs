@@ -115,6 +115,13 @@ pub fn claim_free_shared_slots() -> usize {
         .count()
 }
 
+/// How many join slots were ever handed out (free or not): the memory
+/// that awaited spawn-helper `JoinHandle`s keep, for a test that holds it
+/// to the peak of joins waiting at once.
+pub fn join_slots_handed_out() -> usize {
+    Registry::global().joins().len()
+}
+
 /// How many pages of task extensions and of tokio ids are allocated: what
 /// a process of many tasks pays beside their records, for a test that
 /// holds it to what the README says.
