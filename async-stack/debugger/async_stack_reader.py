@@ -838,7 +838,7 @@ class Reader:
 
     def joins(self):
         """``(resources, torn)``: the join waits (awaited `JoinHandle`s),
-        each as the process copies it (`JoinSlot::copy`), a
+        each as the process copies it (`Registry::copies`), a
         :class:`Resource` of kind `JoinHandle` keyed by the wait's
         generation, without holders, with its one wait, in slot order; and
         how many slots were caught in the middle of the wait's write.
