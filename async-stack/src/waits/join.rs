@@ -32,7 +32,7 @@ use std::mem::offset_of;
 use std::panic::Location;
 
 use crate::shim::{AtomicPtr, AtomicU64, Ordering, fence};
-use crate::waits::slot::{CLAIMED, READ_TRIES};
+use crate::waits::slot::{CLAIMED, Seen, read_whole};
 
 /// A join wait read whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,35 +112,27 @@ impl JoinSlot {
     /// rewritten at every try (a handle awaited and dropped that fast is
     /// nobody's deadlock).
     pub(crate) fn read(&self) -> Option<JoinRead> {
-        for _ in 0..READ_TRIES {
-            let generation = self.generation.load(Ordering::Acquire);
-            if generation == 0 {
-                return None;
-            }
-            if generation == CLAIMED {
-                std::hint::spin_loop();
-                continue;
-            }
-            let task = self.task.load(Ordering::Relaxed);
-            let target = self.target.load(Ordering::Relaxed);
-            let since_ms = self.since_ms.load(Ordering::Relaxed);
-            let spawned_at = self.spawned_at.load(Ordering::Relaxed);
-            fence(Ordering::Acquire);
-            if self.generation.load(Ordering::Relaxed) != generation {
-                continue;
-            }
-            // SAFETY: `spawned_at` only ever holds null or a
-            // `&'static Location` (`write` stores nothing else).
-            let spawned_at = unsafe { spawned_at.as_ref() }?;
-            return Some(JoinRead {
-                generation,
-                task,
-                target,
-                since_ms,
-                spawned_at,
-            });
-        }
-        None
+        let seen = read_whole(&self.generation, || {
+            (
+                self.task.load(Ordering::Relaxed),
+                self.target.load(Ordering::Relaxed),
+                self.since_ms.load(Ordering::Relaxed),
+                self.spawned_at.load(Ordering::Relaxed),
+            )
+        });
+        let Seen::Whole(generation, (task, target, since_ms, spawned_at)) = seen else {
+            return None;
+        };
+        // SAFETY: `spawned_at` only ever holds null or a
+        // `&'static Location` (`write` stores nothing else).
+        let spawned_at = unsafe { spawned_at.as_ref() }?;
+        Some(JoinRead {
+            generation,
+            task,
+            target,
+            since_ms,
+            spawned_at,
+        })
     }
 
     /// For the debugger-script tests' hooks (`debug::testing`): shows the

@@ -43,7 +43,7 @@ use crate::shim::{AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Mutex, Ordering,
 use crate::task::registry::MAX_TASKS;
 use crate::waits::join::{JoinRead, JoinSlot};
 pub(crate) use crate::waits::slot::CLAIMED;
-use crate::waits::slot::READ_TRIES;
+use crate::waits::slot::{Seen, read_whole};
 
 /// What a resource is, as reports name it. A `u8` of fixed values: the
 /// debug descriptor gives them to debuggers.
@@ -240,37 +240,33 @@ impl HoldSlot {
     /// The sequence-lock read, with the hold's `permits` read between the
     /// two loads of the generation.
     fn read_with(&self, permits: impl Fn() -> u32) -> SlotRead {
-        for _ in 0..READ_TRIES {
-            let generation = self.generation.load(Ordering::Acquire);
-            if generation == 0 {
-                return SlotRead::Free;
+        let seen = read_whole(&self.generation, || {
+            (
+                self.task.load(Ordering::Relaxed),
+                self.at.load(Ordering::Relaxed),
+                self.since_ms.load(Ordering::Relaxed),
+                permits(),
+            )
+        });
+        match seen {
+            Seen::Free => SlotRead::Free,
+            Seen::Unsettled => SlotRead::Unsettled,
+            Seen::Whole(generation, (task, at, since_ms, permits)) => {
+                // SAFETY: `at` only ever holds null or a `&'static Location`
+                // (`write` stores nothing else), so any value loaded is
+                // either.
+                match unsafe { at.as_ref() } {
+                    None => SlotRead::Free,
+                    Some(at) => SlotRead::Held(Hold {
+                        task,
+                        at,
+                        since_ms,
+                        generation,
+                        permits,
+                    }),
+                }
             }
-            if generation == CLAIMED {
-                std::hint::spin_loop();
-                continue;
-            }
-            let task = self.task.load(Ordering::Relaxed);
-            let at = self.at.load(Ordering::Relaxed);
-            let since_ms = self.since_ms.load(Ordering::Relaxed);
-            let permits = permits();
-            fence(Ordering::Acquire);
-            if self.generation.load(Ordering::Relaxed) != generation {
-                continue;
-            }
-            // SAFETY: `at` only ever holds null or a `&'static Location`
-            // (`write` stores nothing else), so any value loaded is either.
-            let Some(at) = (unsafe { at.as_ref() }) else {
-                return SlotRead::Free;
-            };
-            return SlotRead::Held(Hold {
-                task,
-                at,
-                since_ms,
-                generation,
-                permits,
-            });
         }
-        SlotRead::Unsettled
     }
 
     /// The generation now (0: no holder), for the second pass.
