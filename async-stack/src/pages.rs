@@ -168,6 +168,11 @@ impl<T: 'static> Arena<T> {
     pub(crate) fn len(&self) -> usize {
         self.fresh.load(Ordering::Acquire).min(self.capacity)
     }
+
+    /// The items handed out so far (free or not), in index order.
+    pub(crate) fn handed_out(&self) -> impl Iterator<Item = &'static T> + '_ {
+        (0..self.len()).filter_map(|i| self.get(i))
+    }
 }
 
 /// Item `index` of the page table `pages`, whose pages hold `page_len`

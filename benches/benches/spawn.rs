@@ -5,8 +5,8 @@
 //! One iteration spawns [`SPAWN_TASKS`] (1000) tasks on a tokio runtime and
 //! awaits all their `JoinHandle`s: all spawned first, then awaited in spawn
 //! order, or (group `spawn_join_current_thread`) each awaited as soon as it
-//! is spawned, `spawn(work()).await`, so that every join waits. Each task is a one-level async fn that
-//! awaits a leaf ([`benches::yield_leaf`]) which is ready at once (parameter
+//! is spawned, `spawn(work()).await`, so that every join waits. Each task
+//! is a one-level async fn that awaits a leaf ([`benches::yield_leaf`]) which is ready at once (parameter
 //! `1`: one poll) or `Pending` once first, waking itself (parameter `2`: two
 //! polls, so the task goes back through the run queue once).
 //!

@@ -17,7 +17,9 @@ use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
 use crate::task::registry::{
     CHUNK_PAGES, EXT_PAGES, MAX_TASKS, RECORD_COUNT, RECORD_PAGES, TOKIO_PAGES,
 };
-use crate::waits::resource::{JOIN_COUNT, JOIN_PAGES, LISTED_CAPACITY, LISTED_COUNT, LISTED_PAGES};
+use crate::waits::resource::{
+    JOIN_CAPACITY, JOIN_COUNT, JOIN_PAGES, LISTED_CAPACITY, LISTED_COUNT, LISTED_PAGES,
+};
 
 use super::layout::LOCATION_PROBE;
 
@@ -106,8 +108,7 @@ pub(super) const ADDRESSES: Addresses = Addresses {
     join_pages: address(&JOIN_PAGES),
     join_page_count: JOIN_PAGES.len() as u64,
     join_count: address(&JOIN_COUNT),
-    // The registry's join arena is as large as its listed slots.
-    join_capacity: LISTED_CAPACITY as u64,
+    join_capacity: JOIN_CAPACITY as u64,
 };
 
 /// The address of a static, as the descriptor stores it.

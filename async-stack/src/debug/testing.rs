@@ -83,9 +83,9 @@ pub fn mark_waits_changing() -> usize {
 /// returns how many. The wait's end still frees the slot (its generation
 /// back to `0`).
 fn mark_joins_claimed() -> usize {
-    let joins = Registry::global().joins();
-    (0..joins.len())
-        .filter_map(|i| joins.get(i))
+    Registry::global()
+        .joins()
+        .handed_out()
         .filter(|slot| slot.show_claimed())
         .count()
 }

@@ -18,7 +18,7 @@ use crate::task::traced::TracedExt;
 use crate::waits::join::JoinSlot;
 use crate::waits::join_wait::JoinWait;
 use crate::waits::resource::{
-    Ask, Hold, Kind, LISTED_CAPACITY, Registry, Resource, ResourceCopy, SHARED_SLOTS, Wait,
+    Ask, Hold, JOIN_CAPACITY, Kind, Registry, Resource, ResourceCopy, SHARED_SLOTS, Wait,
     WaitRecord,
 };
 
@@ -348,10 +348,10 @@ fn every_address_is_set_from_the_start() {
         assert_eq!(a.get(name), address as u64, "{name}");
     }
     assert_eq!(a.get("record_capacity"), MAX_TASKS as u64);
-    assert_eq!(a.get("join_capacity"), LISTED_CAPACITY as u64);
+    assert_eq!(a.get("join_capacity"), JOIN_CAPACITY as u64);
     assert_eq!(
         a.get("join_page_count") * layout_words().get("arena_page_entries"),
-        LISTED_CAPACITY as u64,
+        JOIN_CAPACITY as u64,
         "the join pages hold the capacity"
     );
     for name in ADDRESS_FIELDS {
@@ -650,16 +650,28 @@ struct ReadResource {
     version: u64,
 }
 
-/// The addresses in the waits registry's slots.
-fn listed_from_memory() -> Vec<u64> {
+/// The addresses of the entries handed out of the arena whose page
+/// table, count and capacity the address part names `pages`, `count`
+/// and `capacity`, `size` bytes each (those of pages not allocated left
+/// out).
+fn arena_from_memory(pages: &str, count: &str, capacity: &str, size: u64) -> Vec<u64> {
     let (l, a) = (layout_words(), address_words());
-    let count = word_at(a.get("listed_count")).min(a.get("listed_capacity"));
+    let count = word_at(a.get(count)).min(a.get(capacity));
     let per = l.get("arena_page_entries");
     (0..count)
         .filter_map(|i| {
-            let page = word_at(a.get("listed_pages") + 8 * (i / per));
-            (page != 0).then(|| word_at(page + (i % per) * l.get("pointer_size")))
+            let page = word_at(a.get(pages) + 8 * (i / per));
+            (page != 0).then(|| page + (i % per) * size)
         })
+        .collect()
+}
+
+/// The addresses in the waits registry's slots.
+fn listed_from_memory() -> Vec<u64> {
+    let size = layout_words().get("pointer_size");
+    arena_from_memory("listed_pages", "listed_count", "listed_capacity", size)
+        .into_iter()
+        .map(word_at)
         .filter(|&r| r != 0)
         .collect()
 }
@@ -774,14 +786,9 @@ fn read_join(slot: u64) -> Option<ReadResource> {
 /// order (free slots, and those other test threads are writing, left
 /// out).
 fn joins_from_memory() -> Vec<ReadResource> {
-    let (l, a) = (layout_words(), address_words());
-    let count = word_at(a.get("join_count")).min(a.get("join_capacity"));
-    let per = l.get("arena_page_entries");
-    (0..count)
-        .filter_map(|i| {
-            let page = word_at(a.get("join_pages") + 8 * (i / per));
-            (page != 0).then(|| page + (i % per) * l.get("join_slot_size"))
-        })
+    let size = layout_words().get("join_slot_size");
+    arena_from_memory("join_pages", "join_count", "join_capacity", size)
+        .into_iter()
         .filter_map(read_join)
         .collect()
 }

@@ -928,11 +928,16 @@ pub(crate) static LISTED_PAGES: [AtomicPtr<ListedSlot>; LISTED_CAPACITY / PAGE] 
 #[cfg(not(async_stack_loom))]
 pub(crate) static LISTED_COUNT: crate::shim::AtomicUsize = crate::shim::AtomicUsize::new(0);
 
+/// The most join waits at once that have a slot (one more waits
+/// unrecorded): as many as the resources debuggers see listed.
+#[cfg(not(async_stack_loom))]
+pub(crate) const JOIN_CAPACITY: usize = LISTED_CAPACITY;
+
 /// The page table of the join waits' slots and how many were handed out
 /// (see `join.rs`), for the debug descriptor.
 #[cfg(not(async_stack_loom))]
-pub(crate) static JOIN_PAGES: [AtomicPtr<JoinSlot>; LISTED_CAPACITY / PAGE] =
-    [const { AtomicPtr::new(std::ptr::null_mut()) }; LISTED_CAPACITY / PAGE];
+pub(crate) static JOIN_PAGES: [AtomicPtr<JoinSlot>; JOIN_CAPACITY / PAGE] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; JOIN_CAPACITY / PAGE];
 #[cfg(not(async_stack_loom))]
 pub(crate) static JOIN_COUNT: crate::shim::AtomicUsize = crate::shim::AtomicUsize::new(0);
 
@@ -1061,7 +1066,7 @@ impl Registry {
             listed: Mutex::new(Listed::default()),
             count: AtomicUsize::new(0),
             slots: Arena::with_pages(&LISTED_PAGES, &LISTED_COUNT, LISTED_CAPACITY, empty_slot),
-            joins: Arena::with_pages(&JOIN_PAGES, &JOIN_COUNT, LISTED_CAPACITY, JoinSlot::new),
+            joins: Arena::with_pages(&JOIN_PAGES, &JOIN_COUNT, JOIN_CAPACITY, JoinSlot::new),
         })
     }
 
@@ -1176,10 +1181,8 @@ impl Registry {
                 (Waited::Listed(r), copy)
             })
             .collect();
-        for i in 0..self.joins.len() {
-            if let Some(slot) = self.joins.get(i)
-                && let Some(read) = slot.read()
-            {
+        for slot in self.joins.handed_out() {
+            if let Some(read) = slot.read() {
                 out.push((Waited::Join(slot), join_copy(read)));
             }
         }

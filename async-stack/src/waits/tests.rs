@@ -595,7 +595,7 @@ fn only_the_kinds_with_shared_holds_carry_shared_slots() {
     let reg = registry();
     let with = |kind| resource(reg, kind).shared.is_some();
     assert!(with(Kind::RwLock) && with(Kind::Semaphore));
-    assert!(!with(Kind::Mutex));
+    assert!(!with(Kind::Mutex) && !with(Kind::JoinHandle));
     // What the README and BENCHMARKS.md say the slots cost.
     assert_eq!(size_of::<[SharedSlot; SHARED_SLOTS]>(), 192);
     // Without slots, every shared hold goes to the list (not a path the

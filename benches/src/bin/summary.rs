@@ -368,16 +368,19 @@ fn root_target(r: &Lookup<'_>) -> Target {
     )
 }
 
-fn spawn_helper_target(r: &Lookup<'_>) -> Target {
-    let g = names::SPAWN_CURRENT_THREAD;
+/// The spawn helper against async-backtrace in the `spawn` group
+/// `group` (one poll), whose shape `shape` describes: in batches, or each
+/// handle awaited at once, so that every join waits (and the helper
+/// records the wait).
+fn spawn_helper_target(r: &Lookup<'_>, group: &str, shape: &str) -> Target {
     Target::at_most(
         format!(
             "≤ {TARGET_RATIO_TASK_LIFE} × async-backtrace's added cost per spawn+completion \
-             through the spawn helper (current_thread, 1 poll)"
+             through the spawn helper ({shape}current_thread, 1 poll)"
         ),
         ratio(
-            spawn_added(r, g, names::ASYNC_STACK_SPAWN_HELPER, 1),
-            spawn_added(r, g, names::ASYNC_BACKTRACE, 1),
+            spawn_added(r, group, names::ASYNC_STACK_SPAWN_HELPER, 1),
+            spawn_added(r, group, names::ASYNC_BACKTRACE, 1),
         ),
         TARGET_RATIO_TASK_LIFE,
         "×",
@@ -385,23 +388,16 @@ fn spawn_helper_target(r: &Lookup<'_>) -> Target {
     )
 }
 
-/// The spawn helper's target where each handle is awaited at once, so
-/// that every join waits (and the helper records the wait).
-fn spawn_join_helper_target(r: &Lookup<'_>) -> Target {
-    let g = names::SPAWN_JOIN_CURRENT_THREAD;
-    Target::at_most(
-        format!(
-            "≤ {TARGET_RATIO_TASK_LIFE} × async-backtrace's added cost per spawn+join \
-             through the spawn helper, each handle awaited at once (current_thread, 1 poll)"
+/// Both shapes' [`spawn_helper_target`].
+fn spawn_helper_targets(r: &Lookup<'_>) -> [Target; 2] {
+    [
+        spawn_helper_target(r, names::SPAWN_CURRENT_THREAD, ""),
+        spawn_helper_target(
+            r,
+            names::SPAWN_JOIN_CURRENT_THREAD,
+            "each handle awaited at once, ",
         ),
-        ratio(
-            spawn_added(r, g, names::ASYNC_STACK_SPAWN_HELPER, 1),
-            spawn_added(r, g, names::ASYNC_BACKTRACE, 1),
-        ),
-        TARGET_RATIO_TASK_LIFE,
-        "×",
-        2,
-    )
+    ]
 }
 
 /// `(variant - untraced) / (depth * polls)` in `poll_depth`, ns.
@@ -685,8 +681,9 @@ fn spawn(r: &Lookup<'_>) {
     for target in spawn_targets(r, names::SPAWN_CURRENT_THREAD, "current_thread") {
         println!("- {}", target.line());
     }
-    println!("- {}", spawn_helper_target(r).line());
-    println!("- {}", spawn_join_helper_target(r).line());
+    for target in spawn_helper_targets(r) {
+        println!("- {}", target.line());
+    }
     println!(
         "- informational only (process CPU time, which also counts the workers' searching and \
          parking, varies more between runs than these differences):"
@@ -889,7 +886,7 @@ fn targets(r: &Lookup<'_>) {
             names::SPAWN_CURRENT_THREAD,
             "current_thread",
         ))
-        .chain([spawn_helper_target(r), spawn_join_helper_target(r)])
+        .chain(spawn_helper_targets(r))
         .chain([dump_target(r), dump_json_target(r)])
         .chain(dump_cold_targets(r))
         .chain([memory_target(r)])
