@@ -139,7 +139,9 @@ impl<T> JoinHandle<T> {
         inner
     }
 
-    #[cold]
+    /// Records the wait on the first `.await` that finds the task
+    /// unfinished, the common case of `spawn(work()).await`: not cold, but
+    /// out of line, so that each `JoinHandle<T>`'s poll stays small.
     #[inline(never)]
     fn start_wait(&mut self) {
         let task = current_task_id().unwrap_or(0);

@@ -232,7 +232,19 @@ pub(crate) fn index_of(addr: usize, hint: &mut usize) -> Option<u32> {
 
 /// A free record's index; `None` when every record is taken (counted as an
 /// untracked root).
+///
+/// Every task's registration takes one and its end gives it back, so the
+/// thread's cache is read inline and the process's registry only out of
+/// line.
+#[inline]
 pub(crate) fn alloc_record() -> Option<u32> {
+    free_cache::pop_cached().or_else(alloc_record_slow)
+}
+
+/// [`alloc_record`] when this thread's cache has no index.
+#[cold]
+#[inline(never)]
+fn alloc_record_slow() -> Option<u32> {
     let r = registry();
     let index = free_cache::pop(&r.records.free)
         .map(|i| i as usize)
@@ -248,7 +260,17 @@ pub(crate) fn alloc_record() -> Option<u32> {
 
 /// Gives a record back for later tasks (its task ended and no waker refers
 /// to it).
+#[inline]
 pub(crate) fn free_record(index: u32) {
+    if !free_cache::push_cached(index) {
+        free_record_slow(index);
+    }
+}
+
+/// [`free_record`] when this thread's cache is full or gone.
+#[cold]
+#[inline(never)]
+fn free_record_slow(index: u32) {
     free_cache::push(index, &registry().records.free);
 }
 
@@ -452,6 +474,20 @@ mod free_cache {
         };
     }
 
+    /// The index this thread freed last, if its cache holds one: the
+    /// common case, inlined ([`pop`] is the rest).
+    #[inline]
+    pub(super) fn pop_cached() -> Option<u32> {
+        CACHE
+            .try_with(|c| {
+                let len = c.len.get().checked_sub(1)?;
+                c.len.set(len);
+                Some(c.items[len].get())
+            })
+            .ok()
+            .flatten()
+    }
+
     /// A free record index: the one this thread freed last, or one of a
     /// batch taken from `global`, the registry's free list.
     pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
@@ -473,6 +509,23 @@ mod free_cache {
                 Some(c.items[len - 1].get())
             })
             .unwrap_or_else(|_| lock(global).pop())
+    }
+
+    /// Caches `index` if this thread's cache has room: the common case,
+    /// inlined ([`push`] is the rest). `false`: not cached.
+    #[inline]
+    pub(super) fn push_cached(index: u32) -> bool {
+        CACHE
+            .try_with(|c| {
+                let len = c.len.get();
+                if len >= CAPACITY {
+                    return false;
+                }
+                c.items[len].set(index);
+                c.len.set(len + 1);
+                true
+            })
+            .unwrap_or(false)
     }
 
     /// Caches `index`, first giving the oldest half of a full cache back
@@ -522,6 +575,23 @@ mod free_cache {
             .join()
             .unwrap();
         }
+
+        /// The inlined halves: they use the cache alone, and leave a full
+        /// or empty one to `push` and `pop`.
+        #[test]
+        fn the_inlined_halves_stop_at_a_full_or_empty_cache() {
+            std::thread::spawn(|| {
+                assert_eq!(pop_cached(), None, "a fresh thread's cache is empty");
+                for i in 0..CAPACITY as u32 {
+                    assert!(push_cached(i), "room for index {i}");
+                }
+                assert!(!push_cached(CAPACITY as u32), "full");
+                let popped: Vec<u32> = std::iter::from_fn(pop_cached).collect();
+                assert_eq!(popped, (0..CAPACITY as u32).rev().collect::<Vec<_>>());
+            })
+            .join()
+            .unwrap();
+        }
     }
 }
 
@@ -531,6 +601,14 @@ mod free_cache {
 mod free_cache {
     use crate::shim::{Mutex, lock};
 
+    // Under loom there is no thread cache: every index comes from, and
+    // goes back to, the registry's list.
+    pub(super) fn pop_cached() -> Option<u32> {
+        None
+    }
+    pub(super) fn push_cached(_: u32) -> bool {
+        false
+    }
     pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
         lock(global).pop()
     }

@@ -53,22 +53,36 @@ impl<const N: usize, const SLOTS: usize> Table<N, SLOTS> {
 
     /// The id (index + 1) of `vtable`, interning it if it is new;
     /// `None` when the table is full.
+    ///
+    /// Every task's first poll asks, and nearly always finds its
+    /// executor's vtable in the first entry or two: the lookup is inlined
+    /// and the append is out of line.
+    #[inline]
     pub(crate) fn id(&self, vtable: &'static RawWakerVTable) -> Option<u32> {
         let wanted = std::ptr::from_ref(vtable).cast_mut();
-        // The entry holding `wanted`, or else the first free one.
-        let find = || {
-            self.entries[1..=N].iter().zip(1..).find_map(|(e, id)| {
-                let p = e.load(Ordering::Acquire);
-                (p == wanted || p.is_null()).then_some((id, p))
-            })
-        };
-        if let Some((id, p)) = find()
-            && p == wanted
-        {
-            return Some(id);
+        for (e, id) in self.entries[1..=N].iter().zip(1..) {
+            let p = e.load(Ordering::Acquire);
+            if p == wanted {
+                return Some(id);
+            }
+            if p.is_null() {
+                break;
+            }
         }
+        self.append(wanted)
+    }
+
+    /// [`id`](Self::id) for a vtable that was not in the table a moment
+    /// ago: under the mutex, the entry another thread appended it to since,
+    /// or else the first free one, which it takes.
+    #[cold]
+    #[inline(never)]
+    fn append(&self, wanted: *mut RawWakerVTable) -> Option<u32> {
         let _append = crate::shim::lock_std(&self.append);
-        let (id, p) = find()?;
+        let (id, p) = self.entries[1..=N].iter().zip(1..).find_map(|(e, id)| {
+            let p = e.load(Ordering::Acquire);
+            (p == wanted || p.is_null()).then_some((id, p))
+        })?;
         if p.is_null() {
             self.entries[id as usize].store(wanted, Ordering::Release);
         }
@@ -101,6 +115,7 @@ const SLOTS: usize = (MAX + 1).next_power_of_two();
 static TABLE: Table<MAX, SLOTS> = Table::new();
 
 /// The process's id of `vtable` (see [`Table::id`]).
+#[inline]
 pub(crate) fn id(vtable: &'static RawWakerVTable) -> Option<u32> {
     TABLE.id(vtable)
 }
