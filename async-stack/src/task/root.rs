@@ -248,7 +248,7 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
         state::pack(state::SCHEDULED, 0, clock::now_ms()),
         Ordering::Relaxed,
     );
-    let (parent, spawn_word) = match spawn {
+    let (parent, spawn_word) = match spawn.get() {
         Some(s) => {
             let site = crate::record::site::call_site_for_caller(s.location, None).id();
             // Only a named task needs its extension (and its page).

@@ -18,7 +18,7 @@ use std::task::{Context, Poll};
 use crate::task::record::TaskName;
 
 /// Metadata a spawn helper attaches to the task it spawns.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct SpawnInfo {
     pub(crate) name: Option<Arc<TaskName>>,
     pub(crate) location: &'static Location<'static>,
@@ -32,15 +32,36 @@ thread_local! {
 }
 
 /// Takes the spawn metadata waiting on this thread, if any: the root that
-/// registers now is the one the spawn helper wraps.
-pub(crate) fn take_pending() -> Option<SpawnInfo> {
-    let p = PENDING
-        .try_with(|p| p.replace(std::ptr::null()))
-        .unwrap_or(std::ptr::null());
-    // SAFETY: `PENDING` is null or points into a `Spawned` future whose
-    // poll is on this thread's stack (it restores the pointer on every exit
-    // path), hence alive.
-    unsafe { p.as_ref() }.cloned()
+/// registers now is the one the spawn helper wraps. Read in place, not
+/// copied: see [`Pending`].
+pub(crate) fn take_pending() -> Pending {
+    Pending(
+        PENDING
+            .try_with(|p| p.replace(std::ptr::null()))
+            .unwrap_or(std::ptr::null()),
+    )
+}
+
+/// The spawn metadata a registering root took ([`take_pending`]): a
+/// pointer into the `Spawned` future whose poll is running further down
+/// this thread's stack, so it is only read during that poll, by the
+/// registration that took it. Neither `Send` nor `Clone`: it stays in the
+/// registration's frame.
+pub(crate) struct Pending(*const SpawnInfo);
+
+impl Pending {
+    /// The metadata, if a spawn helper left some.
+    #[inline]
+    pub(crate) fn get(&self) -> Option<&SpawnInfo> {
+        // SAFETY: `PENDING` held null or a pointer into a `Spawned` future
+        // whose poll is on this thread's stack below the registration that
+        // took it (the poll restores the pointer on every exit path), and
+        // that poll does not touch `info` again until the inner poll
+        // returns. The registration, which owns `self`, runs inside that
+        // inner poll and drops `self` before returning, so the future is
+        // alive and unchanged while the borrow lasts.
+        unsafe { self.0.as_ref() }
+    }
 }
 
 /// A future carrying spawn metadata for the task root inside it.

@@ -406,6 +406,10 @@ impl TaskRecord {
 }
 
 /// The id of the task whose poll is running on this thread, if any.
+///
+/// Inlined: a few loads, which every spawn through the helpers and every
+/// recorded wait asks for.
+#[inline]
 pub fn current_task_id() -> Option<u64> {
     current::with(|a| TaskRecord::running(a).map(|r| r.id.load(Ordering::Relaxed)))
         .flatten()
