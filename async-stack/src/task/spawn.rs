@@ -73,10 +73,11 @@ impl Pending {
 pub struct Spawned<F> {
     #[pin]
     inner: F,
-    info: SpawnInfo,
-    /// A task root took the metadata: later roots inside are not this
-    /// spawn's.
-    taken: bool,
+    /// The metadata, until a task root inside takes it; `None` after: later
+    /// roots inside are not this spawn's. (No flag of its own: every task
+    /// spawned through a helper carries this, so its size counts in the
+    /// memory per live task.)
+    info: Option<SpawnInfo>,
 }
 
 /// Wraps `fut` so the task root it contains records this call's location,
@@ -97,19 +98,20 @@ pub struct Spawned<F> {
 pub fn spawned<F: Future>(fut: F) -> Spawned<F> {
     Spawned {
         inner: fut,
-        info: SpawnInfo {
+        info: Some(SpawnInfo {
             name: None,
             location: Location::caller(),
             parent: crate::task::record::layout::current_task_id().unwrap_or(0),
-        },
-        taken: false,
+        }),
     }
 }
 
 impl<F> Spawned<F> {
     /// Sets the task's name, shown in dumps and panic reports.
     pub fn named(mut self, name: impl Into<String>) -> Self {
-        self.info.name = Some(Arc::new(TaskName::new(name.into())));
+        if let Some(info) = &mut self.info {
+            info.name = Some(Arc::new(TaskName::new(name.into())));
+        }
         self
     }
 }
@@ -123,10 +125,10 @@ impl<F: Future> Future for Spawned<F> {
     #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
-        if *this.taken {
+        let Some(info) = this.info.as_ref() else {
             return this.inner.poll(cx);
-        }
-        let info: *const SpawnInfo = this.info;
+        };
+        let info: *const SpawnInfo = info;
         // Restores the previous pointer on every exit path, unwinding
         // included, so the thread never keeps a pointer into this future.
         let restore = PENDING
@@ -135,8 +137,10 @@ impl<F: Future> Future for Spawned<F> {
             })
             .ok();
         let out = this.inner.poll(cx);
-        if restore.is_some() {
-            *this.taken = PENDING.try_with(|p| p.get() != info).unwrap_or(true);
+        // Taken: the root's registration is over (it ran inside the inner
+        // poll), so nothing points into `info` any more.
+        if restore.is_some() && PENDING.try_with(|p| p.get() != info).unwrap_or(true) {
+            *this.info = None;
         }
         out
     }
