@@ -15,11 +15,10 @@ fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
 
 /// The dump's entry of the root named `root`, if it is live.
 fn entry(root: &str) -> Option<crate::TaskInfo> {
-    crate::dump().tasks.into_iter().find(|t| {
-        t.frames
-            .first()
-            .is_some_and(|f| f.function.ends_with(root))
-    })
+    crate::dump()
+        .tasks
+        .into_iter()
+        .find(|t| t.frames.first().is_some_and(|f| f.function.ends_with(root)))
 }
 
 /// The first root that registers inside the wrapper's poll takes its name
@@ -50,12 +49,18 @@ fn only_the_first_root_inside_takes_the_metadata() {
 
     let first = entry("spawn-test-first").expect("the first root is live");
     assert_eq!(first.name.as_deref(), Some("spawn-test-task"));
-    let at = first.spawned_at.expect("the first root has the spawn location");
+    let at = first
+        .spawned_at
+        .expect("the first root has the spawn location");
     assert_eq!((&*at.file, at.line), (file!(), line));
     for other in ["spawn-test-second", "spawn-test-third"] {
         let t = entry(other).expect("the later roots are live");
         assert_ne!(t.id, first.id, "{other} is a task of its own");
-        assert_eq!(t.name.as_deref(), Some(other), "its own name, not the spawn's");
+        assert_eq!(
+            t.name.as_deref(),
+            Some(other),
+            "its own name, not the spawn's"
+        );
         assert!(t.spawned_at.is_none(), "{other}");
     }
 }
