@@ -94,6 +94,8 @@ mod cache;
 mod collect;
 pub(crate) mod json;
 mod json_write;
+#[cfg(all(test, not(async_stack_loom)))]
+mod spawn_tests;
 mod stream;
 #[cfg(all(test, not(async_stack_loom)))]
 mod task_tests;

@@ -2,6 +2,5 @@
 //! [`Traced`](crate::task::traced::Traced). They sit above every file of
 //! the layer, so that no file imports its own tests' helpers.
 
-mod spawn;
 mod threads;
 mod waker;

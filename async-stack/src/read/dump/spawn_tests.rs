@@ -1,10 +1,11 @@
-//! Spawn metadata ([`crate::task::spawn`]): which task root takes it,
-//! and what the wrapper costs in the future it wraps.
+//! Spawn metadata ([`crate::task::spawn`]) as a dump shows it: which task
+//! root takes it, and what the wrapper costs in the future it wraps.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
+use crate::read::dump::{TaskInfo, dump};
 use crate::task::spawn::{Spawned, spawned};
 use crate::task::traced::TracedExt;
 
@@ -14,8 +15,8 @@ fn poll_once<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
 }
 
 /// The dump's entry of the root named `root`, if it is live.
-fn entry(root: &str) -> Option<crate::TaskInfo> {
-    crate::dump()
+fn entry(root: &str) -> Option<TaskInfo> {
+    dump()
         .tasks
         .into_iter()
         .find(|t| t.frames.first().is_some_and(|f| f.function.ends_with(root)))
