@@ -491,24 +491,25 @@ mod free_cache {
     /// A free record index: the one this thread freed last, or one of a
     /// batch taken from `global`, the registry's free list.
     pub(super) fn pop(global: &Mutex<Vec<u32>>) -> Option<u32> {
-        CACHE
-            .try_with(|c| {
-                let mut len = c.len.get();
-                if len == 0 {
-                    let mut g = lock(global);
-                    let from = g.len().saturating_sub(BATCH);
-                    for (i, index) in g.drain(from..).enumerate() {
-                        c.items[i].set(index);
-                        len = i + 1;
-                    }
-                    if len == 0 {
-                        return None;
-                    }
-                }
-                c.len.set(len - 1);
-                Some(c.items[len - 1].get())
-            })
-            .unwrap_or_else(|_| lock(global).pop())
+        if let Some(index) = pop_cached() {
+            return Some(index);
+        }
+        // The cache is empty: refill it with a batch.
+        let refilled = CACHE.try_with(|c| {
+            let mut g = lock(global);
+            let from = g.len().saturating_sub(BATCH);
+            let mut len = 0;
+            for (i, index) in g.drain(from..).enumerate() {
+                c.items[i].set(index);
+                len = i + 1;
+            }
+            c.len.set(len);
+        });
+        match refilled {
+            Ok(()) => pop_cached(),
+            // This thread's cache is gone.
+            Err(_) => lock(global).pop(),
+        }
     }
 
     /// Caches `index` if this thread's cache has room: the common case,
@@ -531,16 +532,16 @@ mod free_cache {
     /// Caches `index`, first giving the oldest half of a full cache back
     /// to `global`.
     pub(super) fn push(index: u32, global: &Mutex<Vec<u32>>) {
-        let cached = CACHE.try_with(|c| {
-            if c.len.get() >= CAPACITY {
-                let oldest: Vec<u32> = c.drain(BATCH).collect();
-                lock(global).extend(oldest);
-            }
-            let len = c.len.get();
-            c.items[len].set(index);
-            c.len.set(len + 1);
+        if push_cached(index) {
+            return;
+        }
+        // The cache is full: the oldest half goes back, then there is room.
+        let drained = CACHE.try_with(|c| {
+            let oldest: Vec<u32> = c.drain(BATCH).collect();
+            lock(global).extend(oldest);
         });
-        if cached.is_err() {
+        if drained.is_err() || !push_cached(index) {
+            // This thread's cache is gone.
             lock(global).push(index);
         }
     }

@@ -60,16 +60,25 @@ impl<const N: usize, const SLOTS: usize> Table<N, SLOTS> {
     #[inline]
     pub(crate) fn id(&self, vtable: &'static RawWakerVTable) -> Option<u32> {
         let wanted = std::ptr::from_ref(vtable).cast_mut();
-        for (e, id) in self.entries[1..=N].iter().zip(1..) {
-            let p = e.load(Ordering::Acquire);
-            if p == wanted {
-                return Some(id);
-            }
-            if p.is_null() {
-                break;
-            }
+        if let Some((id, p)) = self.find(wanted)
+            && p == wanted
+        {
+            return Some(id);
         }
         self.append(wanted)
+    }
+
+    /// The entry holding `wanted`, or else the first free one: its id and
+    /// what it holds.
+    #[inline(always)]
+    fn find(&self, wanted: *mut RawWakerVTable) -> Option<(u32, *mut RawWakerVTable)> {
+        for (id, e) in (1..).zip(&self.entries[1..=N]) {
+            let p = e.load(Ordering::Acquire);
+            if p == wanted || p.is_null() {
+                return Some((id, p));
+            }
+        }
+        None
     }
 
     /// [`id`](Self::id) for a vtable that was not in the table a moment
@@ -79,10 +88,7 @@ impl<const N: usize, const SLOTS: usize> Table<N, SLOTS> {
     #[inline(never)]
     fn append(&self, wanted: *mut RawWakerVTable) -> Option<u32> {
         let _append = crate::shim::lock_std(&self.append);
-        let (id, p) = self.entries[1..=N].iter().zip(1..).find_map(|(e, id)| {
-            let p = e.load(Ordering::Acquire);
-            (p == wanted || p.is_null()).then_some((id, p))
-        })?;
+        let (id, p) = self.find(wanted)?;
         if p.is_null() {
             self.entries[id as usize].store(wanted, Ordering::Release);
         }
