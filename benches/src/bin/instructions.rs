@@ -298,48 +298,64 @@ fn totals(text: &str) -> Option<u64> {
 fn print_tables(tables: &[usize], ir: &BTreeMap<Run, u64>) {
     for &table in tables {
         let t = &TABLES[table];
-        let per = |variant: usize| -> f64 {
-            let at = |count| {
-                ir[&Run {
-                    table,
-                    variant,
-                    count,
-                }] as f64
-            };
-            (at(t.high) - at(t.low)) / (t.high - t.low) as f64
-        };
-        let base = per(0);
+        let per: Vec<f64> = (0..t.variants.len())
+            .map(|variant| {
+                let at = |count| {
+                    ir[&Run {
+                        table,
+                        variant,
+                        count,
+                    }] as f64
+                };
+                (at(t.high) - at(t.low)) / (t.high - t.low) as f64
+            })
+            .collect();
+        let added = |v: usize| per[v] - per[0];
+        // The ratio column, for the tables that measure async-backtrace.
         let peer = t
             .variants
             .iter()
             .position(|&v| v == names::ASYNC_BACKTRACE)
-            .map(|p| per(p) - base);
+            .map(added);
         println!("\n{}, instructions per {}", t.name, t.unit);
-        let Some(peer) = peer else {
-            println!("| variant | per {} | added |", t.unit);
-            println!("|---|---:|---:|");
-            println!("| {} | {base:.0} | |", t.variants[0]);
-            for (v, name) in t.variants.iter().enumerate().skip(1) {
-                println!("| {name} | {:.0} | {:+.0} |", per(v), per(v) - base);
+        let mut header = vec![
+            "variant".to_owned(),
+            format!("per {}", t.unit),
+            "added".into(),
+        ];
+        if peer.is_some() {
+            header.push("added / async-backtrace's".into());
+        }
+        print_row(&header);
+        println!("|---{}|", "|---:".repeat(header.len() - 1));
+        for (v, &name) in t.variants.iter().enumerate() {
+            let baseline = v == 0;
+            let mut cells = vec![
+                name.to_owned(),
+                format!("{:.0}", per[v]),
+                if baseline {
+                    String::new()
+                } else {
+                    format!("{:+.0}", added(v))
+                },
+            ];
+            if let Some(peer) = peer {
+                cells.push(
+                    if baseline || name == names::ASYNC_BACKTRACE || peer <= 0.0 {
+                        String::new()
+                    } else {
+                        format!("{:.2}×", added(v) / peer)
+                    },
+                );
             }
-            continue;
-        };
-        println!(
-            "| variant | per {} | added | added / async-backtrace's |",
-            t.unit
-        );
-        println!("|---|---:|---:|---:|");
-        println!("| {} | {base:.0} | | |", t.variants[0]);
-        for (v, name) in t.variants.iter().enumerate().skip(1) {
-            let added = per(v) - base;
-            let ratio = if *name == names::ASYNC_BACKTRACE || peer <= 0.0 {
-                String::new()
-            } else {
-                format!("{:.2}×", added / peer)
-            };
-            println!("| {name} | {:.0} | {added:+.0} | {ratio} |", per(v));
+            print_row(&cells);
         }
     }
+}
+
+/// One row of a Markdown table.
+fn print_row(cells: &[String]) {
+    println!("| {} |", cells.join(" | "));
 }
 
 #[cfg(test)]
