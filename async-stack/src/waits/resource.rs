@@ -1126,24 +1126,21 @@ impl Registry {
     /// The listed resources, in order of creation (the same order at every
     /// run, which the loom models need).
     pub(crate) fn listed(&self) -> Vec<Arc<Resource>> {
-        self.collect(|_| true)
+        by_creation(self.collect(|_| true))
     }
 
-    /// The listed resources that have waits, in order of creation: what
-    /// the in-process readers go through. A lock that was contended once
-    /// stays listed while it lives, idle (see [`Registry`]); this skips it
-    /// with one load of its waits' length (the debuggers' copy, kept under
-    /// its lock), where a copy of it would take its lock and clone its
-    /// lists. A wait that starts meanwhile may be missed, as if the
-    /// reader had come just before it.
+    /// The listed resources that have waits (see [`has_waits`]), in order
+    /// of creation: those [`Registry::copies`] copies.
+    #[cfg(test)]
     pub(crate) fn waited(&self) -> Vec<Arc<Resource>> {
-        self.collect(|r| r.view.waits_len.load(std::sync::atomic::Ordering::Relaxed) != 0)
+        by_creation(self.collect(has_waits))
     }
 
-    /// The listed resources that `keep` keeps, in order of creation.
+    /// The listed resources that `keep` keeps, in the order of the list
+    /// (which reuses freed places): see [`by_creation`].
     fn collect(&self, keep: impl Fn(&Resource) -> bool) -> Vec<Arc<Resource>> {
         let listed = lock(&self.listed);
-        let mut out: Vec<Arc<Resource>> = listed
+        listed
             .resources
             .iter()
             .filter(|p| !p.is_null())
@@ -1163,18 +1160,16 @@ impl Registry {
                     Some(Arc::from_raw(p))
                 }
             })
-            .collect();
-        drop(listed);
-        out.sort_unstable_by_key(|r| r.key);
-        out
+            .collect()
     }
 
     /// Copies of every resource that has waits and of every join wait,
     /// in order of creation (a join wait's: its start), each with what
     /// a second pass compares it against.
     pub(crate) fn copies(&self) -> Vec<(Waited, ResourceCopy)> {
+        // Sorted once, with the join waits, below.
         let mut out: Vec<(Waited, ResourceCopy)> = self
-            .waited()
+            .collect(has_waits)
             .into_iter()
             .map(|r| {
                 let copy = r.copy();
@@ -1195,6 +1190,23 @@ impl Registry {
     pub(crate) fn is_empty(&self) -> bool {
         self.count.load(Ordering::Relaxed) == 0 && self.joins.len() == 0
     }
+}
+
+/// Whether a listed resource has waits: what the in-process readers go
+/// through. A lock that was contended once stays listed while it lives,
+/// idle (see [`Registry`]); this skips it with one load of its waits'
+/// length (the debuggers' copy, kept under its lock), where a copy of it
+/// would take its lock and clone its lists. A wait that starts meanwhile
+/// may be missed, as if the reader had come just before it.
+fn has_waits(r: &Resource) -> bool {
+    r.view.waits_len.load(std::sync::atomic::Ordering::Relaxed) != 0
+}
+
+/// `resources` in order of creation (keys are unique, so an unstable sort
+/// gives that one order).
+fn by_creation(mut resources: Vec<Arc<Resource>>) -> Vec<Arc<Resource>> {
+    resources.sort_unstable_by_key(|r| r.key);
+    resources
 }
 
 /// A join wait read whole, copied as a `JoinHandle` resource with that
