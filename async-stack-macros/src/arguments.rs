@@ -15,7 +15,11 @@
 //!   and `unused_mut` still point at the argument; except when another
 //!   attribute follows ours, which may use the argument outside the body
 //!   (`#[instrument]` records it in its span): there an argument the body
-//!   does not use is not reported.
+//!   does not use is not reported. The argument itself, and the `x` moved
+//!   from, are renamed nothing but respanned where our attribute is, so
+//!   that they name each other when the attribute and the fn come from
+//!   different macro contexts (a `macro_rules!` that puts
+//!   `#[traced_async]` on the fns passed to it).
 //! * Any other pattern (`_`, `(a, _b)`, `Pair { left, .. }`, `[a, ..]`,
 //!   `ref x`, ...): the argument becomes `__argN: T` (hygienic: the body
 //!   cannot name it) and the block starts with `let __argN = __argN;` (`mut`
@@ -36,6 +40,7 @@
 //! own, so that its tail temporaries are dropped before the arguments.
 
 use proc_macro2::Span;
+use quote::quote;
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
@@ -70,24 +75,32 @@ fn move_binding(attrs: &[syn::Attribute], pat: &mut Pat, lint_unused: bool) -> S
     let Pat::Ident(argument) = pat else {
         unreachable!("checked by the caller");
     };
-    let mut binding = argument.clone();
+    let binding = argument.clone();
     argument.mutability = None;
     argument.subpat = None;
-    let ident = &argument.ident;
-    let generated = Span::call_site().located_at(ident.span());
-    // The moved-from use is generated code: lints about using a binding
-    // (`clippy::used_underscore_binding`) must not fire on it.
-    let mut moved = ident.clone();
-    moved.set_span(generated);
-    // The new binding keeps the user's span, so that an unused argument
-    // is reported as usual; except a `_name`, which cannot be unused and
-    // would trip `clippy::no_effect_underscore_binding` instead, and an
-    // argument that an attribute below ours may use.
-    let underscore = ident.unraw().to_string().starts_with('_');
-    if binding.subpat.is_none() && (underscore || !lint_unused) {
-        binding.ident.set_span(generated);
-    }
-    parse_quote!(#(#attrs)* let #binding = #moved;)
+    // The argument and the moved-from use are generated code, resolved
+    // where our attribute is: they name each other whatever the macro
+    // contexts of the fn's tokens and of the attribute (a `macro_rules!`
+    // that puts `#[traced_async]` on the fns passed to it, or one that
+    // writes the fn and is passed the attribute). Lints about using a
+    // binding (`clippy::used_underscore_binding`) do not fire on them.
+    let generated = Span::call_site().located_at(argument.ident.span());
+    argument.ident.set_span(generated);
+    let moved = &argument.ident;
+    // The new binding keeps the user's span, so that the body's tokens
+    // name it and an unused argument is reported as usual; except where an
+    // attribute below ours may use the argument outside the body, and for
+    // a `_name`, which cannot be unused but would trip
+    // `clippy::no_effect_underscore_binding` instead.
+    let underscore = binding.ident.unraw().to_string().starts_with('_');
+    let allow = if !lint_unused {
+        Some(quote!(#[allow(unused_variables)]))
+    } else if underscore && binding.subpat.is_none() {
+        Some(quote!(#[allow(clippy::no_effect_underscore_binding)]))
+    } else {
+        None
+    };
+    parse_quote!(#(#attrs)* #allow let #binding = #moved;)
 }
 
 /// Any other pattern: the argument becomes `__argN`, moved whole into the

@@ -86,7 +86,7 @@
 //! When parsing or validation fails, [`original_with_error`] emits the item
 //! unchanged next to the error, so that the only error is ours.
 
-use proc_macro2::TokenStream;
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::visit_mut::{self, VisitMut};
@@ -215,7 +215,7 @@ fn desugared_output(item: &syn::ItemFn) -> Option<ReturnType> {
     // captures every lifetime of the arguments, elided ones included, as
     // the `async fn` did. (Spanned at the return type, a crate on edition
     // 2021 would fail with E0700; `macro_edition2021` checks this.)
-    let edition_2024 = proc_macro2::Span::mixed_site();
+    let edition_2024 = Span::mixed_site();
     Some(parse_quote_spanned! {edition_2024=>
         -> impl ::core::future::Future<Output = #ret>
     })
@@ -242,10 +242,13 @@ fn return_type_check(sig: &Signature) -> Vec<Stmt> {
         return Vec::new();
     }
     // Spanned at the return type: a mismatch in the body then notes "return
-    // type inferred to be `Ret` here" at `Ret`, not at the attribute.
-    let return_ret = quote_spanned!(span=> return __ret);
+    // type inferred to be `Ret` here" at `Ret`, not at the attribute. The
+    // binding too, so that both `__ret`s name each other whatever the macro
+    // contexts of the return type and of our attribute.
+    let ret = Ident::new("__ret", span);
+    let return_ret = quote_spanned!(span=> return #ret);
     parse_quote! {
-        if let ::core::option::Option::Some(__ret) = ::core::option::Option::None::<#ty> {
+        if let ::core::option::Option::Some(#ret) = ::core::option::Option::None::<#ty> {
             #[allow(unreachable_code)]
             #return_ret;
         }

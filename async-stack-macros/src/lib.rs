@@ -128,6 +128,13 @@
 //! dropped; the body's tail expression may borrow an argument on every
 //! edition. Rustdoc shows a destructured or `_` argument as `__argN`.
 //!
+//! This holds too when a `macro_rules!` brings the attribute and the fn
+//! together from different places: a macro that puts `#[traced_async]` on
+//! the items it is handed, or one that writes the fn and is handed its
+//! attributes (`$($attr:tt)*` or `$(#[$attr:meta])*`). The names the
+//! expansion adds resolve where the attribute is written, and the body's
+//! names where the fn is.
+//!
 //! # Errors
 //!
 //! Misuse is reported at the offending token (an unknown argument, a second
