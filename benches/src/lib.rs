@@ -46,6 +46,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
+pub mod calls;
 pub mod clock;
 pub mod dump_population;
 pub mod memory;
@@ -99,6 +100,8 @@ pub mod names {
     pub const ROOT_TOKIO: &str = "root_tokio";
     /// Group of `benches/root_poll.rs`.
     pub const ROOT_POLL: &str = "root_poll";
+    /// Group of `benches/calls.rs`.
+    pub const CALLS: &str = "calls";
     /// Group of `benches/capture.rs`.
     pub const CAPTURE: &str = "capture";
     /// Group of `benches/spawn.rs` on a `current_thread` tokio runtime.

@@ -64,6 +64,15 @@ const TABLES: &[Table] = &[
         variants: ROOT_VARIANTS,
     },
     Table {
+        name: "calls: a task poll making 8 calls of an instrumented fn that completes at once",
+        probe: "root_poll_probe",
+        mode: "calls",
+        low: 5_000,
+        high: 15_000,
+        unit: "poll (8 calls)",
+        variants: ROOT_VARIANTS,
+    },
+    Table {
         name: "root poll, depth 1",
         probe: "root_poll_probe",
         mode: "1",

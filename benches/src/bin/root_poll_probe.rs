@@ -30,7 +30,9 @@
 //! depth 8 (eight nested levels, not boxed, inlined into each other, over
 //! a leaf that wakes its task on every poll, as a yield does) until its
 //! leaf has been `Pending` POLLS times: the instructions of one poll of
-//! that bench, the self-wake included.
+//! that bench, the self-wake included. With `calls`, each poll is one of
+//! the `calls` bench's task ([`benches::calls`]): eight calls of an
+//! instrumented fn that completes at once.
 
 use std::hint::black_box;
 use std::pin::Pin;
@@ -57,8 +59,11 @@ fn main() -> ExitCode {
     if depth == "yield8" {
         return yield8(variant, polls);
     }
+    if depth == "calls" {
+        return calls(variant, polls);
+    }
     let Ok(depth @ (1 | 8)) = depth.parse::<u32>() else {
-        eprintln!("root_poll_probe: DEPTH is 1, 8, `once` or `yield8`");
+        eprintln!("root_poll_probe: DEPTH is 1, 8, `once`, `yield8` or `calls`");
         return ExitCode::FAILURE;
     };
     let make: fn(u32) -> Boxed = match variant.as_str() {
@@ -112,6 +117,33 @@ fn once(variant: &str, tasks: u64) -> ExitCode {
     };
     for _ in 0..tasks {
         assert_eq!(run(black_box(0)), 1);
+    }
+    ExitCode::SUCCESS
+}
+
+/// `polls` polls of the `calls` bench's task, a new root every
+/// [`POLLS_PER_ROOT`] polls.
+fn calls(variant: &str, polls: u64) -> ExitCode {
+    use benches::calls;
+    let make: fn() -> Boxed = match variant {
+        names::UNTRACED => calls::untraced::root,
+        names::ASYNC_STACK => calls::with_async_stack::root,
+        names::ASYNC_BACKTRACE => calls::with_async_backtrace::root,
+        _ => {
+            eprintln!("root_poll_probe: unknown variant {variant:?}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut left = polls;
+    while left > 0 {
+        let n = left.min(POLLS_PER_ROOT);
+        let mut root = make();
+        let mut fut: Pin<&mut (dyn Future<Output = ()> + Send)> = black_box(root.as_mut());
+        for _ in 0..n {
+            assert!(fut.as_mut().poll(&mut cx).is_pending());
+        }
+        left -= n;
     }
     ExitCode::SUCCESS
 }

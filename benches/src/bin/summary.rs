@@ -27,6 +27,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use benches::calls::CALLS_PER_POLL;
 use benches::memory::{self, Figures, Variant};
 use benches::root_poll::ROOT_POLL_DEPTHS;
 use benches::{
@@ -105,6 +106,7 @@ fn main() -> ExitCode {
     let r = Lookup(&results);
     poll_depth(&r);
     root_poll(&r);
+    calls(&r);
     root(&r);
     root_tokio(&r);
     capture(&r);
@@ -344,6 +346,38 @@ fn root_poll_target(r: &Lookup<'_>) -> Target {
         "×",
         2,
     )
+}
+
+/// What `variant` adds to one call in `calls`, ns.
+fn call_added(r: &Lookup<'_>, variant: &str) -> Option<f64> {
+    let (g, n) = (names::CALLS, CALLS_PER_POLL);
+    Some((r.get(g, variant, n)? - r.get(g, names::UNTRACED, n)?) / n as f64)
+}
+
+fn calls(r: &Lookup<'_>) {
+    let (g, n) = (names::CALLS, CALLS_PER_POLL);
+    println!("## calls\n");
+    println!(
+        "One poll of a task that makes {n} calls of an instrumented fn that completes at once, \
+         ns per poll (95% interval); added per call = (variant − untraced) / {n}:\n"
+    );
+    println!("| variant | ns per poll | added ns per call | added / async-backtrace's |");
+    println!("|---|---:|---:|---:|");
+    for variant in ROOT_POLL_VARIANTS {
+        println!(
+            "| {variant} | {} | {} | {} |",
+            r.with_ci(g, variant, n, 1.0, 2),
+            fmt(call_added(r, variant), 2),
+            fmt(
+                ratio(
+                    call_added(r, variant),
+                    call_added(r, names::ASYNC_BACKTRACE)
+                ),
+                2
+            )
+        );
+    }
+    println!();
 }
 
 /// What `variant` adds to a task's life in `root` (`polls` polls), ns.
