@@ -29,7 +29,9 @@ pub(crate) fn relink(frame: &AsyncStackFrame, old: u64, parent_slot: u32, a: &Ac
     let task = TaskRecord::running(a);
     let new = match task {
         None => {
-            unlink(old, Some(a));
+            if old != 0 {
+                unlink(old, Some(a));
+            }
             child(key, NO_SLOT, parent_slot)
         }
         Some(r) if old != 0 && key_of(old) == key => {
@@ -48,7 +50,11 @@ pub(crate) fn relink(frame: &AsyncStackFrame, old: u64, parent_slot: u32, a: &Ac
             }
         }
         Some(r) => {
-            unlink(old, Some(a));
+            // Most often a frame's first poll, which has nothing to give
+            // back: no call then.
+            if old != 0 {
+                unlink(old, Some(a));
+            }
             let own = if parent_slot == NO_SLOT {
                 None
             } else {

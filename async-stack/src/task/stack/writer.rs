@@ -49,10 +49,19 @@ impl TaskRecord {
     /// The writer: the word of slot `slot`, allocating the chunks it lives
     /// in (outside any section: a chunk is zeroed before it is named).
     /// `None` if the pool is exhausted.
+    #[inline]
     fn slot_word_or_alloc(&self, slot: u32) -> Option<&AtomicU64> {
-        if let Some(w) = self.slot_word(slot) {
-            return Some(w);
+        match self.slot_word(slot) {
+            Some(w) => Some(w),
+            None => self.alloc_slot_word(slot),
         }
+    }
+
+    /// [`slot_word_or_alloc`](Self::slot_word_or_alloc) for a slot whose
+    /// chunk does not exist yet.
+    #[cold]
+    #[inline(never)]
+    fn alloc_slot_word(&self, slot: u32) -> Option<&AtomicU64> {
         let (entry, _) = locate(slot).err()?;
         let mut head = self.chunk.load(Ordering::Relaxed);
         if head == 0 {
@@ -108,9 +117,14 @@ impl TaskRecord {
 
     /// The writer: a frame at `site` takes the lowest free slot under the
     /// frame in slot `parent`. `None` when every slot is taken (or no
-    /// chunk can be had); the caller then counts it hidden.
+    /// chunk can be had); the caller then counts it hidden. Inlined into
+    /// its one caller, the (cold) move of a frame to a new place.
+    #[inline]
     pub(crate) fn take(&self, site: SiteId, parent: u32) -> Option<u32> {
-        let top = self.meta().top;
+        // Read once: only this writer changes `meta`, and nothing below
+        // does until the section.
+        let mut m = self.meta();
+        let top = m.top;
         let slot = (1..top)
             .find(|&s| {
                 self.slot_word(s)
@@ -121,7 +135,6 @@ impl TaskRecord {
         let birth = self.next_birth();
         let s = self.begin();
         w.store(word::pack(site, parent, birth), Ordering::Relaxed);
-        let mut m = self.meta();
         m.top = m.top.max(slot + 1);
         self.set_meta(m);
         self.end(s);
@@ -159,7 +172,9 @@ impl TaskRecord {
         self.end(s);
     }
 
-    /// The writer: the frame in `slot` gives it back.
+    /// The writer: the frame in `slot` gives it back. Inlined into the
+    /// (cold) release of a place.
+    #[inline]
     pub(crate) fn release(&self, slot: u32) {
         let s = self.begin();
         self.release_in_section(slot);
@@ -180,6 +195,7 @@ impl TaskRecord {
     }
 
     /// Whether a live word names `slot` as its parent.
+    #[inline]
     fn has_children(&self, slot: u32, top: u32) -> bool {
         (0..top).any(|t| {
             t != slot
@@ -207,26 +223,43 @@ impl TaskRecord {
             return;
         }
         w.store(0, Ordering::Relaxed);
-        self.free_zombies_from(word::parent(old));
-        self.shrink_top();
+        // Most often the parent is live and the slot the topmost: no
+        // zombie to free, and `top` comes down by one or more.
+        let parent = word::parent(old);
+        if self
+            .slot_word(parent)
+            .is_some_and(|p| p.load(Ordering::Relaxed) & word::ZOMBIE != 0)
+        {
+            self.free_zombies_from(parent);
+        }
+        // Below the top, a free slot leaves `top` as it is: the slot under
+        // it is still in use, or was freed by `free_zombies_from`, which
+        // lowered `top` then.
+        if slot + 1 >= top {
+            self.shrink_top();
+        }
     }
 
     /// Inside a section: frees `slot` and its ancestors while each is a
-    /// zombie without children.
+    /// zombie without children, then lowers `top` past what it freed.
     fn free_zombies_from(&self, mut slot: u32) {
         let top = self.meta().top;
+        let mut freed = false;
         while slot != NO_SLOT {
             let Some(w) = self.slot_word(slot) else {
-                return;
+                break;
             };
             let old = w.load(Ordering::Relaxed);
             if old & word::ZOMBIE == 0 || self.has_children(slot, top) {
-                return;
+                break;
             }
             w.store(0, Ordering::Relaxed);
+            freed = true;
             slot = word::parent(old);
         }
-        self.shrink_top();
+        if freed {
+            self.shrink_top();
+        }
     }
 
     /// Inside a section: lowers `top` past free slots.
@@ -415,5 +448,82 @@ impl TaskRecord {
         self.set_meta(m);
         self.end(s);
         registry::free_chunk(head);
+    }
+}
+
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests {
+    use std::task::Waker;
+
+    use super::*;
+    use crate::task::end;
+
+    /// The slots in use, as `(slot, parent, zombie)`, and `top`.
+    fn slots(r: &TaskRecord) -> (Vec<(u32, u32, bool)>, u32) {
+        let top = r.meta().top;
+        let used = (0..NO_SLOT)
+            .filter_map(|s| {
+                let w = r.slot_word(s)?.load(Ordering::Relaxed);
+                (w != 0).then(|| (s, word::parent(w), w & word::ZOMBIE != 0))
+            })
+            .collect();
+        (used, top)
+    }
+
+    /// Slots are taken lowest first and given back in any order; `top`
+    /// stays one past the highest slot in use, through zombies (a frame
+    /// gone while frames below it live) and holes below the top.
+    #[test]
+    fn top_stays_one_past_the_highest_slot_in_use() {
+        let index = registry::alloc_record().expect("a free record");
+        let r = registry::record(index).unwrap();
+        r.refs.store(1, Ordering::Relaxed);
+        // SAFETY: a free record: `refs` was 0 and the cell holds no waker.
+        unsafe { r.put_waker(Waker::noop().clone()) };
+        let site = SiteId::call(1);
+        r.start_stack(site);
+        let root = (0, NO_SLOT, false);
+
+        // A chain of three under the root, the third in the head chunk.
+        let a = r.take(site, 0).unwrap();
+        let b = r.take(site, a).unwrap();
+        let c = r.take(site, b).unwrap();
+        assert_eq!((a, b, c), (1, 2, 3));
+        // The two upper ones end first: zombies, while `c` names `b`.
+        r.release(a);
+        r.release(b);
+        assert_eq!(
+            slots(r),
+            (vec![root, (1, 0, true), (2, 1, true), (3, 2, false)], 4)
+        );
+        // The last one takes both zombies with it.
+        r.release(c);
+        assert_eq!(slots(r), (vec![root], 1));
+
+        // A hole below the top keeps `top`; the next frame fills it.
+        let x = r.take(site, 0).unwrap();
+        let y = r.take(site, 0).unwrap();
+        r.release(x);
+        assert_eq!(slots(r), (vec![root, (2, 0, false)], 3));
+        let z = r.take(site, 0).unwrap();
+        assert_eq!(z, 1);
+        r.release(y);
+        assert_eq!(slots(r), (vec![root, (1, 0, false)], 2));
+
+        // A zombie left childless by a move goes, and `top` with it.
+        let p = r.take(site, z).unwrap();
+        let q = r.take(site, p).unwrap();
+        r.release(p);
+        assert_eq!(
+            slots(r),
+            (vec![root, (1, 0, false), (2, 1, true), (3, 2, false)], 4)
+        );
+        r.set_parent(q, z);
+        assert_eq!(slots(r), (vec![root, (1, 0, false), (3, 1, false)], 4));
+        r.release(q);
+        r.release(z);
+        assert_eq!(slots(r), (vec![root], 1));
+
+        end::end_task_in(r, index);
     }
 }
