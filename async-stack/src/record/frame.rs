@@ -135,9 +135,19 @@ impl AsyncStackFrame {
     /// The site field of this frame's published word (see
     /// [`crate::task::stack`]): its await site's id, or its call site's.
     pub(crate) fn site_id(&self) -> SiteId {
-        match self.await_site() {
-            Some(a) => SiteId::at_await(a.id()),
-            None => SiteId::call(self.call_site().id()),
+        // One load of the word (each of `await_site` and `call_site` loads
+        // it again).
+        let p = self.site.load(Ordering::Relaxed);
+        if p.addr() & AT_AWAIT != 0 {
+            // SAFETY: as in `await_site`: with bit 0 set, `p` is a
+            // `&'static AwaitSite` with that bit added.
+            let a = unsafe { &*p.map_addr(|a| a & !AT_AWAIT).cast::<AwaitSite>() };
+            SiteId::at_await(a.id())
+        } else {
+            // SAFETY: as in `call_site`: with bit 0 clear, `p` is a
+            // `&'static CallSite`.
+            let c = unsafe { &*p.cast::<CallSite>() };
+            SiteId::call(c.id())
         }
     }
 
