@@ -969,7 +969,7 @@ pub(crate) type ListedSlot = AtomicPtr<Resource>;
 ///
 /// A listed resource with no wait shows nothing. Readers have two fast
 /// paths: [`is_empty`], one load of `count`, while nothing is listed;
-/// and [`waited`], which skips an idle listed resource with one load of
+/// and [`has_waits`], which skips an idle listed resource with one load of
 /// its waits' length, without its lock. A count of the resources that
 /// have waits would make the first hold for a process whose locks are
 /// idle too, but it costs each first and last wait an atomic
@@ -1006,7 +1006,7 @@ pub(crate) type ListedSlot = AtomicPtr<Resource>;
 ///
 /// [`listed`]: Registry::listed
 /// [`is_empty`]: Registry::is_empty
-/// [`waited`]: Registry::waited
+/// [`has_waits`]: has_waits
 pub(crate) struct Registry {
     listed: Mutex<Listed>,
     /// How many resources are listed: written only under `listed`'s lock
