@@ -261,6 +261,72 @@ fn a_second_profile_while_one_runs_is_409() {
     });
 }
 
+/// A wake recording holds recording on while it runs and leaves the
+/// program's own setting as the program last made it, whatever the
+/// program does meanwhile. (The endpoint used to restore what it saw at
+/// its start, which undid the program's `record(true)` made during the
+/// request.)
+#[test]
+fn a_wake_recording_leaves_the_programs_own_setting() {
+    let _sessions = sessions();
+    let addr = endpoint();
+    let wakes = "/debug/async/wakes?seconds=1";
+    // Waits until a session of 1 s runs to its end: the held one is over.
+    let until_free = || {
+        while get(addr, wakes).status == 409 {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+
+    // Off before; the program turns it on during the request.
+    assert!(!async_stack::wake::is_recording());
+    let held = hold(addr, "/debug/async/wakes?seconds=60");
+    wait_for("the recording to start", async_stack::wake::is_recording);
+    async_stack::wake::record(true);
+    drop(held);
+    until_free();
+    assert!(
+        async_stack::wake::is_recording(),
+        "the program's record(true) was undone"
+    );
+
+    // On before; the program turns it off during the request, which runs
+    // on to its end.
+    let held = hold(addr, "/debug/async/wakes?seconds=60");
+    while get(addr, wakes).status != 409 {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    async_stack::wake::record(false);
+    assert!(
+        async_stack::wake::is_recording(),
+        "the request's recording was cut short"
+    );
+    drop(held);
+    until_free();
+    assert!(
+        !async_stack::wake::is_recording(),
+        "the program's record(false) was undone"
+    );
+}
+
+/// A profile request while the program runs its own on-CPU sampler (one
+/// per process) is served wall-clock only, rather than failing with
+/// `500`; the program's sampler is left running.
+#[test]
+fn a_profile_beside_the_programs_on_cpu_sampler_is_wall_clock() {
+    let _sessions = sessions();
+    let addr = endpoint();
+    let ours = async_stack::sampler::Sampler::builder()
+        .on_cpu(true)
+        .start()
+        .expect("the program's on-CPU sampler");
+    let reply = get(addr, "/debug/async/folded?seconds=1");
+    assert_eq!(reply.status, 200, "{}", reply.text());
+    assert_eq!(reply.content_type(), "text/plain; charset=utf-8");
+    // The program's sampler ran on throughout, and stops as usual.
+    drop(ours.stop());
+}
+
 /// Sends `GET path` on a raw connection and returns the connection
 /// unread: a timed route's session runs until its seconds are over or
 /// the connection is dropped, whichever comes first. Holding a session

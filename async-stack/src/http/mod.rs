@@ -59,8 +59,13 @@
 //! - headers must arrive within [`Builder::header_read_timeout`] and fit
 //!   in [`Builder::max_header_bytes`] (else the connection is closed, or
 //!   answered `431`); at most [`Builder::max_connections`] connections are
-//!   served at once (others are closed at once); a streamed dump whose
-//!   client stops reading is abandoned after [`Builder::write_timeout`].
+//!   served at once (others are closed at once); a connection whose
+//!   client stops reading (a streamed dump, or any answer) is closed once
+//!   a write has waited [`Builder::write_timeout`] for it, which frees its
+//!   place;
+//! - the routes that build a whole dump in memory (`goroutine?debug=1`,
+//!   the goroutine profile, `deadlocks`) build one at a time: concurrent requests wait
+//!   their turn, so memory does not grow with the number of clients.
 //!
 //! # Security
 //!
@@ -69,6 +74,14 @@
 //! if the program puts it there), states and timings; profiles reveal
 //! native frames and binary paths. A profile or wake recording also costs
 //! the program some CPU for its duration. Hence:
+//!
+//! A profile (`profile`, `folded`) samples on-CPU too, on Linux, and a
+//! process runs one on-CPU sampler at a time: if the program runs its own
+//! (`Sampler::builder().on_cpu(true)`), the endpoint's profiles are
+//! wall-clock only; while an endpoint profile runs, the program's own
+//! on-CPU `start` fails with `AlreadyExists` (retry after the request's
+//! `seconds`, or serve the endpoint's profiles from the program's
+//! sampler instead).
 //!
 //! - [`serve`] refuses an address that is not loopback, with
 //!   [`io::ErrorKind::PermissionDenied`](std::io::ErrorKind::PermissionDenied);
@@ -92,6 +105,7 @@
 //! - `query.rs`: the query parameters, parsed and checked;
 //! - `body.rs`: response bodies, whole or streamed from a blocking writer
 //!   through a bounded channel;
+//! - `deadline.rs`: the connection's write deadline;
 //! - `index.rs`: the HTML index;
 //! - `goroutine.rs`: the goroutine profile (pprof, one sample per task);
 //! - `session.rs`: the timed routes (sampler profiles, wake recording),
@@ -107,6 +121,7 @@
 // lead to the section that names it.)
 
 mod body;
+mod deadline;
 mod goroutine;
 mod index;
 mod query;

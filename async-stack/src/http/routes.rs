@@ -9,7 +9,8 @@
 //! a browser never runs a dump as a page.
 //!
 //! Reading the tasks and encoding a profile run on blocking threads of the
-//! runtime that serves the request, never on its event loop.
+//! runtime that serves the request, never on its event loop; the routes
+//! that read every task into memory at once take turns ([`WHOLE`]).
 
 use std::time::Duration;
 
@@ -125,8 +126,8 @@ async fn answer(
                 TEXT,
                 streamed(config.write_timeout, |out| write_text(out).map(drop)),
             ),
-            1 => ok(TEXT, full(blocking(|| Ok(dump().to_text(true))).await?)),
-            _ => attachment("goroutine", blocking(goroutine::profile).await?),
+            1 => ok(TEXT, full(whole(|| Ok(dump().to_text(true))).await?)),
+            _ => attachment("goroutine", whole(goroutine::profile).await?),
         },
         Route::TasksJson => ok(
             JSON,
@@ -150,7 +151,7 @@ async fn answer(
                 ok(TEXT, full(bytes.await?))
             }
         }
-        Route::Deadlocks => ok(TEXT, full(blocking(|| Ok(deadlocks_text())).await?)),
+        Route::Deadlocks => ok(TEXT, full(whole(|| Ok(deadlocks_text())).await?)),
         Route::Wakes => {
             let format = query.format(&["dot", "json"]).map_err(bad)?;
             let seconds = query.seconds(config.max_seconds).map_err(bad)?;
@@ -178,6 +179,30 @@ fn deadlocks_text() -> String {
         text.push_str(&format!("{d}\n\n"));
     }
     text
+}
+
+/// The routes that read every task into memory at once, one at a time
+/// (in the order they asked), whichever server or router serves them: a
+/// whole dump of a million tasks takes hundreds of megabytes, and sixteen
+/// at once (one per blocking thread) could take a service's memory. The
+/// streamed routes need no turn: they hold one task at a time.
+static WHOLE: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
+/// Runs `work`, which reads every task into memory, on a blocking thread,
+/// when no other such work runs (see [`WHOLE`]).
+async fn whole<T: Send + 'static>(
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> Result<T, (StatusCode, String)> {
+    // Never closed, so `acquire` cannot fail.
+    let turn = WHOLE.acquire().await.map_err(|e| internal(e.to_string()))?;
+    // The turn ends with the work, not with the request: a client that
+    // goes away does not let the next dump start beside its own.
+    blocking(move || {
+        let out = work();
+        drop(turn);
+        out
+    })
+    .await
 }
 
 /// Runs `work` on a blocking thread.

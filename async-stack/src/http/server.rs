@@ -31,6 +31,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{Semaphore, oneshot};
 
+use super::deadline::WriteDeadline;
 use super::routes::{Config, respond};
 
 /// The default of [`Builder::max_seconds`].
@@ -134,9 +135,12 @@ impl Builder {
         self
     }
 
-    /// How long a streamed response (`goroutine?debug=2`, `tasks.json`)
-    /// waits for the client to take its next chunk (30 s by default)
-    /// before it is abandoned and the connection closed.
+    /// How long a response waits for the client to take more of it (30 s
+    /// by default) before the connection is closed: a write to the
+    /// connection that waits that long fails, and so does a streamed
+    /// dump's (`goroutine?debug=2`, `tasks.json`) wait to hand over its
+    /// next chunk. A client that stops reading thus gives back its place
+    /// among [`Builder::max_connections`].
     pub fn write_timeout(mut self, timeout: Duration) -> Self {
         self.write_timeout = timeout;
         self
@@ -308,7 +312,7 @@ async fn accept_loop(
         };
         let config = config.clone();
         let connection = http.serve_connection(
-            TokioIo::new(stream),
+            TokioIo::new(WriteDeadline::new(stream, builder.write_timeout)),
             service_fn(move |req| {
                 let config = config.clone();
                 async move { Ok::<_, std::convert::Infallible>(respond(&config, req).await) }

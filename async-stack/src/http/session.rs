@@ -66,14 +66,17 @@ impl Drop for SessionGuard {
     }
 }
 
-/// Samples every task for `seconds` (on-CPU too, on Linux), holding
-/// `lock`, and returns the profile. A drop before the end stops the
-/// sampler (its `Drop`) and releases the lock.
+/// Samples every task for `seconds` (on-CPU too, on Linux, unless the
+/// program runs an on-CPU sampler of its own, which the process can have
+/// only one of: the profile is then wall-clock only), holding `lock`, and
+/// returns the profile. A drop before the end stops the sampler (its
+/// `Drop`) and releases the lock.
 pub(super) async fn sample(_lock: SessionGuard, seconds: u64) -> Result<Profile, String> {
-    let sampler = Sampler::builder()
-        .on_cpu(cfg!(target_os = "linux"))
-        .start()
-        .map_err(|e| format!("the sampler did not start: {e}"))?;
+    let started = match Sampler::builder().on_cpu(cfg!(target_os = "linux")).start() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Sampler::builder().start(),
+        started => started,
+    };
+    let sampler = started.map_err(|e| format!("the sampler did not start: {e}"))?;
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     // Stopping joins the sampler thread and drains its last samples.
     tokio::task::spawn_blocking(move || sampler.stop())
@@ -81,28 +84,20 @@ pub(super) async fn sample(_lock: SessionGuard, seconds: u64) -> Result<Profile,
         .map_err(|e| format!("the sampler failed: {e}"))
 }
 
-/// Records the wake graph for `seconds`, holding `lock`, then restores
-/// recording as it was and returns the graph: everything recorded so far,
-/// which includes what an earlier recording kept (nothing is reset, so
-/// that the program's own use of [`wake`] sees what it recorded).
+/// Records the wake graph for `seconds`, holding `lock`, and returns the
+/// graph: everything recorded so far, which includes what an earlier
+/// recording kept (nothing is reset, so that the program's own use of
+/// [`wake`] sees what it recorded). Recording is held on meanwhile, not
+/// set: when the request ends it is as the program left it, even if the
+/// program turned it on or off during the request.
 pub(super) async fn record_wakes(
     _lock: SessionGuard,
     seconds: u64,
 ) -> Result<wake::WakeGraph, String> {
-    let _restore = RestoreRecording(wake::is_recording());
-    wake::record(true);
+    let _hold = wake::hold_recording();
     tokio::time::sleep(Duration::from_secs(seconds)).await;
     // Copying every task's counters is not for the event loop.
     tokio::task::spawn_blocking(wake::graph)
         .await
         .map_err(|e| format!("reading the wake graph failed: {e}"))
-}
-
-/// Sets wake recording back to what it was, on drop.
-struct RestoreRecording(bool);
-
-impl Drop for RestoreRecording {
-    fn drop(&mut self) {
-        wake::record(self.0);
-    }
 }

@@ -97,15 +97,60 @@ pub(crate) fn on() -> bool {
     ON.load(Ordering::Relaxed)
 }
 
-/// Turns recording on, the clock built (and calibrated) before any stamp.
-pub(crate) fn start() {
-    let _ = now();
-    ON.store(true, Ordering::Relaxed);
+/// Who wants recording on: the program ([`start`] and [`stop`]), and the
+/// sessions in progress ([`hold`]: a debug endpoint's timed recording).
+/// [`ON`] is on while either does, so that a session ending never turns
+/// off what the program turned on meanwhile, nor the program's `stop`
+/// cut a session short. Changed under its lock (rarely: a few times per
+/// run); the poll path reads only [`ON`].
+struct Wanted {
+    program: bool,
+    sessions: usize,
 }
 
-/// Turns recording off; what was recorded stays.
+static WANTED: Mutex<Wanted> = Mutex::new(Wanted {
+    program: false,
+    sessions: 0,
+});
+
+/// Applies `change` to [`WANTED`] and sets [`ON`] to match, the clock
+/// built (and calibrated) before recording starts stamping.
+fn want(change: impl FnOnce(&mut Wanted)) {
+    let mut wanted = lock(&WANTED);
+    change(&mut wanted);
+    let on = wanted.program || wanted.sessions > 0;
+    if on {
+        let _ = now();
+    }
+    ON.store(on, Ordering::Relaxed);
+}
+
+/// The program turns recording on.
+pub(crate) fn start() {
+    want(|w| w.program = true);
+}
+
+/// The program turns recording off; what was recorded stays. Sessions in
+/// progress keep it on until they end.
 pub(crate) fn stop() {
-    ON.store(false, Ordering::Relaxed);
+    want(|w| w.program = false);
+}
+
+/// Keeps recording on until the returned guard is dropped, whatever the
+/// program turns on or off meanwhile; then it is as the program left it.
+pub(crate) fn hold() -> Holding {
+    want(|w| w.sessions += 1);
+    Holding(())
+}
+
+/// A session's hold on recording ([`hold`]).
+#[derive(Debug)]
+pub(crate) struct Holding(());
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        want(|w| w.sessions -= 1);
+    }
 }
 
 /// Reads `ASYNC_STACK_WAKES` once (on the first task registration).

@@ -101,14 +101,24 @@ pub use reduce::{Group, Member, ReduceOptions, Reduction};
 pub const DEFAULT_SLOW_POLL: Duration = probe::DEFAULT_SLOW_POLL;
 
 /// Turns recording on or off for the whole process. Turning it off keeps
-/// what was recorded; [`reset`] forgets it.
+/// what was recorded; [`reset`] forgets it. While a debug endpoint's
+/// `/debug/async/wakes` request records (feature `http`), recording stays
+/// on until the request ends, then is as this call left it.
 pub fn record(on: bool) {
     if on { probe::start() } else { probe::stop() }
 }
 
-/// Whether recording is on.
+/// Whether recording is on: by [`record`]`(true)`, `ASYNC_STACK_WAKES`, or
+/// a debug endpoint's recording in progress.
 pub fn is_recording() -> bool {
     probe::on()
+}
+
+/// Keeps recording on until the guard is dropped, without changing what
+/// [`record`] set (the debug endpoint's timed recording).
+#[cfg_attr(not(feature = "http"), allow(dead_code))]
+pub(crate) fn hold_recording() -> probe::Holding {
+    probe::hold()
 }
 
 /// Forgets everything recorded so far. Live tasks are counted again from
