@@ -14,7 +14,7 @@
 //! The task of [`benches::calls`]: on each poll the root calls
 //! [`CALLS_PER_POLL`] (8) instrumented fns in turn, each awaiting a ready
 //! future once, then awaits a leaf that is `Pending` once and wakes
-//! nobody. The root is boxed and polled [`POLLS_PER_ROOT`] (1,000) times
+//! nobody. The root is boxed and polled [`POLLS_PER_ROOT`](root_poll::POLLS_PER_ROOT) (1,000) times
 //! with [`Waker::noop`], from outside any instrumented frame, then dropped
 //! and made again. One criterion iteration is **one poll of the root**
 //! (`iter_custom`): eight calls.
@@ -43,35 +43,13 @@
 //! --bin summary` prints it and the ratio async-stack / async-backtrace;
 //! `target/release/instructions calls` gives the same in instructions.
 
-use std::hint::black_box;
-use std::pin::Pin;
 use std::task::{Context, Waker};
-use std::time::Duration;
 
 use benches::calls::{self, CALLS_PER_POLL};
-use benches::clock::{self, BenchClock};
+use benches::clock::BenchClock;
 use benches::names;
-use benches::root_poll::{Boxed, POLLS_PER_ROOT};
+use benches::root_poll::{self, Boxed};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-
-/// Polls `iters` times in all, a new root from `make` every
-/// [`POLLS_PER_ROOT`] polls; the time taken on the benchmark clock.
-fn poll_roots(iters: u64, make: &mut dyn FnMut() -> Boxed) -> Duration {
-    let mut cx = Context::from_waker(Waker::noop());
-    let start = clock::now();
-    let mut left = iters;
-    while left > 0 {
-        let polls = left.min(POLLS_PER_ROOT);
-        let mut root = make();
-        let mut fut: Pin<&mut (dyn Future<Output = ()> + Send)> = black_box(root.as_mut());
-        for _ in 0..polls {
-            assert!(fut.as_mut().poll(&mut cx).is_pending());
-        }
-        drop(root);
-        left -= polls;
-    }
-    clock::now().saturating_sub(start)
-}
 
 fn calls(c: &mut Criterion<BenchClock>) {
     let registry = await_tree::Registry::new(await_tree::Config::default());
@@ -79,7 +57,7 @@ fn calls(c: &mut Criterion<BenchClock>) {
     let mut group = c.benchmark_group(names::CALLS);
     let mut bench = |name: &str, make: &mut dyn FnMut() -> Boxed| {
         group.bench_function(BenchmarkId::new(name, CALLS_PER_POLL), |b| {
-            b.iter_custom(|iters| poll_roots(iters, make));
+            b.iter_custom(|iters| root_poll::poll_roots(iters, make));
         });
     };
     bench(names::UNTRACED, &mut calls::untraced::root);

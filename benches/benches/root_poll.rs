@@ -10,7 +10,7 @@
 //! The chains of [`benches::root_poll`]: `lD -> ... -> l1 -> leaf`, each
 //! level awaiting the next one boxed (`Pin<Box<dyn Future + Send>>`), the
 //! leaf `Pending` on every poll without waking anyone, for D = 1 (the root
-//! alone) and D = 8. The root is boxed and polled [`POLLS_PER_ROOT`]
+//! alone) and D = 8. The root is boxed and polled [`POLLS_PER_ROOT`](root_poll::POLLS_PER_ROOT)
 //! (1,000) times with [`Waker::noop`] through a `black_box`ed
 //! `Pin<&mut dyn Future>`, from outside any instrumented frame, then
 //! dropped, and a new root is made; one criterion iteration is **one poll
@@ -44,34 +44,12 @@
 //! async-backtrace and the target (at depth 8, at most 0.5× what
 //! async-backtrace adds); BENCHMARKS.md holds the last run.
 
-use std::hint::black_box;
-use std::pin::Pin;
 use std::task::{Context, Waker};
-use std::time::Duration;
 
-use benches::clock::{self, BenchClock};
+use benches::clock::BenchClock;
 use benches::names;
-use benches::root_poll::{self, Boxed, POLLS_PER_ROOT, ROOT_POLL_DEPTHS};
+use benches::root_poll::{self, Boxed, ROOT_POLL_DEPTHS};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-
-/// Polls `iters` times in all, a new root from `make` every
-/// [`POLLS_PER_ROOT`] polls; the time taken on the benchmark clock.
-fn poll_roots(iters: u64, make: &mut dyn FnMut() -> Boxed) -> Duration {
-    let mut cx = Context::from_waker(Waker::noop());
-    let start = clock::now();
-    let mut left = iters;
-    while left > 0 {
-        let polls = left.min(POLLS_PER_ROOT);
-        let mut root = make();
-        let mut fut: Pin<&mut (dyn Future<Output = ()> + Send)> = black_box(root.as_mut());
-        for _ in 0..polls {
-            assert!(fut.as_mut().poll(&mut cx).is_pending());
-        }
-        drop(root);
-        left -= polls;
-    }
-    clock::now().saturating_sub(start)
-}
 
 fn root_poll(c: &mut Criterion<BenchClock>) {
     let registry = await_tree::Registry::new(await_tree::Config::default());
@@ -80,7 +58,7 @@ fn root_poll(c: &mut Criterion<BenchClock>) {
     for depth in ROOT_POLL_DEPTHS {
         let mut bench = |name: &str, make: &mut dyn FnMut() -> Boxed| {
             group.bench_function(BenchmarkId::new(name, depth), |b| {
-                b.iter_custom(|iters| poll_roots(iters, make));
+                b.iter_custom(|iters| root_poll::poll_roots(iters, make));
             });
         };
         bench(names::UNTRACED, &mut || root_poll::untraced::root(depth));

@@ -28,7 +28,12 @@
 //! polls of each root before it is dropped.
 
 use std::future::Future;
+use std::hint::black_box;
 use std::pin::Pin;
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use crate::clock;
 
 /// The depths of the `root_poll` chains: the root alone, and eight levels.
 pub const ROOT_POLL_DEPTHS: [u32; 2] = [1, 8];
@@ -39,6 +44,28 @@ pub const POLLS_PER_ROOT: u64 = 1000;
 /// A boxed, type-erased future, as every level of a chain awaits its
 /// callee.
 pub type Boxed = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Polls `iters` times in all, a new root from `make` every
+/// [`POLLS_PER_ROOT`] polls, each with [`Waker::noop`] through a
+/// `black_box`ed `Pin<&mut dyn Future>`, asserting it is `Pending`; the
+/// time taken on the benchmark clock. The loop of the `root_poll` and
+/// `calls` benches and of `root_poll_probe`.
+pub fn poll_roots(iters: u64, make: &mut dyn FnMut() -> Boxed) -> Duration {
+    let mut cx = Context::from_waker(Waker::noop());
+    let start = clock::now();
+    let mut left = iters;
+    while left > 0 {
+        let polls = left.min(POLLS_PER_ROOT);
+        let mut root = make();
+        let mut fut: Pin<&mut (dyn Future<Output = ()> + Send)> = black_box(root.as_mut());
+        for _ in 0..polls {
+            assert!(fut.as_mut().poll(&mut cx).is_pending());
+        }
+        drop(root);
+        left -= polls;
+    }
+    clock::now().saturating_sub(start)
+}
 
 /// The leaf of every chain: `Pending` on every poll, never wakes anyone.
 pub fn pending() -> std::future::Pending<()> {

@@ -8,67 +8,14 @@
 
 mod http_common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use async_stack::traced_async;
-
-/// [`System`], tracking live bytes and their peak.
-struct Tracking;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grow(bytes: usize) {
-    let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(live, Ordering::Relaxed);
-}
-
-// SAFETY: every call goes to `System` unchanged; tracking touches only
-// static atomics, which never allocate.
-unsafe impl GlobalAlloc for Tracking {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grow(layout.size());
-        // SAFETY: the caller's obligations are `System::alloc`'s.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        grow(layout.size());
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System` with `layout` (every allocation
-        // of this allocator does).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        grow(new_size);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: as for `dealloc`, and `new_size` is the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+mod live_bytes;
 
 #[global_allocator]
-static GLOBAL: Tracking = Tracking;
-
-#[traced_async]
-async fn leaf(rx: tokio::sync::oneshot::Receiver<()>) {
-    let _ = rx.await;
-}
-
-#[traced_async]
-async fn root(rx: tokio::sync::oneshot::Receiver<()>) {
-    leaf(rx).await;
-}
+static GLOBAL: live_bytes::Tracking = live_bytes::Tracking;
 
 /// Reads `tasks.json` from `addr` through a fixed buffer (the client
 /// allocates nothing per byte), and returns (bytes read, peak live heap
@@ -78,20 +25,22 @@ fn stream_json(addr: SocketAddr) -> (usize, usize) {
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    stream
-        .write_all(b"GET /debug/async/tasks.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut buf = [0u8; 16 * 1024];
-    let mut total = 0;
-    loop {
-        match stream.read(&mut buf).unwrap() {
-            0 => break,
-            n => total += n,
+    live_bytes::peak_during(|| {
+        stream
+            .write_all(
+                b"GET /debug/async/tasks.json HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            )
+            .unwrap();
+        let mut buf = [0u8; 16 * 1024];
+        let mut total = 0;
+        loop {
+            match stream.read(&mut buf).unwrap() {
+                0 => break,
+                n => total += n,
+            }
         }
-    }
-    (total, PEAK.load(Ordering::Relaxed).saturating_sub(base))
+        total
+    })
 }
 
 #[test]
@@ -106,7 +55,7 @@ fn tasks_json_memory_does_not_grow_with_tasks() {
         for _ in 0..n {
             let (tx, rx) = tokio::sync::oneshot::channel();
             senders.push(tx);
-            drop(rt.spawn(root(rx)));
+            drop(rt.spawn(http_common::parked_chain(rx)));
         }
         // Polls every new task once (the run queue is first in, first
         // out, and this task comes last): each parks at its leaf.

@@ -10,87 +10,29 @@
 
 mod http_common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
-use async_stack::traced_async;
-
-/// [`System`], tracking live bytes and their peak.
-struct Tracking;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grow(bytes: usize) {
-    let live = LIVE.fetch_add(bytes, Ordering::Relaxed) + bytes;
-    PEAK.fetch_max(live, Ordering::Relaxed);
-}
-
-// SAFETY: every call goes to `System` unchanged; tracking touches only
-// static atomics, which never allocate.
-unsafe impl GlobalAlloc for Tracking {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        grow(layout.size());
-        // SAFETY: the caller's obligations are `System::alloc`'s.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        grow(layout.size());
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: `ptr` came from `System` with `layout` (every allocation
-        // of this allocator does).
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        grow(new_size);
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
-        // SAFETY: as for `dealloc`, and `new_size` is the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+mod live_bytes;
 
 #[global_allocator]
-static GLOBAL: Tracking = Tracking;
-
-#[traced_async]
-async fn leaf(rx: tokio::sync::oneshot::Receiver<()>) {
-    let _ = rx.await;
-}
-
-#[traced_async]
-async fn root(rx: tokio::sync::oneshot::Receiver<()>) {
-    leaf(rx).await;
-}
+static GLOBAL: live_bytes::Tracking = live_bytes::Tracking;
 
 /// Sends `clients` concurrent requests for `path`; returns the peak of
 /// live heap bytes above the live bytes before them, and each answer's
-/// status line.
+/// status.
 fn peak_of(addr: SocketAddr, path: &'static str, clients: usize) -> (usize, Vec<u16>) {
-    let base = LIVE.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let threads: Vec<_> = (0..clients)
-        .map(|_| {
-            std::thread::spawn(move || {
-                let reply = http_common::get(addr, path);
-                reply.status
-            })
-        })
-        .collect();
-    let statuses = threads.into_iter().map(|t| t.join().unwrap()).collect();
-    (PEAK.load(Ordering::Relaxed).saturating_sub(base), statuses)
+    let (statuses, peak) = live_bytes::peak_during(|| {
+        let threads: Vec<_> = (0..clients)
+            .map(|_| std::thread::spawn(move || http_common::get(addr, path).status))
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    (peak, statuses)
 }
 
 #[test]
 fn concurrent_whole_dumps_take_the_memory_of_one() {
-    http_common::park_for_good("whole-dump-task", 20_000, 2, root);
+    http_common::park_for_good("whole-dump-task", 20_000, 2, http_common::parked_chain);
     let server = async_stack::http::serve("127.0.0.1:0").unwrap();
     let addr = server.local_addr();
     for path in ["/debug/pprof/goroutine?debug=1", "/debug/pprof/goroutine"] {

@@ -23,7 +23,7 @@
 //! Arguments: the variant (`untraced`, `async-stack`, `async-backtrace`;
 //! the names of [`benches::names`]), the depth (1 or 8), the number of
 //! polls. Like the bench, it makes a new root every
-//! [`POLLS_PER_ROOT`] polls. With `once` for the depth, each poll is of a
+//! [`POLLS_PER_ROOT`](root_poll::POLLS_PER_ROOT) polls. With `once` for the depth, each poll is of a
 //! new one-level task that completes on it and is dropped, as in the
 //! `root` bench with one poll: the instructions of a task root's whole
 //! life. With `yield8`, it polls one chain shaped as `poll_depth`'s at
@@ -35,12 +35,10 @@
 //! instrumented fn that completes at once.
 
 use std::hint::black_box;
-use std::pin::Pin;
 use std::process::ExitCode;
-use std::task::{Context, Waker};
 
 use benches::names;
-use benches::root_poll::{self, Boxed, POLLS_PER_ROOT};
+use benches::root_poll::{self, Boxed};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -75,17 +73,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut cx = Context::from_waker(Waker::noop());
-    let mut left = polls;
-    while left > 0 {
-        let n = left.min(POLLS_PER_ROOT);
-        let mut root = make(depth);
-        let mut fut: Pin<&mut (dyn Future<Output = ()> + Send)> = black_box(root.as_mut());
-        for _ in 0..n {
-            assert!(fut.as_mut().poll(&mut cx).is_pending());
-        }
-        left -= n;
-    }
+    root_poll::poll_roots(polls, &mut || make(depth));
     ExitCode::SUCCESS
 }
 
@@ -122,7 +110,7 @@ fn once(variant: &str, tasks: u64) -> ExitCode {
 }
 
 /// `polls` polls of the `calls` bench's task, a new root every
-/// [`POLLS_PER_ROOT`] polls.
+/// [`POLLS_PER_ROOT`](root_poll::POLLS_PER_ROOT) polls.
 fn calls(variant: &str, polls: u64) -> ExitCode {
     use benches::calls;
     let make: fn() -> Boxed = match variant {
@@ -134,17 +122,7 @@ fn calls(variant: &str, polls: u64) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut cx = Context::from_waker(Waker::noop());
-    let mut left = polls;
-    while left > 0 {
-        let n = left.min(POLLS_PER_ROOT);
-        let mut root = make();
-        let mut fut: Pin<&mut (dyn Future<Output = ()> + Send)> = black_box(root.as_mut());
-        for _ in 0..n {
-            assert!(fut.as_mut().poll(&mut cx).is_pending());
-        }
-        left -= n;
-    }
+    root_poll::poll_roots(polls, &mut { make });
     ExitCode::SUCCESS
 }
 

@@ -165,3 +165,15 @@ pub fn serve_axum(app: axum::Router) -> (tokio::runtime::Runtime, SocketAddr) {
     rt.spawn(async move { axum::serve(listener, app).await.unwrap() });
     (rt, addr)
 }
+
+#[async_stack::traced_async]
+async fn parked_leaf(rx: tokio::sync::oneshot::Receiver<()>) {
+    let _ = rx.await;
+}
+
+/// A task two traced frames deep, parked at its leaf until `rx` fires
+/// (or its sender is dropped).
+#[async_stack::traced_async]
+pub async fn parked_chain(rx: tokio::sync::oneshot::Receiver<()>) {
+    parked_leaf(rx).await;
+}
