@@ -64,8 +64,9 @@
 //!   a write has waited [`Builder::write_timeout`] for it, which frees its
 //!   place;
 //! - the routes that build a whole dump in memory (`goroutine?debug=1`,
-//!   the goroutine profile, `deadlocks`) build one at a time: concurrent requests wait
-//!   their turn, so memory does not grow with the number of clients.
+//!   the goroutine profile, `deadlocks`) build one at a time: concurrent
+//!   requests wait their turn, so memory does not grow with the number of
+//!   clients.
 //!
 //! # Security
 //!
@@ -75,6 +76,13 @@
 //! native frames and binary paths. A profile or wake recording also costs
 //! the program some CPU for its duration. Hence:
 //!
+//! - [`serve`] refuses an address that is not loopback, with
+//!   [`io::ErrorKind::PermissionDenied`](std::io::ErrorKind::PermissionDenied);
+//!   [`Builder::allow_remote`] allows one;
+//! - [`Builder::bearer_token`] requires `Authorization: Bearer <token>` on
+//!   every request (`401 Unauthorized` otherwise). There is no TLS: put a
+//!   proxy in front of an endpoint reached over a network.
+//!
 //! A profile (`profile`, `folded`) samples on-CPU too, on Linux, and a
 //! process runs one on-CPU sampler at a time: if the program runs its own
 //! (`Sampler::builder().on_cpu(true)`), the endpoint's profiles are
@@ -82,13 +90,6 @@
 //! on-CPU `start` fails with `AlreadyExists` (retry after the request's
 //! `seconds`, or serve the endpoint's profiles from the program's
 //! sampler instead).
-//!
-//! - [`serve`] refuses an address that is not loopback, with
-//!   [`io::ErrorKind::PermissionDenied`](std::io::ErrorKind::PermissionDenied);
-//!   [`Builder::allow_remote`] allows one;
-//! - [`Builder::bearer_token`] requires `Authorization: Bearer <token>` on
-//!   every request (`401 Unauthorized` otherwise). There is no TLS: put a
-//!   proxy in front of an endpoint reached over a network.
 //!
 //! # In an axum service (feature `axum`)
 //!
