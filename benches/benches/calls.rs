@@ -45,7 +45,7 @@
 
 use std::task::{Context, Waker};
 
-use benches::calls::{self, CALLS_PER_POLL};
+use benches::calls::{self, CALLS_PER_POLL, WIDE};
 use benches::clock::BenchClock;
 use benches::names;
 use benches::root_poll::{self, Boxed};
@@ -70,6 +70,24 @@ fn calls(c: &mut Criterion<BenchClock>) {
     bench(names::AWAIT_TREE, &mut || {
         key += 1;
         calls::await_tree_root(&registry, key)
+    });
+    group.finish();
+
+    let mut group = c.benchmark_group(names::CALLS_WIDE);
+    let mut bench = |name: &str, make: &mut dyn FnMut() -> Boxed| {
+        group.bench_function(BenchmarkId::new(name, WIDE), |b| {
+            b.iter_custom(|iters| root_poll::poll_roots(iters, make));
+        });
+    };
+    bench(names::UNTRACED, &mut calls::untraced::wide_root);
+    bench(names::ASYNC_STACK, &mut calls::with_async_stack::wide_root);
+    bench(
+        names::ASYNC_BACKTRACE,
+        &mut calls::with_async_backtrace::wide_root,
+    );
+    bench(names::AWAIT_TREE, &mut || {
+        key += 1;
+        calls::await_tree_wide_root(&registry, key)
     });
     group.finish();
 }
@@ -121,6 +139,55 @@ fn check_premises(registry: &await_tree::Registry) {
     assert!(
         !tree.contains("callee"),
         "await-tree: no call left in\n{tree}"
+    );
+    drop(root);
+
+    // The wide task: after its first poll, its root and every call in
+    // async-stack's dump, those past the published stack's capacity
+    // counted hidden; and each peer's tree holds the calls too.
+    let mut root = calls::with_async_stack::wide_root();
+    assert!(root.as_mut().poll(&mut cx).is_pending());
+    let dump = async_stack::dump();
+    let task = dump
+        .tasks
+        .iter()
+        .find(|t| t.root.as_deref() == Some("benches::calls::with_async_stack::wide_task"))
+        .unwrap_or_else(|| panic!("async-stack: the wide root is a task in\n{dump}"));
+    let callees = task
+        .frames
+        .iter()
+        .filter(|f| f.function == "benches::calls::with_async_stack::wide_callee")
+        .count();
+    let shown = async_stack::task::STACK_CAPACITY - 1;
+    assert_eq!(
+        (task.frames.len(), callees, task.hidden_frames as usize),
+        (shown + 1, shown, WIDE as usize - shown),
+        "async-stack"
+    );
+    drop(root);
+
+    let mut root = calls::with_async_backtrace::wide_root();
+    assert!(root.as_mut().poll(&mut cx).is_pending());
+    let tree = async_backtrace::taskdump_tree(false);
+    // It folds identical siblings into one line, with their count.
+    assert!(
+        tree.contains(&format!(
+            "{WIDE}x benches::calls::with_async_backtrace::wide_callee"
+        )),
+        "async-backtrace: every call in\n{tree}"
+    );
+    drop(root);
+
+    let mut root = calls::await_tree_wide_root(registry, u64::MAX - 1);
+    assert!(root.as_mut().poll(&mut cx).is_pending());
+    let tree = registry
+        .get(u64::MAX - 1)
+        .expect("await-tree: the wide root is registered")
+        .to_string();
+    assert_eq!(
+        tree.matches("callee").count(),
+        WIDE as usize,
+        "await-tree: every call in\n{tree}"
     );
     drop(root);
 }

@@ -19,6 +19,13 @@
 //! - [`with_await_tree`]: each call awaited through `instrument_await`, inside
 //!   await-tree's task root ([`await_tree_root`]).
 //!
+//! The **wide task** (`wide_task`, `wide_root`) is the other shape of a
+//! call: [`WIDE`] (128) calls awaited at once (a `join_all`, a fan-out),
+//! each `Pending` once, more than a task's published stack holds. Each
+//! poll of its root completes one round of calls and starts the next:
+//! 128 frame lives, 66 of them hidden frames in async-stack (the root
+//! and 62 calls fill its 63 slots).
+//!
 //! The root is boxed, as a runtime boxes a task, and polled
 //! [`POLLS_PER_ROOT`](crate::root_poll::POLLS_PER_ROOT) times before a new
 //! one is made, as in [`crate::root_poll`].
@@ -48,6 +55,60 @@ impl Future for PendingOnce {
             Poll::Ready(())
         } else {
             Poll::Pending
+        }
+    }
+}
+
+/// Calls at once in the wide task: more than a published stack holds
+/// ([`async_stack::task::STACK_CAPACITY`], 63), so that the calls past
+/// it are the hidden frames a wide task has.
+pub const WIDE: u64 = 128;
+
+/// Polls its futures until all are ready and returns the sum of their
+/// outputs, as `join_all` does for a few, with one allocation.
+#[derive(Debug)]
+pub struct JoinAll<F> {
+    /// Never resized after [`JoinAll::new`], so the futures in it do not
+    /// move while pinned.
+    futures: Vec<Option<F>>,
+    sum: u64,
+}
+
+impl<F: Future<Output = u64>> JoinAll<F> {
+    pub fn new(futures: impl IntoIterator<Item = F>) -> Self {
+        JoinAll {
+            futures: futures.into_iter().map(Some).collect(),
+            sum: 0,
+        }
+    }
+}
+
+impl<F: Future<Output = u64>> Future for JoinAll<F> {
+    type Output = u64;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u64> {
+        // SAFETY: nothing below moves `futures` or its elements: the
+        // vector is never resized, and an element is only polled in place
+        // or dropped in place (set to `None`).
+        let this = unsafe { self.get_unchecked_mut() };
+        let mut pending = false;
+        for slot in &mut this.futures {
+            if let Some(f) = slot {
+                // SAFETY: the element stays where it is until dropped (see
+                // above), and `self` is pinned.
+                match unsafe { Pin::new_unchecked(f) }.poll(cx) {
+                    Poll::Ready(x) => {
+                        this.sum = this.sum.wrapping_add(x);
+                        *slot = None;
+                    }
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(this.sum)
         }
     }
 }
@@ -83,6 +144,33 @@ macro_rules! calls_task {
         pub fn root() -> Boxed {
             Box::pin(task())
         }
+
+        /// The callee of the wide task: `Pending` once, then returns.
+        $(#[$attr])*
+        pub async fn wide_callee(x: u64) -> u64 {
+            PendingOnce::default().await;
+            x
+        }
+
+        /// The wide task: [`WIDE`] calls at once, each `Pending` once, for
+        /// ever. Each poll completes one round's calls and makes and first
+        /// polls the next round's.
+        $(#[$attr])*
+        pub async fn wide_task() {
+            loop {
+                let sum = JoinAll::new((0..WIDE).map(|i| {
+                    let $call = wide_callee(i);
+                    async move { $awaited }
+                }))
+                .await;
+                black_box(sum);
+            }
+        }
+
+        /// The wide task's root, boxed.
+        pub fn wide_root() -> Boxed {
+            Box::pin(wide_task())
+        }
     };
 }
 
@@ -116,5 +204,14 @@ pub fn await_tree_root(registry: &::await_tree::Registry, key: u64) -> Boxed {
         registry
             .register(key, "root")
             .instrument(with_await_tree::task()),
+    )
+}
+
+/// The same around [`with_await_tree::wide_task`].
+pub fn await_tree_wide_root(registry: &::await_tree::Registry, key: u64) -> Boxed {
+    Box::pin(
+        registry
+            .register(key, "root")
+            .instrument(with_await_tree::wide_task()),
     )
 }

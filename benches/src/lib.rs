@@ -102,6 +102,8 @@ pub mod names {
     pub const ROOT_POLL: &str = "root_poll";
     /// Group of `benches/calls.rs`.
     pub const CALLS: &str = "calls";
+    /// Group of `benches/calls.rs`: the wide task.
+    pub const CALLS_WIDE: &str = "calls_wide";
     /// Group of `benches/capture.rs`.
     pub const CAPTURE: &str = "capture";
     /// Group of `benches/spawn.rs` on a `current_thread` tokio runtime.

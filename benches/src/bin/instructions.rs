@@ -73,6 +73,15 @@ const TABLES: &[Table] = &[
         variants: ROOT_VARIANTS,
     },
     Table {
+        name: "wide: a task poll completing 128 calls awaited at once and starting 128 more (66 past the published stack)",
+        probe: "root_poll_probe",
+        mode: "wide",
+        low: 500,
+        high: 1_500,
+        unit: "poll (128 calls)",
+        variants: ROOT_VARIANTS,
+    },
+    Table {
         name: "root poll, depth 1",
         probe: "root_poll_probe",
         mode: "1",

@@ -32,7 +32,9 @@
 //! leaf has been `Pending` POLLS times: the instructions of one poll of
 //! that bench, the self-wake included. With `calls`, each poll is one of
 //! the `calls` bench's task ([`benches::calls`]): eight calls of an
-//! instrumented fn that completes at once.
+//! instrumented fn that completes at once. With `wide`, of its wide task:
+//! one round of [`WIDE`](benches::calls::WIDE) (128) calls awaited at
+//! once completes and the next starts.
 
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -58,10 +60,13 @@ fn main() -> ExitCode {
         return yield8(variant, polls);
     }
     if depth == "calls" {
-        return calls(variant, polls);
+        return calls(variant, polls, false);
+    }
+    if depth == "wide" {
+        return calls(variant, polls, true);
     }
     let Ok(depth @ (1 | 8)) = depth.parse::<u32>() else {
-        eprintln!("root_poll_probe: DEPTH is 1, 8, `once`, `yield8` or `calls`");
+        eprintln!("root_poll_probe: DEPTH is 1, 8, `once`, `yield8`, `calls` or `wide`");
         return ExitCode::FAILURE;
     };
     let make: fn(u32) -> Boxed = match variant.as_str() {
@@ -109,14 +114,17 @@ fn once(variant: &str, tasks: u64) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// `polls` polls of the `calls` bench's task, a new root every
-/// [`POLLS_PER_ROOT`](root_poll::POLLS_PER_ROOT) polls.
-fn calls(variant: &str, polls: u64) -> ExitCode {
+/// `polls` polls of the `calls` bench's task (its wide task if `wide`), a
+/// new root every [`POLLS_PER_ROOT`](root_poll::POLLS_PER_ROOT) polls.
+fn calls(variant: &str, polls: u64, wide: bool) -> ExitCode {
     use benches::calls;
-    let make: fn() -> Boxed = match variant {
-        names::UNTRACED => calls::untraced::root,
-        names::ASYNC_STACK => calls::with_async_stack::root,
-        names::ASYNC_BACKTRACE => calls::with_async_backtrace::root,
+    let make: fn() -> Boxed = match (variant, wide) {
+        (names::UNTRACED, false) => calls::untraced::root,
+        (names::ASYNC_STACK, false) => calls::with_async_stack::root,
+        (names::ASYNC_BACKTRACE, false) => calls::with_async_backtrace::root,
+        (names::UNTRACED, true) => calls::untraced::wide_root,
+        (names::ASYNC_STACK, true) => calls::with_async_stack::wide_root,
+        (names::ASYNC_BACKTRACE, true) => calls::with_async_backtrace::wide_root,
         _ => {
             eprintln!("root_poll_probe: unknown variant {variant:?}");
             return ExitCode::FAILURE;

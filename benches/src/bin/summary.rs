@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use benches::calls::CALLS_PER_POLL;
+use benches::calls::{CALLS_PER_POLL, WIDE};
 use benches::memory::{self, Figures, Variant};
 use benches::root_poll::ROOT_POLL_DEPTHS;
 use benches::{
@@ -348,30 +348,46 @@ fn root_poll_target(r: &Lookup<'_>) -> Target {
     )
 }
 
-/// What `variant` adds to one call in `calls`, ns.
-fn call_added(r: &Lookup<'_>, variant: &str) -> Option<f64> {
-    let (g, n) = (names::CALLS, CALLS_PER_POLL);
+/// What `variant` adds to one call in group `g` (`n` calls per poll), ns.
+fn call_added(r: &Lookup<'_>, (g, n): (&str, u64), variant: &str) -> Option<f64> {
     Some((r.get(g, variant, n)? - r.get(g, names::UNTRACED, n)?) / n as f64)
 }
 
 fn calls(r: &Lookup<'_>) {
-    let (g, n) = (names::CALLS, CALLS_PER_POLL);
-    println!("## calls\n");
-    println!(
-        "One poll of a task that makes {n} calls of an instrumented fn that completes at once, \
-         ns per poll (95% interval); added per call = (variant − untraced) / {n}:\n"
+    let n = CALLS_PER_POLL;
+    calls_table(
+        r,
+        (names::CALLS, n),
+        &format!(
+            "## calls\n\nOne poll of a task that makes {n} calls of an instrumented fn that \
+             completes at once"
+        ),
     );
+    let n = WIDE;
+    calls_table(
+        r,
+        (names::CALLS_WIDE, n),
+        &format!(
+            "## calls_wide\n\nOne poll of a task that awaits {n} calls at once, each `Pending` \
+             once: one round completes and the next starts"
+        ),
+    );
+}
+
+/// The table of a `calls` group: `title` then ns per poll and per call.
+fn calls_table(r: &Lookup<'_>, (g, n): (&str, u64), title: &str) {
+    println!("{title}, ns per poll (95% interval); added per call = (variant − untraced) / {n}:\n");
     println!("| variant | ns per poll | added ns per call | added / async-backtrace's |");
     println!("|---|---:|---:|---:|");
     for variant in ROOT_POLL_VARIANTS {
         println!(
             "| {variant} | {} | {} | {} |",
             r.with_ci(g, variant, n, 1.0, 2),
-            fmt(call_added(r, variant), 2),
+            fmt(call_added(r, (g, n), variant), 2),
             fmt(
                 ratio(
-                    call_added(r, variant),
-                    call_added(r, names::ASYNC_BACKTRACE)
+                    call_added(r, (g, n), variant),
+                    call_added(r, (g, n), names::ASYNC_BACKTRACE)
                 ),
                 2
             )

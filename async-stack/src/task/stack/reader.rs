@@ -8,7 +8,8 @@ use crate::shim::{AtomicU64, Ordering, fence};
 use crate::task::record::layout::TaskRecord;
 use crate::task::registry;
 use crate::task::stack::words::{
-    DIR_ENTRIES, Meta, STACK_CAPACITY, dir_get, foreign, locate, meta, word,
+    CHUNK_SLOTS, DIR_ENTRIES, HEAD_SLOTS, Meta, STACK_CAPACITY, dir_get, foreign, locate, meta,
+    word,
 };
 
 impl TaskRecord {
@@ -35,15 +36,46 @@ impl TaskRecord {
     pub(crate) fn chunk_slot_word(&self, slot: u32) -> Option<&AtomicU64> {
         match locate(slot) {
             Ok(i) => self.slots.get(i),
-            Err((entry, i)) => {
-                let head = registry::chunk(self.chunk.load(Ordering::Relaxed))?;
-                let chunk = match entry {
-                    None => head,
-                    Some(e) if e < DIR_ENTRIES => registry::chunk(dir_get(head, e))?,
-                    Some(_) => return None,
-                };
-                chunk.words.get(i)
-            }
+            Err((entry, i)) => self.chunk_run(entry, i)?.first(),
+        }
+    }
+
+    /// The words from slot `slot`'s to the end of the array it lives in
+    /// (the record's slots, the head chunk's, or a directory chunk's), if
+    /// that exists.
+    #[inline]
+    fn run_at(&self, slot: u32) -> Option<&[AtomicU64]> {
+        match locate(slot) {
+            Ok(i) => self.slots.get(i..),
+            Err((entry, i)) => self.chunk_run(entry, i),
+        }
+    }
+
+    /// [`run_at`](Self::run_at) in a chunk: from word `i` of the head
+    /// chunk (`entry` `None`) or of directory entry `entry`'s chunk.
+    #[inline(never)]
+    fn chunk_run(&self, entry: Option<u32>, i: usize) -> Option<&[AtomicU64]> {
+        let head = registry::chunk(self.chunk.load(Ordering::Relaxed))?;
+        let (chunk, len) = match entry {
+            None => (head, HEAD_SLOTS),
+            Some(e) if e < DIR_ENTRIES => (registry::chunk(dir_get(head, e))?, CHUNK_SLOTS),
+            Some(_) => return None,
+        };
+        chunk.words.get(i..len as usize)
+    }
+
+    /// The words of slots `from..to` with their slot numbers, in order,
+    /// looked up once per array rather than once per slot (a task at
+    /// [`STACK_CAPACITY`] has 63: every frame that first polls in it
+    /// looks through all of them for a free one). Ends early at a chunk
+    /// that does not exist.
+    #[inline]
+    pub(crate) fn slot_words(&self, from: u32, to: u32) -> SlotWords<'_> {
+        SlotWords {
+            record: self,
+            next: from,
+            to,
+            run: &[],
         }
     }
 
@@ -56,11 +88,44 @@ impl TaskRecord {
         out.raw.clear();
         let m = self.meta();
         out.meta = m;
-        for slot in 0..m.top.min(NO_SLOT) {
-            let w = self.slot_word(slot).ok_or(Torn)?;
-            out.raw.push(w.load(Ordering::Relaxed));
+        let top = m.top.min(NO_SLOT);
+        out.raw.extend(
+            self.slot_words(0, top)
+                .map(|(_, w)| w.load(Ordering::Relaxed)),
+        );
+        // A chunk missing under `top`: the copy raced with the task's end.
+        if out.raw.len() != top as usize {
+            return Err(Torn);
         }
         Ok(())
+    }
+}
+
+/// The iterator of [`TaskRecord::slot_words`].
+pub(crate) struct SlotWords<'a> {
+    record: &'a TaskRecord,
+    next: u32,
+    to: u32,
+    /// The rest of the array slot `next` lives in (empty: look it up).
+    run: &'a [AtomicU64],
+}
+
+impl<'a> Iterator for SlotWords<'a> {
+    type Item = (u32, &'a AtomicU64);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.next >= self.to {
+            return None;
+        }
+        if self.run.is_empty() {
+            self.run = self.record.run_at(self.next)?;
+        }
+        let (w, rest) = self.run.split_first()?;
+        self.run = rest;
+        let slot = self.next;
+        self.next += 1;
+        Some((slot, w))
     }
 }
 
@@ -93,9 +158,13 @@ impl TaskRecord {
         }
         let m = self.meta.load(Ordering::Relaxed);
         let top = meta::unpack(m).top.min(NO_SLOT);
-        for slot in 0..top {
-            let w = self.slot_word(slot).ok_or(Torn)?;
-            out.words[slot as usize] = w.load(Ordering::Relaxed);
+        let mut len = 0;
+        for ((_, w), out) in self.slot_words(0, top).zip(&mut out.words) {
+            *out = w.load(Ordering::Relaxed);
+            len += 1;
+        }
+        if len != top {
+            return Err(Torn);
         }
         fence(Ordering::Acquire);
         if self.foreign.load(Ordering::Relaxed) != f1 {

@@ -125,11 +125,12 @@ impl TaskRecord {
         // does until the section.
         let mut m = self.meta();
         let top = m.top;
-        let slot = (1..top)
+        let slot = (1..top.min(INLINE_SLOTS as u32))
             .find(|&s| {
                 self.slot_word(s)
                     .is_some_and(|w| w.load(Ordering::Relaxed) == 0)
             })
+            .or_else(|| self.free_chunk_slot(top))
             .or((top.max(1) < NO_SLOT).then_some(top.max(1)))?;
         let w = self.slot_word_or_alloc(slot)?;
         let birth = self.next_birth();
@@ -139,6 +140,25 @@ impl TaskRecord {
         self.set_meta(m);
         self.end(s);
         Some(slot)
+    }
+
+    /// [`take`](Self::take)'s search past the record's own slots: the
+    /// lowest free slot of the chunks under `top`.
+    #[inline]
+    fn free_chunk_slot(&self, top: u32) -> Option<u32> {
+        if top as usize <= INLINE_SLOTS {
+            return None;
+        }
+        self.free_chunk_slot_slow(top)
+    }
+
+    /// [`free_chunk_slot`](Self::free_chunk_slot), a chunk at a time.
+    #[cold]
+    #[inline(never)]
+    fn free_chunk_slot_slow(&self, top: u32) -> Option<u32> {
+        self.slot_words(INLINE_SLOTS as u32, top)
+            .find(|(_, w)| w.load(Ordering::Relaxed) == 0)
+            .map(|(s, _)| s)
     }
 
     /// The writer: the frame in `slot` now shows `site` (it reached
@@ -197,12 +217,9 @@ impl TaskRecord {
     /// Whether a live word names `slot` as its parent.
     #[inline]
     fn has_children(&self, slot: u32, top: u32) -> bool {
-        (0..top).any(|t| {
-            t != slot
-                && self.slot_word(t).is_some_and(|w| {
-                    let w = w.load(Ordering::Relaxed);
-                    w != 0 && word::parent(w) == slot
-                })
+        self.slot_words(0, top).any(|(t, w)| {
+            let w = w.load(Ordering::Relaxed);
+            t != slot && w != 0 && word::parent(w) == slot
         })
     }
 
@@ -291,11 +308,8 @@ impl TaskRecord {
     fn collect_foreign_slow(&self, f: u64) {
         let s = self.begin();
         let top = self.meta().top;
-        for slot in 0..top {
-            if self
-                .slot_word(slot)
-                .is_some_and(|w| w.load(Ordering::Relaxed) & word::RETIRED != 0)
-            {
+        for (slot, w) in self.slot_words(0, top) {
+            if w.load(Ordering::Relaxed) & word::RETIRED != 0 {
                 self.release_in_section(slot);
             }
         }
@@ -457,6 +471,7 @@ mod tests {
 
     use super::*;
     use crate::task::end;
+    use crate::task::stack::reader::StackCopy;
 
     /// The slots in use, as `(slot, parent, zombie)`, and `top`.
     fn slots(r: &TaskRecord) -> (Vec<(u32, u32, bool)>, u32) {
@@ -523,6 +538,55 @@ mod tests {
         r.release(q);
         r.release(z);
         assert_eq!(slots(r), (vec![root], 1));
+
+        end::end_task_in(r, index);
+    }
+
+    /// Across chunks (the searches go a chunk at a time): a full stack
+    /// refuses the next frame; freed slots in the head chunk and in two
+    /// directory chunks are taken again lowest first; a frame whose only
+    /// child lives in a later chunk stays a zombie until that child ends;
+    /// and a copy reads every slot under `top`.
+    #[test]
+    fn a_full_stack_is_searched_across_its_chunks() {
+        let index = registry::alloc_record().expect("a free record");
+        let r = registry::record(index).unwrap();
+        r.refs.store(1, Ordering::Relaxed);
+        // SAFETY: a free record: `refs` was 0 and the cell holds no waker.
+        unsafe { r.put_waker(Waker::noop().clone()) };
+        let site = SiteId::call(1);
+        r.start_stack(site);
+
+        let taken: Vec<u32> = (1..NO_SLOT).map(|_| r.take(site, 0).unwrap()).collect();
+        assert_eq!(taken, (1..NO_SLOT).collect::<Vec<_>>());
+        assert_eq!(r.take(site, 0), None, "every slot is taken");
+
+        // Slot 5 (head chunk), 20 and 50 (directory chunks 1 and 5).
+        for s in [50, 5, 20] {
+            r.release(s);
+        }
+        assert_eq!(
+            [0; 4].map(|_| r.take(site, 0)),
+            [Some(5), Some(20), Some(50), None]
+        );
+
+        // Slot 2 (in the record) names its only child in slot 60.
+        r.release(60);
+        assert_eq!(r.take(site, 2), Some(60));
+        r.release(2);
+        let (used, top) = slots(r);
+        assert_eq!(top, NO_SLOT);
+        assert!(used.contains(&(2, 0, true)), "{used:?}");
+        r.release(60);
+        let (used, top) = slots(r);
+        assert_eq!((used.len(), top), (NO_SLOT as usize - 2, NO_SLOT));
+        assert!(!used.iter().any(|&(s, ..)| s == 2 || s == 60), "{used:?}");
+
+        let mut copy = StackCopy::default();
+        r.copy_raw(&mut copy).unwrap();
+        assert_eq!(copy.raw.len(), NO_SLOT as usize);
+        let free: Vec<usize> = (0..copy.raw.len()).filter(|&s| copy.raw[s] == 0).collect();
+        assert_eq!(free, [2, 60]);
 
         end::end_task_in(r, index);
     }
