@@ -143,8 +143,7 @@ impl<T> JoinHandle<T> {
     /// unfinished, the common case of `spawn(work()).await`: not cold, but
     /// out of line, so that each `JoinHandle<T>`'s poll stays small.
     #[inline(never)]
-    fn start_wait(&mut self) {
-        let task = current_task_id().unwrap_or(0);
+    fn start_wait(&mut self, task: u64) {
         let target = id_number(self.inner.id());
         self.wait = JoinWait::start(Registry::global(), task, target, self.spawned_at);
     }
@@ -162,8 +161,11 @@ impl<T> Future for JoinHandle<T> {
                 Poll::Ready(out)
             }
             Poll::Pending => {
-                if this.wait.is_none() {
-                    this.start_wait();
+                // The task that polls it waits, even if it is not the one
+                // that first did (the handle was moved): a new record.
+                let task = current_task_id().unwrap_or(0);
+                if this.wait.as_ref().is_none_or(|w| w.task() != task) {
+                    this.start_wait(task);
                 }
                 Poll::Pending
             }

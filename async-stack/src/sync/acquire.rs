@@ -22,9 +22,48 @@ pub(crate) fn new_resource(kind: Kind) -> Owner {
     Owner::new(Resource::new(kind, Location::caller(), Registry::global()))
 }
 
+/// A wrapper (a lock), as its owned futures and guards see it: its
+/// resource.
+pub(crate) trait Listed {
+    fn listed(&self) -> &Arc<Resource>;
+}
+
+/// What an owned acquire future and its guard keep of a lock in an `Arc`:
+/// the lock itself, as tokio's owned futures and guards keep theirs, so
+/// that the lock cannot be taken out of its `Arc` (`Arc::try_unwrap`,
+/// `Arc::get_mut`, and so `into_inner` and `get_mut`) while they live.
+/// Borrowed as the lock's resource.
+pub(crate) struct Kept<L: ?Sized>(Arc<L>);
+
+impl<L: ?Sized> Kept<L> {
+    pub(crate) fn new(lock: Arc<L>) -> Self {
+        Kept(lock)
+    }
+}
+
+impl<L: ?Sized + Listed> Borrow<Arc<Resource>> for Kept<L> {
+    #[inline]
+    fn borrow(&self) -> &Arc<Resource> {
+        self.0.listed()
+    }
+}
+
+impl<L: ?Sized> Clone for Kept<L> {
+    fn clone(&self) -> Self {
+        Kept(Arc::clone(&self.0))
+    }
+}
+
+impl<L: ?Sized> std::fmt::Debug for Kept<L> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kept").finish_non_exhaustive()
+    }
+}
+
 /// The tokio type a wrapper keeps in an `Arc`, taken out of it. Only the
-/// owned guards clone that `Arc`, and each keeps an `Arc` of the wrapper,
-/// which a wrapper taken by value (or by `&mut`) rules out.
+/// owned futures and guards clone that `Arc`, and each keeps an `Arc` of
+/// the wrapper ([`Kept`]), which a wrapper taken by value (or by `&mut`)
+/// rules out.
 pub(crate) fn unwrap_inner<T>(inner: Arc<T>) -> T {
     match Arc::try_unwrap(inner) {
         Ok(t) => t,
@@ -108,11 +147,16 @@ where
                 Poll::Ready((this.finish)(out, resource, this.at))
             }
             Poll::Pending => {
-                if this.wait.is_none()
-                    && let Some(resource) = this.resource.as_ref()
-                {
-                    let at: &'static Location<'static> = this.at;
-                    start(this.wait, resource.borrow(), at, *this.ask);
+                match this.wait {
+                    // The task that polls it waits, even if it is not the
+                    // one that first did (the future was moved).
+                    Some(wait) => wait.follow(current_task()),
+                    None => {
+                        if let Some(resource) = this.resource.as_ref() {
+                            let at: &'static Location<'static> = this.at;
+                            start(this.wait, resource.borrow(), at, *this.ask);
+                        }
+                    }
                 }
                 Poll::Pending
             }

@@ -12,7 +12,25 @@
 //! the creation site, `lock`/`read`/`write`/`acquire` the waiting and
 //! acquired-at site.
 //!
-//! A guard moved to another task still counts as its acquirer's.
+//! A guard moved to another task still counts as its acquirer's; a wait
+//! counts as the wait of whichever task polls the acquire future.
+//!
+//! # Differences from `tokio::sync`
+//!
+//! What a program can tell apart, besides the records (each found by
+//! comparing the two, see `tests/tests/sync_like_tokio.rs`):
+//!
+//! - No `const_new`: [`Mutex::new`] and the others record where they were
+//!   created and allocate the lock's record, which a `const fn` cannot.
+//! - No unsized data: tokio's `Mutex<dyn Trait>` (by unsized coercion of
+//!   an `Arc<Mutex<T>>`) has no equivalent, as the wrapper keeps tokio's
+//!   lock in an `Arc`.
+//! - Not offered: the guards' `map`, `try_map` and `into_mapped` (and the
+//!   mapped guard types), `MutexGuard::mutex` and the owned guards'
+//!   `mutex()`/`rwlock()`, `SemaphorePermit::split`/`merge`,
+//!   `OwnedSemaphorePermit::merge`, the permits' `semaphore()`, and
+//!   `Semaphore::blocking_acquire*`. Use tokio's type where a program
+//!   needs one of these; its waits are then not recorded.
 
 pub(crate) mod acquire;
 pub mod mutex;

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use ::tokio::sync as tokio_sync;
 pub use ::tokio::sync::TryLockError;
 
-use crate::sync::acquire::{Acquiring, ExclusiveHold, inner_mut, new_resource, unwrap_inner};
+use crate::sync::acquire::{
+    Acquiring, ExclusiveHold, Kept, Listed, inner_mut, new_resource, unwrap_inner,
+};
 use crate::waits::resource::{Ask, Kind, Owner, Resource};
 
 /// An asynchronous mutex: `tokio::sync::Mutex`, with the same methods,
@@ -40,8 +42,14 @@ pub struct MutexGuard<'a, T: ?Sized> {
 
 /// A lock on a [`Mutex`] in an `Arc`, from [`Mutex::lock_owned`].
 pub struct OwnedMutexGuard<T: ?Sized> {
-    _hold: ExclusiveHold<Arc<Resource>>,
+    _hold: ExclusiveHold<Kept<Mutex<T>>>,
     inner: tokio_sync::OwnedMutexGuard<T>,
+}
+
+impl<T: ?Sized> Listed for Mutex<T> {
+    fn listed(&self) -> &Arc<Resource> {
+        &self.resource
+    }
 }
 
 impl<T> Mutex<T> {
@@ -116,6 +124,45 @@ impl<T: ?Sized> Mutex<T> {
         })
     }
 
+    /// Locks the mutex from synchronous code, blocking the thread until
+    /// it is free, as tokio's `blocking_lock` does (and, like it, panics
+    /// when called inside an async runtime). The hold is recorded as one
+    /// outside any traced task.
+    ///
+    /// ```
+    /// let m = std::sync::Arc::new(async_stack::sync::Mutex::new(1));
+    /// let m2 = m.clone();
+    /// std::thread::spawn(move || *m2.blocking_lock() += 1).join().unwrap();
+    /// assert_eq!(*m.blocking_lock(), 2);
+    /// ```
+    #[track_caller]
+    pub fn blocking_lock(&self) -> MutexGuard<'_, T> {
+        let at = Location::caller();
+        let inner = self.inner.blocking_lock();
+        MutexGuard {
+            _hold: ExclusiveHold::new(&*self.resource, at),
+            inner,
+        }
+    }
+
+    /// [`blocking_lock`](Self::blocking_lock) for a mutex in an `Arc`.
+    ///
+    /// ```
+    /// let m = std::sync::Arc::new(async_stack::sync::Mutex::new(1));
+    /// let g = m.clone().blocking_lock_owned();
+    /// assert!(m.try_lock().is_err());
+    /// drop(g);
+    /// ```
+    #[track_caller]
+    pub fn blocking_lock_owned(self: Arc<Self>) -> OwnedMutexGuard<T> {
+        let at = Location::caller();
+        let inner = Arc::clone(&self.inner).blocking_lock_owned();
+        OwnedMutexGuard {
+            _hold: ExclusiveHold::new(Kept::new(self), at),
+            inner,
+        }
+    }
+
     /// Locks a mutex in an `Arc`, for a guard that owns it.
     ///
     /// ```
@@ -130,11 +177,12 @@ impl<T: ?Sized> Mutex<T> {
     #[track_caller]
     pub fn lock_owned(self: Arc<Self>) -> impl Future<Output = OwnedMutexGuard<T>> {
         let at = Location::caller();
+        let inner = Arc::clone(&self.inner).lock_owned();
         Acquiring::new(
-            Arc::clone(&*self.resource),
+            Kept::new(self),
             at,
             Ask::Exclusive,
-            Arc::clone(&self.inner).lock_owned(),
+            inner,
             |inner, resource, at| OwnedMutexGuard {
                 _hold: ExclusiveHold::new(resource, at),
                 inner,
@@ -154,7 +202,7 @@ impl<T: ?Sized> Mutex<T> {
         let at = Location::caller();
         let inner = Arc::clone(&self.inner).try_lock_owned()?;
         Ok(OwnedMutexGuard {
-            _hold: ExclusiveHold::new(Arc::clone(&*self.resource), at),
+            _hold: ExclusiveHold::new(Kept::new(self), at),
             inner,
         })
     }

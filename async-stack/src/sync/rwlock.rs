@@ -10,7 +10,7 @@ use ::tokio::sync as tokio_sync;
 use ::tokio::sync::TryLockError;
 
 use crate::sync::acquire::{
-    Acquiring, ExclusiveHold, SharedHold, inner_mut, new_resource, unwrap_inner,
+    Acquiring, ExclusiveHold, Kept, Listed, SharedHold, inner_mut, new_resource, unwrap_inner,
 };
 use crate::waits::resource::{Ask, Kind, Owner, Resource};
 
@@ -35,6 +35,18 @@ pub struct RwLock<T: ?Sized> {
     inner: Arc<tokio_sync::RwLock<T>>,
 }
 
+// SAFETY: `Send` as tokio's `RwLock<T>` is, for `T: Send` (the `Arc` field
+// alone would ask `T: Sync` too). Whoever can send an `RwLock` owns it (or
+// borrows it mutably), so holds the only reference to `inner`: the only
+// clones of that `Arc` are in owned acquire futures and owned guards, and
+// each of those also keeps the `RwLock` itself in an `Arc` (`Kept`), which
+// owning it or borrowing it mutably rules out. Sending it therefore sends
+// the tokio lock alone, with nothing left on this thread that reads the
+// value; and every type that shares the value between threads (`&RwLock`,
+// `Arc<RwLock>`, the guards) still needs `Sync`, which stays `T: Send +
+// Sync`.
+unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
+
 /// A read lock on an [`RwLock`].
 pub struct RwLockReadGuard<'a, T: ?Sized> {
     /// Before `hold`: the read lock is released (waking a writer) before
@@ -53,13 +65,19 @@ pub struct RwLockWriteGuard<'a, T: ?Sized> {
 /// A read lock on an [`RwLock`] in an `Arc`.
 pub struct OwnedRwLockReadGuard<T: ?Sized> {
     inner: tokio_sync::OwnedRwLockReadGuard<T>,
-    _hold: SharedHold<Arc<Resource>>,
+    _hold: SharedHold<Kept<RwLock<T>>>,
 }
 
 /// A write lock on an [`RwLock`] in an `Arc`.
 pub struct OwnedRwLockWriteGuard<T: ?Sized> {
-    _hold: ExclusiveHold<Arc<Resource>>,
+    _hold: ExclusiveHold<Kept<RwLock<T>>>,
     inner: tokio_sync::OwnedRwLockWriteGuard<T>,
+}
+
+impl<T: ?Sized> Listed for RwLock<T> {
+    fn listed(&self) -> &Arc<Resource> {
+        &self.resource
+    }
 }
 
 impl<T> RwLock<T> {
@@ -75,6 +93,24 @@ impl<T> RwLock<T> {
         RwLock {
             resource: new_resource(Kind::RwLock),
             inner: Arc::new(tokio_sync::RwLock::new(value)),
+        }
+    }
+
+    /// A new unlocked lock that lets at most `max_reads` readers in at
+    /// once, as tokio's `with_max_readers` (which panics if `max_reads`
+    /// is above `u32::MAX >> 3`).
+    ///
+    /// ```
+    /// let l = async_stack::sync::RwLock::with_max_readers(5, 1);
+    /// let r = l.try_read().unwrap();
+    /// assert!(l.try_read().is_err());
+    /// drop(r);
+    /// ```
+    #[track_caller]
+    pub fn with_max_readers(value: T, max_reads: u32) -> Self {
+        RwLock {
+            resource: new_resource(Kind::RwLock),
+            inner: Arc::new(tokio_sync::RwLock::with_max_readers(value, max_reads)),
         }
     }
 
@@ -150,11 +186,12 @@ impl<T: ?Sized> RwLock<T> {
     #[track_caller]
     pub fn read_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockReadGuard<T>> {
         let at = Location::caller();
+        let inner = Arc::clone(&self.inner).read_owned();
         Acquiring::new(
-            Arc::clone(&*self.resource),
+            Kept::new(self),
             at,
             Ask::Shared(1),
-            Arc::clone(&self.inner).read_owned(),
+            inner,
             |inner, resource, at| OwnedRwLockReadGuard {
                 inner,
                 _hold: SharedHold::new(resource, at, 1),
@@ -175,11 +212,12 @@ impl<T: ?Sized> RwLock<T> {
     #[track_caller]
     pub fn write_owned(self: Arc<Self>) -> impl Future<Output = OwnedRwLockWriteGuard<T>> {
         let at = Location::caller();
+        let inner = Arc::clone(&self.inner).write_owned();
         Acquiring::new(
-            Arc::clone(&*self.resource),
+            Kept::new(self),
             at,
             Ask::Exclusive,
-            Arc::clone(&self.inner).write_owned(),
+            inner,
             |inner, resource, at| OwnedRwLockWriteGuard {
                 _hold: ExclusiveHold::new(resource, at),
                 inner,
@@ -222,6 +260,80 @@ impl<T: ?Sized> RwLock<T> {
             _hold: ExclusiveHold::new(&*self.resource, at),
             inner,
         })
+    }
+
+    /// [`try_read`](Self::try_read) for a lock in an `Arc`.
+    ///
+    /// ```
+    /// let l = std::sync::Arc::new(async_stack::sync::RwLock::new(1));
+    /// let r = l.clone().try_read_owned().unwrap();
+    /// assert!(l.try_write().is_err());
+    /// drop(r);
+    /// ```
+    #[track_caller]
+    pub fn try_read_owned(self: Arc<Self>) -> Result<OwnedRwLockReadGuard<T>, TryLockError> {
+        let at = Location::caller();
+        let inner = Arc::clone(&self.inner).try_read_owned()?;
+        Ok(OwnedRwLockReadGuard {
+            inner,
+            _hold: SharedHold::new(Kept::new(self), at, 1),
+        })
+    }
+
+    /// [`try_write`](Self::try_write) for a lock in an `Arc`.
+    ///
+    /// ```
+    /// let l = std::sync::Arc::new(async_stack::sync::RwLock::new(1));
+    /// let w = l.clone().try_write_owned().unwrap();
+    /// assert!(l.try_read().is_err());
+    /// drop(w);
+    /// ```
+    #[track_caller]
+    pub fn try_write_owned(self: Arc<Self>) -> Result<OwnedRwLockWriteGuard<T>, TryLockError> {
+        let at = Location::caller();
+        let inner = Arc::clone(&self.inner).try_write_owned()?;
+        Ok(OwnedRwLockWriteGuard {
+            _hold: ExclusiveHold::new(Kept::new(self), at),
+            inner,
+        })
+    }
+
+    /// Locks for reading from synchronous code, blocking the thread, as
+    /// tokio's `blocking_read` does (and, like it, panics when called
+    /// inside an async runtime). The hold is recorded as one outside any
+    /// traced task.
+    ///
+    /// ```
+    /// let l = async_stack::sync::RwLock::new(1);
+    /// assert_eq!(*l.blocking_read(), 1);
+    /// ```
+    #[track_caller]
+    pub fn blocking_read(&self) -> RwLockReadGuard<'_, T> {
+        let at = Location::caller();
+        let inner = self.inner.blocking_read();
+        RwLockReadGuard {
+            inner,
+            _hold: SharedHold::new(&*self.resource, at, 1),
+        }
+    }
+
+    /// Locks for writing from synchronous code, blocking the thread, as
+    /// tokio's `blocking_write` does (and, like it, panics when called
+    /// inside an async runtime).
+    ///
+    /// ```
+    /// let l = async_stack::sync::RwLock::new(1);
+    /// *l.blocking_write() = 2;
+    /// assert_eq!(l.into_inner(), 2);
+    /// ```
+    #[track_caller]
+    pub fn blocking_write(&self) -> RwLockWriteGuard<'_, T> {
+        let at = Location::caller();
+        let inner = self.inner.blocking_write();
+        RwLockWriteGuard {
+            _hold: ExclusiveHold::new(&*self.resource, at),
+            inner,
+        }
     }
 
     /// The data, through a unique borrow.

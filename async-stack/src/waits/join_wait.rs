@@ -19,6 +19,8 @@ use crate::waits::resource::{Registry, next_generation, stamp};
 pub(crate) struct JoinWait {
     registry: &'static Registry,
     index: u32,
+    /// The waiting task, as recorded.
+    task: u64,
 }
 
 impl JoinWait {
@@ -45,7 +47,13 @@ impl JoinWait {
         Some(JoinWait {
             registry,
             index: index as u32,
+            task,
         })
+    }
+
+    /// The waiting task, as recorded.
+    pub(crate) fn task(&self) -> u64 {
+        self.task
     }
 }
 

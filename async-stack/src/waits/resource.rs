@@ -710,6 +710,20 @@ impl Resource {
         false
     }
 
+    /// The wait `generation` is now `task`'s (see [`WaitRecord::follow`]).
+    fn move_wait(&self, generation: u64, task: u64) {
+        let mut lists = lock(&self.lists);
+        if let Some(i) = lists.waits.iter().position(|w| w.generation == generation) {
+            self.edit(&mut lists, Edited::Waits, |l| {
+                let w = &mut l.waits[i];
+                w.task = task;
+                if w.since_ms == 0 {
+                    w.since_ms = stamp(task);
+                }
+            });
+        }
+    }
+
     /// The owner's end: unlists the resource unless waits are left, whose
     /// last will. Those waits then keep the resource alive: the owner's
     /// strong reference is left to them (see [`Registry`]).
@@ -848,6 +862,8 @@ pub(crate) struct WaitRecord {
     /// From `Arc::as_ptr`.
     resource: NonNull<Resource>,
     generation: u64,
+    /// The waiting task, as recorded.
+    task: u64,
 }
 
 // SAFETY: a record only reads its resource through a shared reference
@@ -869,7 +885,28 @@ impl WaitRecord {
         WaitRecord {
             generation: resource.start_wait(task, at, ask),
             resource: NonNull::from(&**resource),
+            task,
         }
+    }
+
+    /// Makes the wait `task`'s if it is another's: the acquire future was
+    /// moved to (and polled by) another task since it started waiting. Its
+    /// place in the queue stays.
+    #[inline]
+    pub(crate) fn follow(&mut self, task: u64) {
+        if self.task != task {
+            self.move_to(task);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn move_to(&mut self, task: u64) {
+        // SAFETY: as in `end`: the wait is still listed, so the resource
+        // is alive.
+        let resource = unsafe { self.resource.as_ref() };
+        resource.move_wait(self.generation, task);
+        self.task = task;
     }
 
     /// Ends the wait: out of line, so that dropping an `Option` of a
