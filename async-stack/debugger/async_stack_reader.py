@@ -61,8 +61,8 @@ MAX_SHARED_SLOTS = 64
 MAX_JOIN_SLOT_SIZE = 256
 
 #: The most waits-for edges :func:`find_deadlocks` builds (a waiter has one
-#: per holder and per task queued ahead of it); more is reported as too
-#: large to search rather than searched slowly.
+#: per holder and one to the task queued directly ahead of it); more is
+#: reported as too large to search rather than searched slowly.
 MAX_EDGES = 1 << 20
 
 #: The `Layout` fields of the descriptor, in declaration order (version 9).
@@ -962,8 +962,8 @@ class Reader:
 #: ``wait`` (an entry of ``resource.waits``) of task ``waiter`` is blocked
 #: by task ``blocker`` (0: nobody known, or code outside traced tasks),
 #: ``via`` "holds" (``by``: its entry of ``resource.holders``), "queued"
-#: (queued ahead; ``by``: its entry of ``resource.waits``) or "task" (a
-#: root of the awaited tokio task, or nobody; ``by``: None).
+#: (queued directly ahead; ``by``: its entry of ``resource.waits``) or
+#: "task" (a root of the awaited tokio task, or nobody; ``by``: None).
 Edge = collections.namedtuple("Edge", "waiter wait resource blocker via by")
 
 _RANK = {"holds": 0, "queued": 1, "task": 2}
@@ -974,15 +974,18 @@ def find_deadlocks(resources, idle, roots_of):
     `waits::detect` finds them (a port: the same rules, the same order),
     each a list of :class:`Edge` in report order.
 
-    A waiter is blocked by every holder of the resource and every task
-    queued ahead of it (tokio's queues are FIFO), or for a `JoinHandle` by
-    the roots ``roots_of(tokio_id)``; a wait nobody blocks is free. Tasks
-    that are not ``idle(task)`` are free, and so is every task with a
-    blocker outside the stuck set, dropped until none is left; the
-    strongly connected components of what is left that no edge leaves
-    are the deadlocks, in the order Tarjan's algorithm completes them
-    (from the smallest id), each ordered by :func:`cycle_first`. Raises
-    past :data:`MAX_EDGES` edges."""
+    A waiter is blocked by every holder of the resource and by the task
+    queued directly ahead of it (tokio's queues are FIFO; it waits for
+    the tasks further ahead through that one, and an edge to each would
+    cost a queue of n waiters n * (n - 1) / 2 edges for the same answer:
+    see the `Queues` section of `waits::detect`'s docs), or for a
+    `JoinHandle` by the roots ``roots_of(tokio_id)``; a wait nobody blocks
+    is free. Tasks that are not ``idle(task)`` are free, and so is every
+    task with a free blocker, until none is left; the strongly connected
+    components of what is left that no edge leaves are the deadlocks, in
+    the order Tarjan's algorithm completes them (from the smallest id),
+    each ordered by :func:`cycle_first`. Raises past :data:`MAX_EDGES`
+    edges."""
     edges, count = {}, 0
     for r in resources:
         for k, wait in enumerate(r.waits):
@@ -997,8 +1000,9 @@ def find_deadlocks(resources, idle, roots_of):
             else:
                 out.extend(Edge(task, wait, r, h[0], "holds", h)
                            for h in r.holders)
-                out.extend(Edge(task, wait, r, a[0], "queued", a)
-                           for a in r.waits[:k])
+                if k > 0:
+                    ahead = r.waits[k - 1]
+                    out.append(Edge(task, wait, r, ahead[0], "queued", ahead))
             if len(out) == before:
                 out.append(Edge(task, wait, r, 0, "task", None))
             count += len(out) - before
@@ -1007,13 +1011,20 @@ def find_deadlocks(resources, idle, roots_of):
                     "more than %d waits-for edges (a resource with %d "
                     "waits): too many to search" % (MAX_EDGES, len(r.waits)))
 
+    # Freedom spreads backwards along the edges, each task once: a queue
+    # (a chain, which frees one waiter per step) takes time in proportion
+    # to its length.
     stuck = {task for task in edges if idle(task)}
-    while True:
-        free = [t for t in stuck
-                if any(e.blocker not in stuck for e in edges[t])]
-        if not free:
-            break
-        stuck.difference_update(free)
+    blocks = {}
+    for t in stuck:
+        for e in edges[t]:
+            blocks.setdefault(e.blocker, []).append(t)
+    freed = [b for b in blocks if b not in stuck]
+    while freed:
+        for t in blocks.pop(freed.pop(), []):
+            if t in stuck:
+                stuck.discard(t)
+                freed.append(t)
 
     graph = {t: sorted({e.blocker for e in edges[t]}) for t in stuck}
     return [cycle_first(members, [e for t in sorted(members) for e in edges[t]])

@@ -89,10 +89,11 @@ pub struct WaitEdge {
     /// it yet ([`queued_ahead`](WaitEdge::queued_ahead)) or for a
     /// `JoinHandle`.
     pub acquired_at: Option<SourceLocation>,
-    /// The holder does not hold the resource: it is queued ahead of the
-    /// waiter, and tokio's queues are first in, first out (a reader behind
-    /// a waiting writer waits for that writer). Its own wait is where it
-    /// waits.
+    /// The holder does not hold the resource: it is queued directly ahead
+    /// of the waiter, and tokio's queues are first in, first out (a reader
+    /// behind a waiting writer waits for that writer). Its own wait is
+    /// where it waits. A waiter waits for every task further ahead too,
+    /// through this one; a report lists only the one directly ahead.
     pub queued_ahead: Option<SourceLocation>,
 }
 

@@ -219,6 +219,94 @@ fn a_task_stuck_behind_a_deadlock_is_not_one_of_its_own() {
     );
 }
 
+/// Task 1 holds `m` and queues for it again behind tasks `2..=n + 1`.
+/// Each waiter is blocked by the holder and by the waiter directly ahead
+/// of it only: one queued edge per waiter, not one per waiter ahead.
+#[test]
+fn a_waiter_is_queued_behind_the_waiter_directly_ahead_only() {
+    for n in [4u64, 2_000] {
+        let reg = registry();
+        let m = resource(reg, Kind::Mutex);
+        m.exclusive.acquire(1, at(), 0);
+        let waits: Vec<WaitRecord> = (2..=n + 1)
+            .chain([1])
+            .map(|t| WaitRecord::start(&m, t, Some(at()), Ask::Exclusive))
+            .collect();
+        let found = detect(reg, |_| View::default());
+        assert_eq!(found.len(), 1);
+        // Each of the n + 1 waits: the holder; all but the first: the
+        // waiter ahead.
+        assert_eq!(found[0].edges.len() as u64, 2 * n + 1);
+        if n == 4 {
+            // The cycle 1 -> 5 -> 1, then the rest by waiter.
+            assert_eq!(
+                pairs(&found),
+                [vec![
+                    (1, 5),
+                    (5, 1),
+                    (1, 1),
+                    (2, 1),
+                    (3, 1),
+                    (3, 2),
+                    (4, 1),
+                    (4, 3),
+                    (5, 4)
+                ]]
+            );
+            assert!(matches!(found[0].edges[0].via, Via::QueuedAhead(w) if w.task == 5));
+            assert!(matches!(found[0].edges[8].via, Via::QueuedAhead(w) if w.task == 4));
+        }
+        drop(waits);
+    }
+}
+
+/// The unknown task queued anywhere ahead frees every waiter behind it,
+/// directly ahead or not: task 3 is queued behind 4, which is behind task
+/// 0. Once task 0 stops waiting, all four wait for each other: 1 holds `m`
+/// and waits for `m2`, held by 3, which is queued for `m` behind 4, which
+/// is behind 2.
+#[test]
+fn an_unknown_waiter_ahead_frees_the_queue_behind_it() {
+    let reg = registry();
+    let (m, m2) = (resource(reg, Kind::Mutex), resource(reg, Kind::Mutex));
+    m.exclusive.acquire(1, at(), 0);
+    m2.exclusive.acquire(3, at(), 0);
+    let _w1 = WaitRecord::start(&m2, 1, Some(at()), Ask::Exclusive);
+    let _w2 = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
+    let w0 = WaitRecord::start(&m, 0, Some(at()), Ask::Exclusive);
+    let _w4 = WaitRecord::start(&m, 4, Some(at()), Ask::Exclusive);
+    let _w3 = WaitRecord::start(&m, 3, Some(at()), Ask::Exclusive);
+    assert!(
+        detect(reg, |_| View::default()).is_empty(),
+        "task 0 could take `m` and let it go"
+    );
+    drop(w0);
+    // 4 is now directly ahead of 3, and directly behind 2.
+    assert_eq!(
+        pairs(&detect(reg, |_| View::default())),
+        [vec![(1, 3), (3, 1), (2, 1), (3, 4), (4, 1), (4, 2)]]
+    );
+}
+
+/// A task queued twice for one `Semaphore` (a `join!` of two acquires),
+/// with task 2 between its waits, and holding its only permit: its second
+/// wait is behind 2, which is behind its first.
+#[test]
+fn a_task_queued_twice_reaches_itself_through_the_waiter_between() {
+    let reg = registry();
+    let s = resource(reg, Kind::Semaphore);
+    s.hold_shared(1, at(), 1);
+    let _first = WaitRecord::start(&s, 1, Some(at()), Ask::Shared(1));
+    let _w2 = WaitRecord::start(&s, 2, Some(at()), Ask::Shared(1));
+    let _second = WaitRecord::start(&s, 1, Some(at()), Ask::Shared(1));
+    // The cycle through 2, then by waiter and wait: 1's first wait, its
+    // second, and 2's queued edge.
+    assert_eq!(
+        pairs(&detect(reg, |_| View::default())),
+        [vec![(1, 2), (2, 1), (1, 1), (1, 1), (2, 1)]]
+    );
+}
+
 #[test]
 fn a_join_handle_waits_for_every_root_of_its_task() {
     let reg = registry();
