@@ -969,6 +969,11 @@ Edge = collections.namedtuple("Edge", "waiter wait resource blocker via by")
 _RANK = {"holds": 0, "queued": 1, "task": 2}
 
 
+#: The most holders a waiter behind the first has edges to (as
+#: `waits::detect`'s constant of that name).
+HOLDERS_NAMED_BEHIND = 8
+
+
 def find_deadlocks(resources, idle, roots_of):
     """The deadlocks among the waits of ``resources`` (in key order), as
     `waits::detect` finds them (a port: the same rules, the same order),
@@ -998,8 +1003,11 @@ def find_deadlocks(resources, idle, roots_of):
                 for root in roots_of(r.target) if r.target else []:
                     out.append(Edge(task, wait, r, root, "task", None))
             else:
-                out.extend(Edge(task, wait, r, h[0], "holds", h)
-                           for h in r.holders)
+                # Behind the first waiter, past HOLDERS_NAMED_BEHIND
+                # holders, the chain alone reaches them (as in Rust).
+                if k == 0 or len(r.holders) <= HOLDERS_NAMED_BEHIND:
+                    out.extend(Edge(task, wait, r, h[0], "holds", h)
+                               for h in r.holders)
                 if k > 0:
                     ahead = r.waits[k - 1]
                     out.append(Edge(task, wait, r, ahead[0], "queued", ahead))

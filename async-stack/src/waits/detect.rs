@@ -57,9 +57,15 @@
 //!   both (a self-edge in the full graph; a path, or a self-edge when the
 //!   two waits are adjacent, in the chain).
 //!
+//! The same holds for a resource's holders: every waiter behind the first
+//! reaches them through the chain, so past a few holders
+//! ([`HOLDERS_NAMED_BEHIND`]) only the first waiter has edges to them (or
+//! `n` waiters on a `Semaphore` that `m` tasks hold would cost `n * m`).
+//!
 //! What changes is only which edges a report lists: a waiter is reported
-//! queued behind the waiter directly ahead of it, and a cycle may go
-//! through the waiters between. Every edge listed still joins two members
+//! queued behind the waiter directly ahead of it (and, behind a resource
+//! with many holders, not held by them), and a cycle may go through the
+//! waiters between. Every edge listed still joins two members
 //! of the deadlock, since no edge leaves a reported component.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
@@ -217,6 +223,12 @@ fn confirmed<V: TaskView>(
             .all(|&t| first.roots_of(t) == second.roots_of(t))
 }
 
+/// The most holders a waiter behind the first has edges to (each waiter
+/// has one to every holder while there are no more): past it, `n` waiters
+/// of a resource with `m` holders (a `Semaphore` shared widely) would cost
+/// `n * m` edges for the same answer.
+const HOLDERS_NAMED_BEHIND: usize = 8;
+
 /// The minimal deadlocks of one pass.
 fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candidate> {
     // Every edge, by waiter; resource indices by waiter.
@@ -248,9 +260,16 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
                     any = true;
                 }
             } else {
-                for h in r.exclusive.iter().chain(&r.holds) {
-                    edge(h.task, Via::Holds(*h));
-                    any = true;
+                // Behind the first waiter, a waiter reaches the holders
+                // through the one directly ahead (see the module's docs,
+                // on queues): its own edges to them only name them in its
+                // report, kept while they are few.
+                let holders = r.exclusive.iter().chain(&r.holds);
+                if k == 0 || holders.clone().count() <= HOLDERS_NAMED_BEHIND {
+                    for h in holders {
+                        edge(h.task, Via::Holds(*h));
+                        any = true;
+                    }
                 }
                 if r.unsettled {
                     // A holder the copy could not read: nobody known.

@@ -260,6 +260,39 @@ fn a_waiter_is_queued_behind_the_waiter_directly_ahead_only() {
     }
 }
 
+/// Behind the first waiter, a waiter of a resource with more than
+/// `HOLDERS_NAMED_BEHIND` holders has no edges to them of its own: ten
+/// tasks hold a permit each and then queue for one more behind 2,000
+/// waiters, and all wait for each other, through 2,019 edges (the first
+/// waiter's ten to the holders, and one a wait to the wait ahead), where
+/// an edge from every wait to every holder made 22,109.
+#[test]
+fn waiters_behind_the_first_reach_many_holders_through_the_queue() {
+    let reg = registry();
+    let s = resource(reg, Kind::Semaphore);
+    let holders: Vec<_> = (1..=10).map(|t| s.hold_shared(t, at(), 1)).collect();
+    let waits: Vec<WaitRecord> = (11..=2_010)
+        .chain(1..=10)
+        .map(|t| WaitRecord::start(&s, t, Some(at()), Ask::Shared(1)))
+        .collect();
+    let found = detect(reg, |_| View::default());
+    assert_eq!(found.len(), 1);
+    let members: std::collections::BTreeSet<u64> =
+        found[0].edges.iter().map(|e| e.waiter).collect();
+    assert_eq!(members.len(), 2_010);
+    assert_eq!(found[0].edges.len(), 2_019);
+    let first_waiter_holds = found[0]
+        .edges
+        .iter()
+        .filter(|e| e.waiter == 11 && matches!(e.via, Via::Holds(_)))
+        .count();
+    assert_eq!(first_waiter_holds, 10);
+    drop(waits);
+    for place in holders {
+        s.release_shared(place);
+    }
+}
+
 /// The unknown task queued anywhere ahead frees every waiter behind it,
 /// directly ahead or not: task 3 is queued behind 4, which is behind task
 /// 0. Once task 0 stops waiting, all four wait for each other: 1 holds `m`
