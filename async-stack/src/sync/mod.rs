@@ -20,7 +20,7 @@
 //! What a program can tell apart, besides the records (each found by
 //! comparing the two, see `tests/tests/sync_like_tokio.rs`):
 //!
-//! - No `const_new`: [`Mutex::new`] and the others record where they were
+//! - No `const_new`: [`Mutex::new`](crate::sync::Mutex::new) and the others record where they were
 //!   created and allocate the lock's record, which a `const fn` cannot.
 //! - No unsized data: tokio's `Mutex<dyn Trait>` (by unsized coercion of
 //!   an `Arc<Mutex<T>>`) has no equivalent, as the wrapper keeps tokio's
