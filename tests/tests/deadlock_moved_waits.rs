@@ -97,6 +97,27 @@ fn waits_in_dump() -> Vec<(u64, String)> {
     out
 }
 
+/// Checks that no deadlock is reported, and that the dump shows two
+/// waits, neither of them the task of root `mover` (this file's fn of
+/// that name), which waits for a message only.
+fn no_deadlock_and_two_waits_but_the_movers(mover: &str) {
+    let found = async_stack::deadlocks();
+    assert!(found.is_empty(), "no deadlock: {found:?}");
+    let waits = waits_in_dump();
+    let root = format!("deadlock_moved_waits::{mover}");
+    let mover_id = async_stack::dump()
+        .tasks
+        .iter()
+        .find(|t| t.root.as_deref() == Some(root.as_str()))
+        .map(|t| t.id)
+        .expect("the mover is a task");
+    assert_eq!(waits.len(), 2, "{waits:?}");
+    assert!(
+        waits.iter().all(|(task, _)| *task != mover_id),
+        "the mover waits for a message only: {waits:?}"
+    );
+}
+
 #[test]
 fn a_moved_acquire_future_waits_in_the_task_that_polls_it() {
     run(async {
@@ -116,24 +137,8 @@ fn a_moved_acquire_future_waits_in_the_task_that_polls_it() {
         polled_rx.await.unwrap();
         settle().await;
 
-        let found = async_stack::deadlocks();
-        assert!(found.is_empty(), "no deadlock: {found:?}");
-        let waits = waits_in_dump();
-        let mover_id = async_stack::dump()
-            .tasks
-            .iter()
-            .find(|t| t.root.as_deref() == Some("deadlock_moved_waits::move_a_lock_future"))
-            .map(|t| t.id)
-            .expect("the mover is a task");
-        assert_eq!(
-            waits.len(),
-            2,
-            "the other task's and the new one's: {waits:?}"
-        );
-        assert!(
-            waits.iter().all(|(task, _)| *task != mover_id),
-            "the mover waits for a message only: {waits:?}"
-        );
+        // The other task's and the new one's.
+        no_deadlock_and_two_waits_but_the_movers("move_a_lock_future");
 
         go_tx.send(()).unwrap();
         mover.await.unwrap();
@@ -175,24 +180,8 @@ fn a_moved_join_handle_waits_in_the_task_that_polls_it() {
         polled_rx.await.unwrap();
         settle().await;
 
-        let found = async_stack::deadlocks();
-        assert!(found.is_empty(), "no deadlock: {found:?}");
-        let waits = waits_in_dump();
-        let mover_id = async_stack::dump()
-            .tasks
-            .iter()
-            .find(|t| t.root.as_deref() == Some("deadlock_moved_waits::move_a_join_handle"))
-            .map(|t| t.id)
-            .expect("the mover is a task");
-        assert_eq!(
-            waits.len(),
-            2,
-            "the child's lock and the new task's join: {waits:?}"
-        );
-        assert!(
-            waits.iter().all(|(task, _)| *task != mover_id),
-            "the mover waits for a message only: {waits:?}"
-        );
+        // The child's lock and the new task's join.
+        no_deadlock_and_two_waits_but_the_movers("move_a_join_handle");
 
         go_tx.send(()).unwrap();
         mover.await.unwrap();

@@ -485,11 +485,9 @@ mod tests {
         (used, top)
     }
 
-    /// Slots are taken lowest first and given back in any order; `top`
-    /// stays one past the highest slot in use, through zombies (a frame
-    /// gone while frames below it live) and holes below the top.
-    #[test]
-    fn top_stays_one_past_the_highest_slot_in_use() {
+    /// A record taken for a task whose stack holds only its root, and the
+    /// site its frames are at.
+    fn new_task() -> (u32, &'static TaskRecord, SiteId) {
         let index = registry::alloc_record().expect("a free record");
         let r = registry::record(index).unwrap();
         r.refs.store(1, Ordering::Relaxed);
@@ -497,6 +495,15 @@ mod tests {
         unsafe { r.put_waker(Waker::noop().clone()) };
         let site = SiteId::call(1);
         r.start_stack(site);
+        (index, r, site)
+    }
+
+    /// Slots are taken lowest first and given back in any order; `top`
+    /// stays one past the highest slot in use, through zombies (a frame
+    /// gone while frames below it live) and holes below the top.
+    #[test]
+    fn top_stays_one_past_the_highest_slot_in_use() {
+        let (index, r, site) = new_task();
         let root = (0, NO_SLOT, false);
 
         // A chain of three under the root, the third in the head chunk.
@@ -549,13 +556,7 @@ mod tests {
     /// and a copy reads every slot under `top`.
     #[test]
     fn a_full_stack_is_searched_across_its_chunks() {
-        let index = registry::alloc_record().expect("a free record");
-        let r = registry::record(index).unwrap();
-        r.refs.store(1, Ordering::Relaxed);
-        // SAFETY: a free record: `refs` was 0 and the cell holds no waker.
-        unsafe { r.put_waker(Waker::noop().clone()) };
-        let site = SiteId::call(1);
-        r.start_stack(site);
+        let (index, r, site) = new_task();
 
         let taken: Vec<u32> = (1..NO_SLOT).map(|_| r.take(site, 0).unwrap()).collect();
         assert_eq!(taken, (1..NO_SLOT).collect::<Vec<_>>());
