@@ -156,6 +156,27 @@ fn a_pending_owned_acquire_keeps_its_lock_as_tokio_s_does() {
     );
 }
 
+/// An owned permit keeps its semaphore, as tokio's does, and so does
+/// each permit split off it.
+#[test]
+fn an_owned_permit_keeps_its_semaphore_as_tokio_s_does() {
+    macro_rules! counts {
+        ($semaphore:path) => {{
+            let s = Arc::new(<$semaphore>::new(3));
+            let mut p = Arc::clone(&s).try_acquire_many_owned(3).unwrap();
+            let with_one = Arc::strong_count(&s);
+            let q = p.split(1).unwrap();
+            let with_two = Arc::strong_count(&s);
+            assert!(Arc::ptr_eq(q.semaphore(), &s));
+            drop((p, q));
+            (with_one, with_two, Arc::strong_count(&s))
+        }};
+    }
+    let tokio = counts!(tokio::sync::Semaphore);
+    assert_eq!(tokio, (2, 3, 1));
+    assert_eq!(counts!(async_stack::sync::Semaphore), tokio);
+}
+
 fn sent<T: Send + 'static, R: Send + 'static>(value: T, f: fn(T) -> R) -> R {
     std::thread::spawn(move || f(value)).join().unwrap()
 }

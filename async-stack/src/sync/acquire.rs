@@ -41,6 +41,13 @@ impl<L: ?Sized> Kept<L> {
     }
 }
 
+impl<L: ?Sized> Kept<L> {
+    /// The lock kept.
+    pub(crate) fn lock(&self) -> &Arc<L> {
+        &self.0
+    }
+}
+
 impl<L: ?Sized + Listed> Borrow<Arc<Resource>> for Kept<L> {
     #[inline]
     fn borrow(&self) -> &Arc<Resource> {
@@ -193,6 +200,13 @@ impl<R: Borrow<Arc<Resource>>> ExclusiveHold<R> {
     }
 }
 
+impl<R: Borrow<Arc<Resource>>> ExclusiveHold<R> {
+    /// What the hold keeps of the resource (for an owned guard: its lock).
+    pub(crate) fn kept(&self) -> &R {
+        &self.resource
+    }
+}
+
 impl<R: Borrow<Arc<Resource>> + Clone> ExclusiveHold<R> {
     /// Turns the hold into a shared hold of one permit (an `RwLock`'s
     /// downgrade), recorded first, so the resource is never seen free
@@ -228,9 +242,9 @@ impl<R: Borrow<Arc<Resource>>> SharedHold<R> {
         SharedHold { resource, place }
     }
 
-    /// The resource held.
-    pub(crate) fn resource(&self) -> &Arc<Resource> {
-        self.resource.borrow()
+    /// What the hold keeps of the resource (for an owned guard: its lock).
+    pub(crate) fn kept(&self) -> &R {
+        &self.resource
     }
 
     /// Changes the permits held.

@@ -26,10 +26,9 @@
 //!   an `Arc<Mutex<T>>`) has no equivalent, as the wrapper keeps tokio's
 //!   lock in an `Arc`.
 //! - Not offered: the guards' `map`, `try_map` and `into_mapped` (and the
-//!   mapped guard types), `MutexGuard::mutex` and the owned guards'
-//!   `mutex()`/`rwlock()`, `SemaphorePermit::split`/`merge`,
-//!   `OwnedSemaphorePermit::merge`, the permits' `semaphore()`, and
-//!   `Semaphore::blocking_acquire*`. Use tokio's type where a program
+//!   mapped guard types), the borrowed guards' `mutex()`/`rwlock()` (the
+//!   owned ones have them), `SemaphorePermit::split`/`merge`/`semaphore`,
+//!   `OwnedSemaphorePermit::merge`, and `Semaphore::blocking_acquire*`. Use tokio's type where a program
 //!   needs one of these; its waits are then not recorded.
 
 pub(crate) mod acquire;

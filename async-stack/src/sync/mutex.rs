@@ -225,6 +225,25 @@ impl<T: ?Sized> Mutex<T> {
     }
 }
 
+impl<T: ?Sized> OwnedMutexGuard<T> {
+    /// The mutex the guard locks (which it keeps alive); an associated
+    /// function, as tokio's, so as not to hide a method of `T`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use async_stack::sync::{Mutex, OwnedMutexGuard};
+    /// use std::sync::Arc;
+    /// let m = Arc::new(Mutex::new(1));
+    /// let g = m.clone().lock_owned().await;
+    /// assert!(Arc::ptr_eq(OwnedMutexGuard::mutex(&g), &m));
+    /// # }
+    /// ```
+    pub fn mutex(this: &Self) -> &Arc<Mutex<T>> {
+        this._hold.kept().lock()
+    }
+}
+
 impl<T: Default> Default for Mutex<T> {
     #[track_caller]
     fn default() -> Self {

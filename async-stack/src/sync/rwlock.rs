@@ -397,7 +397,43 @@ impl<'a, T: ?Sized> RwLockWriteGuard<'a, T> {
     }
 }
 
+impl<T: ?Sized> OwnedRwLockReadGuard<T> {
+    /// The lock the guard reads (which it keeps alive); an associated
+    /// function, as tokio's.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use async_stack::sync::{OwnedRwLockReadGuard, RwLock};
+    /// use std::sync::Arc;
+    /// let l = Arc::new(RwLock::new(1));
+    /// let r = l.clone().read_owned().await;
+    /// assert!(Arc::ptr_eq(OwnedRwLockReadGuard::rwlock(&r), &l));
+    /// # }
+    /// ```
+    pub fn rwlock(this: &Self) -> &Arc<RwLock<T>> {
+        this._hold.kept().lock()
+    }
+}
+
 impl<T: ?Sized> OwnedRwLockWriteGuard<T> {
+    /// The lock the guard writes (which it keeps alive); an associated
+    /// function, as tokio's.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// use async_stack::sync::{OwnedRwLockWriteGuard, RwLock};
+    /// use std::sync::Arc;
+    /// let l = Arc::new(RwLock::new(1));
+    /// let w = l.clone().write_owned().await;
+    /// assert!(Arc::ptr_eq(OwnedRwLockWriteGuard::rwlock(&w), &l));
+    /// # }
+    /// ```
+    pub fn rwlock(this: &Self) -> &Arc<RwLock<T>> {
+        this._hold.kept().lock()
+    }
+
     /// [`RwLockWriteGuard::downgrade`] for an owned guard.
     ///
     /// ```

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use ::tokio::sync as tokio_sync;
 pub use ::tokio::sync::{AcquireError, TryAcquireError};
 
-use crate::sync::acquire::{Acquiring, SharedHold, new_resource};
+use crate::sync::acquire::{Acquiring, Kept, Listed, SharedHold, new_resource};
 use crate::waits::resource::{Ask, Kind, Owner, Resource};
 
 /// A counting semaphore: `tokio::sync::Semaphore` (fair: FIFO), with the
@@ -48,7 +48,13 @@ pub struct SemaphorePermit<'a> {
 /// Permits of a [`Semaphore`] in an `Arc`.
 pub struct OwnedSemaphorePermit {
     inner: tokio_sync::OwnedSemaphorePermit,
-    hold: SharedHold<Arc<Resource>>,
+    hold: SharedHold<Kept<Semaphore>>,
+}
+
+impl Listed for Semaphore {
+    fn listed(&self) -> &Arc<Resource> {
+        &self.resource
+    }
 }
 
 impl Semaphore {
@@ -213,11 +219,12 @@ impl Semaphore {
         at: &'static Location<'static>,
         n: u32,
     ) -> impl Future<Output = Result<OwnedSemaphorePermit, AcquireError>> {
+        let inner = Arc::clone(&self.inner).acquire_many_owned(n);
         Acquiring::new(
-            Arc::clone(&*self.resource),
+            Kept::new(self),
             at,
             Ask::Shared(n),
-            Arc::clone(&self.inner).acquire_many_owned(n),
+            inner,
             move |out, resource, at| {
                 let inner = out?;
                 Ok(OwnedSemaphorePermit {
@@ -299,7 +306,7 @@ impl Semaphore {
         let inner = Arc::clone(&self.inner).try_acquire_many_owned(n)?;
         Ok(OwnedSemaphorePermit {
             inner,
-            hold: SharedHold::new(Arc::clone(&*self.resource), at, n),
+            hold: SharedHold::new(Kept::new(self), at, n),
         })
     }
 }
@@ -359,6 +366,18 @@ impl OwnedSemaphorePermit {
         drop(hold);
     }
 
+    /// The semaphore the permits are from (which the permit keeps alive).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let s = Arc::new(async_stack::sync::Semaphore::new(1));
+    /// let p = s.clone().try_acquire_owned().unwrap();
+    /// assert!(Arc::ptr_eq(p.semaphore(), &s));
+    /// ```
+    pub fn semaphore(&self) -> &Arc<Semaphore> {
+        self.hold.kept().lock()
+    }
+
     /// Splits `n` permits off into a permit of their own, if this holds at
     /// least `n`.
     ///
@@ -375,7 +394,7 @@ impl OwnedSemaphorePermit {
         self.hold.resize(self.inner.num_permits() as u32);
         Some(OwnedSemaphorePermit {
             inner,
-            hold: SharedHold::new(Arc::clone(self.hold.resource()), Location::caller(), n32),
+            hold: SharedHold::new(self.hold.kept().clone(), Location::caller(), n32),
         })
     }
 }
