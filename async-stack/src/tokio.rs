@@ -143,9 +143,21 @@ impl<T> JoinHandle<T> {
     /// unfinished, the common case of `spawn(work()).await`: not cold, but
     /// out of line, so that each `JoinHandle<T>`'s poll stays small.
     #[inline(never)]
-    fn start_wait(&mut self, task: u64) {
+    fn start_wait(&mut self) {
+        let task = current_task_id().unwrap_or(0);
         let target = id_number(self.inner.id());
         self.wait = JoinWait::start(Registry::global(), task, target, self.spawned_at);
+    }
+
+    /// A later `Pending`: the task that polls the handle waits, even if it
+    /// is not the one that first did (the handle was moved), so a new
+    /// record if it is another.
+    #[inline(never)]
+    fn follow(&mut self) {
+        let task = current_task_id().unwrap_or(0);
+        if self.wait.as_ref().is_some_and(|w| w.task() != task) {
+            self.start_wait();
+        }
     }
 }
 
@@ -161,11 +173,10 @@ impl<T> Future for JoinHandle<T> {
                 Poll::Ready(out)
             }
             Poll::Pending => {
-                // The task that polls it waits, even if it is not the one
-                // that first did (the handle was moved): a new record.
-                let task = current_task_id().unwrap_or(0);
-                if this.wait.as_ref().is_none_or(|w| w.task() != task) {
-                    this.start_wait(task);
+                if this.wait.is_none() {
+                    this.start_wait();
+                } else {
+                    this.follow();
                 }
                 Poll::Pending
             }

@@ -103,6 +103,11 @@ impl JoinSlot {
         self.generation.store(generation, Ordering::Release);
     }
 
+    /// The waiting task, for the slot's taker (which wrote it).
+    pub(crate) fn task(&self) -> u64 {
+        self.task.load(Ordering::Relaxed)
+    }
+
     /// Ends the wait. Release: the next claimer's writes come after it.
     pub(crate) fn clear(&self) {
         self.generation.store(0, Ordering::Release);

@@ -11,6 +11,7 @@
 
 use std::panic::Location;
 
+use crate::waits::join::JoinSlot;
 use crate::waits::resource::{Registry, next_generation, stamp};
 
 /// A recorded join wait, ended when dropped: what an awaited `JoinHandle`
@@ -19,8 +20,6 @@ use crate::waits::resource::{Registry, next_generation, stamp};
 pub(crate) struct JoinWait {
     registry: &'static Registry,
     index: u32,
-    /// The waiting task, as recorded.
-    task: u64,
 }
 
 impl JoinWait {
@@ -47,13 +46,16 @@ impl JoinWait {
         Some(JoinWait {
             registry,
             index: index as u32,
-            task,
         })
     }
 
-    /// The waiting task, as recorded.
+    /// The waiting task, as recorded (in the slot, which only this wait
+    /// writes: a `JoinHandle` stays as small as before).
     pub(crate) fn task(&self) -> u64 {
-        self.task
+        self.registry
+            .joins()
+            .get(self.index as usize)
+            .map_or(0, JoinSlot::task)
     }
 }
 
