@@ -61,7 +61,8 @@ MAX_SHARED_SLOTS = 64
 MAX_JOIN_SLOT_SIZE = 256
 
 #: The most waits-for edges :func:`find_deadlocks` builds (a waiter has one
-#: per holder and one to the task queued directly ahead of it); more is
+#: to the task queued directly ahead of it, and one per holder, past
+#: :data:`HOLDERS_NAMED_BEHIND` holders only the first waiter); more is
 #: reported as too large to search rather than searched slowly.
 MAX_EDGES = 1 << 20
 

@@ -38,6 +38,14 @@ async fn poll_once(fut: &mut Pin<Box<dyn Future<Output = ()> + Send>>) {
     .await;
 }
 
+/// Polls `fut` once in the calling task, then hands it to a new task,
+/// which awaits it after telling `polled` it has polled it too.
+async fn hand_over(fut: impl Future<Output = ()> + Send + 'static, polled: oneshot::Sender<()>) {
+    let mut fut: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(fut);
+    poll_once(&mut fut).await;
+    async_stack::tokio::spawn(await_elsewhere(fut, polled));
+}
+
 /// Awaits `fut`, first telling `polled` it has been polled.
 #[traced_async]
 async fn await_elsewhere(
@@ -61,11 +69,13 @@ async fn move_a_lock_future(
 ) {
     let held = l.lock().await;
     other_has_m.await.unwrap();
-    let mut fut: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
-        let _g = m.lock_owned().await;
-    });
-    poll_once(&mut fut).await;
-    async_stack::tokio::spawn(await_elsewhere(fut, polled));
+    hand_over(
+        async move {
+            let _g = m.lock_owned().await;
+        },
+        polled,
+    )
+    .await;
     go.await.unwrap();
     drop(held);
 }
@@ -156,11 +166,13 @@ async fn move_a_join_handle(
 ) {
     let held = l.lock().await;
     let child = async_stack::tokio::spawn(lock_once(Arc::clone(&l)));
-    let mut fut: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
-        child.await.unwrap();
-    });
-    poll_once(&mut fut).await;
-    async_stack::tokio::spawn(await_elsewhere(fut, polled));
+    hand_over(
+        async move {
+            child.await.unwrap();
+        },
+        polled,
+    )
+    .await;
     go.await.unwrap();
     drop(held);
 }

@@ -42,24 +42,36 @@ macro_rules! owned_guard {
     };
 }
 
+/// Runs `$scenario` for each owned acquire, with tokio's lock and ours:
+/// tokio's shows `(2, true, 1, 7)`, and ours the same.
+macro_rules! like_tokio {
+    ($scenario:ident) => {
+        for (acquire, tokio, ours) in [
+            (
+                "lock_owned",
+                $scenario!(tokio::sync::Mutex<u32>, lock_owned),
+                $scenario!(async_stack::sync::Mutex<u32>, lock_owned),
+            ),
+            (
+                "read_owned",
+                $scenario!(tokio::sync::RwLock<u32>, read_owned),
+                $scenario!(async_stack::sync::RwLock<u32>, read_owned),
+            ),
+            (
+                "write_owned",
+                $scenario!(tokio::sync::RwLock<u32>, write_owned),
+                $scenario!(async_stack::sync::RwLock<u32>, write_owned),
+            ),
+        ] {
+            assert_eq!(tokio, (2, true, 1, 7), "tokio, {acquire}");
+            assert_eq!(ours, tokio, "{acquire}");
+        }
+    };
+}
+
 #[test]
 fn an_owned_guard_keeps_its_lock_as_tokio_s_does() {
-    let tokio = owned_guard!(tokio::sync::Mutex<u32>, lock_owned);
-    assert_eq!(tokio, (2, true, 1, 7));
-    assert_eq!(
-        owned_guard!(async_stack::sync::Mutex<u32>, lock_owned),
-        tokio
-    );
-    assert_eq!(owned_guard!(tokio::sync::RwLock<u32>, read_owned), tokio);
-    assert_eq!(
-        owned_guard!(async_stack::sync::RwLock<u32>, read_owned),
-        tokio
-    );
-    assert_eq!(owned_guard!(tokio::sync::RwLock<u32>, write_owned), tokio);
-    assert_eq!(
-        owned_guard!(async_stack::sync::RwLock<u32>, write_owned),
-        tokio
-    );
+    like_tokio!(owned_guard);
 }
 
 /// A downgraded owned write guard still keeps the lock.
@@ -138,22 +150,7 @@ impl TryExclusive for async_stack::sync::RwLock<u32> {
 /// A pending owned acquire future keeps the lock too.
 #[test]
 fn a_pending_owned_acquire_keeps_its_lock_as_tokio_s_does() {
-    let tokio = owned_future!(tokio::sync::Mutex<u32>, lock_owned);
-    assert_eq!(tokio, (2, true, 1, 7));
-    assert_eq!(
-        owned_future!(async_stack::sync::Mutex<u32>, lock_owned),
-        tokio
-    );
-    assert_eq!(owned_future!(tokio::sync::RwLock<u32>, read_owned), tokio);
-    assert_eq!(
-        owned_future!(async_stack::sync::RwLock<u32>, read_owned),
-        tokio
-    );
-    assert_eq!(owned_future!(tokio::sync::RwLock<u32>, write_owned), tokio);
-    assert_eq!(
-        owned_future!(async_stack::sync::RwLock<u32>, write_owned),
-        tokio
-    );
+    like_tokio!(owned_future);
 }
 
 /// An owned permit keeps its semaphore, as tokio's does, and so does

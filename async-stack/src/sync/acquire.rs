@@ -39,9 +39,7 @@ impl<L: ?Sized> Kept<L> {
     pub(crate) fn new(lock: Arc<L>) -> Self {
         Kept(lock)
     }
-}
 
-impl<L: ?Sized> Kept<L> {
     /// The lock kept.
     pub(crate) fn lock(&self) -> &Arc<L> {
         &self.0
@@ -198,9 +196,7 @@ impl<R: Borrow<Arc<Resource>>> ExclusiveHold<R> {
         resource.borrow().exclusive.acquire(task, at, stamp(task));
         ExclusiveHold { resource }
     }
-}
 
-impl<R: Borrow<Arc<Resource>>> ExclusiveHold<R> {
     /// What the hold keeps of the resource (for an owned guard: its lock).
     pub(crate) fn kept(&self) -> &R {
         &self.resource

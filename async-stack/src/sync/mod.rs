@@ -20,16 +20,18 @@
 //! What a program can tell apart, besides the records (each found by
 //! comparing the two, see `tests/tests/sync_like_tokio.rs`):
 //!
-//! - No `const_new`: [`Mutex::new`](crate::sync::Mutex::new) and the others record where they were
-//!   created and allocate the lock's record, which a `const fn` cannot.
+//! - No `const_new`: [`Mutex::new`](crate::sync::Mutex::new) and the
+//!   others record where they were created and allocate the lock's
+//!   record, which a `const fn` cannot.
 //! - No unsized data: tokio's `Mutex<dyn Trait>` (by unsized coercion of
 //!   an `Arc<Mutex<T>>`) has no equivalent, as the wrapper keeps tokio's
 //!   lock in an `Arc`.
 //! - Not offered: the guards' `map`, `try_map` and `into_mapped` (and the
 //!   mapped guard types), the borrowed guards' `mutex()`/`rwlock()` (the
 //!   owned ones have them), `SemaphorePermit::split`/`merge`/`semaphore`,
-//!   `OwnedSemaphorePermit::merge`, and `Semaphore::blocking_acquire*`. Use tokio's type where a program
-//!   needs one of these; its waits are then not recorded.
+//!   `OwnedSemaphorePermit::merge`, and `Semaphore::blocking_acquire*`.
+//!   Use tokio's type where a program needs one of these; its waits are
+//!   then not recorded.
 
 pub(crate) mod acquire;
 pub mod mutex;

@@ -234,6 +234,12 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
     // Every edge, by waiter; resource indices by waiter.
     let mut edges: BTreeMap<u64, Vec<(usize, Edge)>> = BTreeMap::new();
     for (i, r) in copies.iter().enumerate() {
+        let holders = r.exclusive.iter().chain(&r.holds);
+        // Behind the first waiter, a waiter reaches the holders through
+        // the one directly ahead (see the module's docs, on queues): its
+        // own edges to them only name them in its report, kept while
+        // they are few.
+        let named_behind = holders.clone().count() <= HOLDERS_NAMED_BEHIND;
         for (k, w) in r.waits.iter().enumerate() {
             if w.task == 0 {
                 continue;
@@ -260,13 +266,8 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
                     any = true;
                 }
             } else {
-                // Behind the first waiter, a waiter reaches the holders
-                // through the one directly ahead (see the module's docs,
-                // on queues): its own edges to them only name them in its
-                // report, kept while they are few.
-                let holders = r.exclusive.iter().chain(&r.holds);
-                if k == 0 || holders.clone().count() <= HOLDERS_NAMED_BEHIND {
-                    for h in holders {
+                if k == 0 || named_behind {
+                    for h in holders.clone() {
                         edge(h.task, Via::Holds(*h));
                         any = true;
                     }
