@@ -50,6 +50,15 @@ export ASYNC_STACK_VERIFY_LOG="$PWD/target/verify-mismatches.log"
 mkdir -p target
 rm -f "$ASYNC_STACK_VERIFY_LOG"
 
+# A cold run writes about 8 GB under target/ (the debug build's test
+# binaries 4 GB of it). When the disk fills, the linker dies with an
+# unhelpful SIGBUS, so say beforehand when room looks short.
+free_kb=$(df -Pk target | awk 'NR == 2 { print $4 }')
+echo "== $(date -u +%T) $((free_kb / 1024 / 1024)) GB free for target/"
+if [ "${free_kb:-0}" -lt $((10 * 1024 * 1024)) ]; then
+    echo "== warning: less than 10 GB free; a cold run writes about 8 GB under target/" >&2
+fi
+
 echo "== $(date -u +%T) 1/4 workspace tests (debug)"
 cargo test --workspace --all-features
 
