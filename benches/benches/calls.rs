@@ -54,42 +54,48 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 fn calls(c: &mut Criterion<BenchClock>) {
     let registry = await_tree::Registry::new(await_tree::Config::default());
     check_premises(&registry);
-    let mut group = c.benchmark_group(names::CALLS);
-    let mut bench = |name: &str, make: &mut dyn FnMut() -> Boxed| {
-        group.bench_function(BenchmarkId::new(name, CALLS_PER_POLL), |b| {
-            b.iter_custom(|iters| root_poll::poll_roots(iters, make));
-        });
-    };
-    bench(names::UNTRACED, &mut calls::untraced::root);
-    bench(names::ASYNC_STACK, &mut calls::with_async_stack::root);
-    bench(
-        names::ASYNC_BACKTRACE,
-        &mut calls::with_async_backtrace::root,
-    );
     let mut key = 0;
-    bench(names::AWAIT_TREE, &mut || {
-        key += 1;
-        calls::await_tree_root(&registry, key)
-    });
-    group.finish();
-
-    let mut group = c.benchmark_group(names::CALLS_WIDE);
-    let mut bench = |name: &str, make: &mut dyn FnMut() -> Boxed| {
-        group.bench_function(BenchmarkId::new(name, WIDE), |b| {
-            b.iter_custom(|iters| root_poll::poll_roots(iters, make));
-        });
-    };
-    bench(names::UNTRACED, &mut calls::untraced::wide_root);
-    bench(names::ASYNC_STACK, &mut calls::with_async_stack::wide_root);
-    bench(
-        names::ASYNC_BACKTRACE,
-        &mut calls::with_async_backtrace::wide_root,
+    let mut variants =
+        |group: &str,
+         parameter: u64,
+         roots: [fn() -> Boxed; 3],
+         await_tree: fn(&await_tree::Registry, u64) -> Boxed| {
+            let mut group = c.benchmark_group(group);
+            let mut bench = |name: &str, make: &mut dyn FnMut() -> Boxed| {
+                group.bench_function(BenchmarkId::new(name, parameter), |b| {
+                    b.iter_custom(|iters| root_poll::poll_roots(iters, make));
+                });
+            };
+            let [mut untraced, mut async_stack, mut async_backtrace] = roots;
+            bench(names::UNTRACED, &mut untraced);
+            bench(names::ASYNC_STACK, &mut async_stack);
+            bench(names::ASYNC_BACKTRACE, &mut async_backtrace);
+            bench(names::AWAIT_TREE, &mut || {
+                key += 1;
+                await_tree(&registry, key)
+            });
+            group.finish();
+        };
+    variants(
+        names::CALLS,
+        CALLS_PER_POLL,
+        [
+            calls::untraced::root,
+            calls::with_async_stack::root,
+            calls::with_async_backtrace::root,
+        ],
+        calls::await_tree_root,
     );
-    bench(names::AWAIT_TREE, &mut || {
-        key += 1;
-        calls::await_tree_wide_root(&registry, key)
-    });
-    group.finish();
+    variants(
+        names::CALLS_WIDE,
+        WIDE,
+        [
+            calls::untraced::wide_root,
+            calls::with_async_stack::wide_root,
+            calls::with_async_backtrace::wide_root,
+        ],
+        calls::await_tree_wide_root,
+    );
 }
 
 /// Checks, outside the measurement, that each variant's root is its

@@ -4,6 +4,8 @@
 //! Tests of one binary share the process's waits-for graph, so each looks
 //! only at the deadlocks among its own tasks.
 
+mod common;
+
 use std::sync::Arc;
 
 use async_stack::ResourceKind as K;
@@ -37,12 +39,7 @@ async fn deadlock_of(mut tasks: Vec<u64>) -> Deadlock {
 
 /// The line of this file that ends with the comment `// {marker}`.
 fn line_of(marker: &str) -> u32 {
-    let tail = format!("// {marker}");
-    let n = include_str!("deadlock_cycles.rs")
-        .lines()
-        .position(|l| l.ends_with(&tail))
-        .unwrap_or_else(|| panic!("no line marked {marker}"));
-    n as u32 + 1
+    common::marker_line("tests/deadlock_cycles.rs", marker)
 }
 
 fn id() -> u64 {

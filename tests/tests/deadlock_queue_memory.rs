@@ -18,6 +18,7 @@ use async_stack::tokio::spawn_named;
 use async_stack::{Deadlock, WaitEdge, traced_async};
 use tokio::sync::oneshot;
 
+mod common;
 mod live_bytes;
 
 #[global_allocator]
@@ -41,12 +42,7 @@ fn rt() -> tokio::runtime::Runtime {
 
 /// The line of this file that ends with the comment `// {marker}`.
 fn line_of(marker: &str) -> u32 {
-    let tail = format!("// {marker}");
-    let n = include_str!("deadlock_queue_memory.rs")
-        .lines()
-        .position(|l| l.ends_with(&tail))
-        .unwrap_or_else(|| panic!("no line marked {marker}"));
-    n as u32 + 1
+    common::marker_line("tests/deadlock_queue_memory.rs", marker)
 }
 
 fn id() -> u64 {

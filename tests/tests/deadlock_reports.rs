@@ -21,12 +21,7 @@ const PATIENCE: Duration = Duration::from_secs(60);
 
 /// The line of this file that ends with the comment `// {marker}`.
 fn line_of(marker: &str) -> u32 {
-    let tail = format!("// {marker}");
-    let n = include_str!("deadlock_reports.rs")
-        .lines()
-        .position(|l| l.ends_with(&tail))
-        .unwrap_or_else(|| panic!("no line marked {marker}"));
-    n as u32 + 1
+    common::marker_line("tests/deadlock_reports.rs", marker)
 }
 
 #[traced_async]
