@@ -11,8 +11,10 @@ use std::sync::Arc;
 use async_stack::ResourceKind as K;
 use async_stack::sync::{Mutex, RwLock, Semaphore};
 use async_stack::tokio::{JoinHandle, spawn_named};
-use async_stack::{Deadlock, ResourceKind, WaitEdge, traced_async};
+use async_stack::{ResourceKind, WaitEdge, traced_async};
 use tokio::sync::oneshot;
+
+use common::{deadlock_of, task_id};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -21,29 +23,9 @@ fn rt() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// The deadlock whose tasks are exactly `tasks`, once every task has run
-/// into it (the runtime gets turns until then).
-async fn deadlock_of(mut tasks: Vec<u64>) -> Deadlock {
-    tasks.sort_unstable();
-    for _ in 0..1000 {
-        if let Some(d) = async_stack::deadlocks()
-            .into_iter()
-            .find(|d| d.tasks() == tasks)
-        {
-            return d;
-        }
-        tokio::task::yield_now().await;
-    }
-    panic!("no deadlock among {tasks:?}");
-}
-
 /// The line of this file that ends with the comment `// {marker}`.
 fn line_of(marker: &str) -> u32 {
     common::marker_line("tests/deadlock_cycles.rs", marker)
-}
-
-fn id() -> u64 {
-    async_stack::current_task_id().expect("inside a traced task")
 }
 
 /// What an edge says, in a form to compare: waiter, waiting-at line,
@@ -103,7 +85,7 @@ async fn lock_both(
     go: oneshot::Receiver<()>,
 ) {
     let _a = first.lock().await; // FIRST_LOCK
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     go.await.unwrap();
     // `_a` is held while waiting for the other.
     let _b = second.lock().await; // SECOND_LOCK
@@ -133,7 +115,7 @@ fn a_lock_order_inversion_names_both_tasks_and_all_four_lines() {
         let m1 = Arc::new(Mutex::new(0)); // M1
         let m2 = Arc::new(Mutex::new(0)); // M2
         let ((a, b), _ha, _hb) = inversion(&m1, &m2).await;
-        let d = deadlock_of(vec![a, b]).await;
+        let d = deadlock_of(&[a, b]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         // a holds m1 and waits for m2; b holds m2 and waits for m1.
         let a_edge = expected(a, "SECOND_LOCK", K::Mutex, "M2", b, "FIRST_LOCK", "");
@@ -173,7 +155,7 @@ fn aborting_a_task_of_the_cycle_breaks_it() {
         let m1 = Arc::new(Mutex::new(0));
         let m2 = Arc::new(Mutex::new(0));
         let ((a, b), ha, hb) = inversion(&m1, &m2).await;
-        deadlock_of(vec![a, b]).await;
+        deadlock_of(&[a, b]).await;
         ha.abort();
         assert!(ha.await.unwrap_err().is_cancelled());
         // b got m1 and ends.
@@ -189,7 +171,7 @@ fn aborting_a_task_of_the_cycle_breaks_it() {
 #[traced_async]
 async fn relock(m: Arc<Mutex<u8>>, ready: oneshot::Sender<u64>) {
     let _a = m.lock().await; // RELOCK_FIRST
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     let _b = m.lock().await; // RELOCK_SECOND
 }
 
@@ -200,7 +182,7 @@ fn a_self_relock_is_a_cycle_of_one() {
         let (ready, t) = oneshot::channel();
         let _h = spawn_named("relock", relock(m, ready));
         let t = t.await.unwrap();
-        let d = deadlock_of(vec![t]).await;
+        let d = deadlock_of(&[t]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         let want = expected(t, "RELOCK_SECOND", K::Mutex, "M", t, "RELOCK_FIRST", "");
         assert_eq!(got, [want]);
@@ -215,14 +197,14 @@ fn a_self_relock_is_a_cycle_of_one() {
 #[traced_async]
 async fn read_twice(l: Arc<RwLock<u8>>, ready: oneshot::Sender<u64>, go: oneshot::Receiver<()>) {
     let _a = l.read().await; // READ_FIRST
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     go.await.unwrap();
     let _b = l.read().await; // READ_SECOND
 }
 
 #[traced_async]
 async fn write(l: Arc<RwLock<u8>>, ready: oneshot::Sender<u64>) {
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     let _w = l.write().await; // WRITE
 }
 
@@ -240,7 +222,7 @@ fn a_reader_queued_behind_a_waiting_writer_waits_for_it() {
         // The writer is queued once it had a turn after its handshake.
         tokio::task::yield_now().await;
         go.send(()).unwrap();
-        let d = deadlock_of(vec![r, w]).await;
+        let d = deadlock_of(&[r, w]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         let r_behind_w = expected(r, "READ_SECOND", K::RwLock, "L", w, "", "WRITE");
         let w_for_r = expected(w, "WRITE", K::RwLock, "L", r, "READ_FIRST", "");
@@ -256,7 +238,7 @@ fn a_reader_queued_behind_a_waiting_writer_waits_for_it() {
 
 #[traced_async]
 async fn await_other(ready: oneshot::Sender<u64>, other: oneshot::Receiver<JoinHandle<()>>) {
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     let h = other.await.unwrap();
     h.await.unwrap(); // AWAIT_HANDLE
 }
@@ -274,7 +256,7 @@ fn two_tasks_awaiting_each_others_handles() {
         let (a, b) = (a.await.unwrap(), b.await.unwrap());
         give_a.send(hb).unwrap();
         give_b.send(ha).unwrap();
-        let d = deadlock_of(vec![a, b]).await;
+        let d = deadlock_of(&[a, b]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         // The line of each handle's `.await`, from the waiter's frame.
         let a_edge = expected(a, "AWAIT_HANDLE", K::JoinHandle, "SPAWN_B", b, "", "");
@@ -326,7 +308,7 @@ async fn party_a(
     go: oneshot::Receiver<()>,
 ) {
     let _m = m.lock().await; // HOLD_M
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     go.await.unwrap();
     let _s = s.acquire().await.unwrap(); // WAIT_S
 }
@@ -339,7 +321,7 @@ async fn party_b(
     go: oneshot::Receiver<()>,
 ) {
     let _s = s.acquire().await.unwrap(); // HOLD_S
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     go.await.unwrap();
     let _l = l.write().await; // WAIT_L
 }
@@ -352,7 +334,7 @@ async fn party_c(
     go: oneshot::Receiver<()>,
 ) {
     let _l = l.read().await; // HOLD_L
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     go.await.unwrap();
     let _m = m.lock().await; // WAIT_M
 }
@@ -376,7 +358,7 @@ fn a_three_party_cycle_through_mutex_semaphore_and_rwlock() {
         for g in [ga, gb, gc] {
             g.send(()).unwrap();
         }
-        let d = deadlock_of(vec![a, b, c]).await;
+        let d = deadlock_of(&[a, b, c]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         let mut want = vec![
             expected(a, "WAIT_S", K::Semaphore, "S3", b, "HOLD_S", ""),

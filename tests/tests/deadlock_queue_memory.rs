@@ -15,8 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_stack::ResourceKind;
 use async_stack::sync::{Mutex, Semaphore};
 use async_stack::tokio::spawn_named;
-use async_stack::{Deadlock, WaitEdge, traced_async};
+use async_stack::{WaitEdge, traced_async};
 use tokio::sync::oneshot;
+
+use common::{deadlock_of, task_id};
 
 mod common;
 mod live_bytes;
@@ -45,13 +47,9 @@ fn line_of(marker: &str) -> u32 {
     common::marker_line("tests/deadlock_queue_memory.rs", marker)
 }
 
-fn id() -> u64 {
-    async_stack::current_task_id().expect("inside a traced task")
-}
-
 #[traced_async]
 async fn acquire(s: Arc<Semaphore>, queued: Arc<AtomicUsize>, ready: oneshot::Sender<u64>) {
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     queued.fetch_add(1, Ordering::Relaxed);
     let _p = s.acquire().await.unwrap();
 }
@@ -120,14 +118,14 @@ async fn lock_both(
     go: oneshot::Receiver<()>,
 ) {
     let _a = first.lock().await; // FIRST_LOCK
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     go.await.unwrap();
     let _b = second.lock().await; // SECOND_LOCK
 }
 
 #[traced_async]
 async fn lock(m: Arc<Mutex<u8>>, queued: Arc<AtomicUsize>, ready: oneshot::Sender<u64>) {
-    ready.send(id()).unwrap();
+    ready.send(task_id()).unwrap();
     queued.fetch_add(1, Ordering::Relaxed);
     let _g = m.lock().await; // QUEUED_LOCK
 }
@@ -148,21 +146,6 @@ fn seen(e: &WaitEdge) -> Seen {
         e.acquired_at.as_ref().map(|l| l.line),
         e.queued_ahead.as_ref().map(|l| l.line),
     )
-}
-
-/// The deadlock whose tasks are exactly `tasks` (sorted), once every task
-/// has run into it.
-async fn deadlock_of(tasks: &[u64]) -> Deadlock {
-    for _ in 0..1000 {
-        if let Some(d) = async_stack::deadlocks()
-            .into_iter()
-            .find(|d| d.tasks() == tasks)
-        {
-            return d;
-        }
-        tokio::task::yield_now().await;
-    }
-    panic!("no deadlock among {tasks:?}");
 }
 
 /// `a` holds `l1` and queues for `l2` behind 100 waiting tasks; `b` holds

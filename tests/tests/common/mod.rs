@@ -3,8 +3,9 @@
 //! check of the spliced layout of a capture, a future that yields once,
 //! a minimal thread-park executor, a runner of the helper binaries
 //! that read an environment variable once per process, the check of a
-//! dump's JSON against the checked-in schema, and a bounded wait for what
-//! another thread does ([`wait_for`]).
+//! dump's JSON against the checked-in schema, a bounded wait for what
+//! another thread does ([`wait_for`]), and, for the deadlock tests, the
+//! running task's id and a wait for a given deadlock ([`deadlock_of`]).
 //!
 //! Every test file that uses this module declares `mod common;`; each uses a
 //! different subset of it, hence the `dead_code` allowance.
@@ -261,4 +262,28 @@ pub fn wait_for(what: &str, done: impl Fn() -> bool) {
         assert!(start.elapsed() < PATIENCE, "{what}: not in {PATIENCE:?}");
         thread::sleep(std::time::Duration::from_millis(1));
     }
+}
+
+/// The id of the traced task the caller runs in.
+#[track_caller]
+pub fn task_id() -> u64 {
+    async_stack::current_task_id().expect("inside a traced task")
+}
+
+/// The deadlock whose tasks are exactly `tasks` (in any order), once every
+/// one of them has run into it: the runtime gets up to 1,000 turns until
+/// then.
+pub async fn deadlock_of(tasks: &[u64]) -> async_stack::Deadlock {
+    let mut tasks = tasks.to_vec();
+    tasks.sort_unstable();
+    for _ in 0..1000 {
+        if let Some(d) = async_stack::deadlocks()
+            .into_iter()
+            .find(|d| d.tasks() == tasks)
+        {
+            return d;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("no deadlock among {tasks:?}");
 }
