@@ -67,8 +67,12 @@
 //!   included.
 //! - **Line tables only** (`debug = "line-tables-only"`): everything above
 //!   works, including inlined frames; this is the recommended release
-//!   setting. Columns of native frames may be missing. Inlined functions
-//!   have short names there (`{async_block#0}`), so an unnamed `.traced()`
+//!   setting. Columns of native frames may be missing. Its debug info
+//!   names functions without their path (`poll<app::Handler>`,
+//!   `{closure#0}<..>`): a native frame that is a function of its own takes
+//!   its full name from the symbol table instead, as full debug info would
+//!   name it, in backtraces and profiles alike; an inlined frame keeps the
+//!   short name, as in std's own backtraces. So an unnamed `.traced()`
 //!   future whose body was inlined is named by its location.
 //! - **Inlining** (release builds): `Traced::poll` is inlined into the
 //!   parent's code, and so, often, is the whole chain of bodies. Inlined

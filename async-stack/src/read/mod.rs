@@ -4,6 +4,9 @@
 //! - [`walker`]: the current thread's native backtrace with the async
 //!   frames spliced in;
 //! - [`symbolize`]: the walker's process-wide cache of resolved addresses;
+//! - [`native`]: native addresses as (module, build id, offset), and the
+//!   ELF symboliser the sampler names its frames with; the walker asks its
+//!   symbol table for the names line-tables-only debug info leaves short;
 //! - [`verify`]: the live chain checked against the published stack, for
 //!   the walker and the sampler both;
 //! - [`sites`]: site ids resolved to their static call and await sites;
@@ -11,6 +14,7 @@
 //! - [`dump`]: every live task, read from another thread without blocking.
 
 pub mod dump;
+pub(crate) mod native;
 pub(crate) mod plumbing;
 pub(crate) mod sites;
 pub(crate) mod symbolize;

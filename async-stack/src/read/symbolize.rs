@@ -7,17 +7,25 @@
 //! first time a backtrace is displayed or its frames are inspected, and
 //! cached per address for every later capture.
 //!
+//! Line-tables-only debug info names functions without their path
+//! (`poll<app::Handler>`, `fetch_row`): the outermost symbol of an address,
+//! a function of its own, then takes its full name from the symbol table
+//! ([`crate::read::native::names`], [`crate::read::native::process`]), as
+//! full debug info would give it.
+//!
 //! The sampler does not use it: its native frames are (module, build id,
 //! offset) triples that may be symbolised in another process, so they go
-//! through the sampler's own ELF symboliser, at drain time and at export
-//! alike (see [`crate::sampler`]'s `native/` module). Both symbolisers
-//! test frames with [`crate::read::plumbing`].
+//! through the readers' own ELF symboliser, at drain time and at export
+//! alike (see [`crate::read::native`]). Both symbolisers test frames with
+//! [`crate::read::plumbing`], and take short names to the symbol table
+//! with the same rule.
 
 use std::collections::HashMap;
 // A process-wide cache behind a lock, not part of any protocol another
 // thread reads lock-free: loom need not see it.
 use std::sync::{Arc, Mutex, OnceLock};
 
+use crate::read::native::{names, process};
 use crate::shim::lock_std;
 
 /// One symbol for an address: a physical frame yields several when
@@ -52,6 +60,13 @@ pub(crate) fn resolve(addr: usize) -> Arc<[Symbol]> {
             column: s.colno(),
         });
     });
+    if let Some(outermost) = symbols.last_mut()
+        && let Some(name) = &outermost.name
+        && names::short(name, outermost.file.as_deref())
+        && let Some(full) = process::symbol_name(addr)
+    {
+        outermost.name = Some(full);
+    }
     let symbols: Arc<[Symbol]> = symbols.into();
     lock_std(cache()).insert(addr, symbols.clone());
     symbols

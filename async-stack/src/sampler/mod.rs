@@ -109,7 +109,7 @@
 //! A sample keeps the native frames above its innermost poll: up to the
 //! first frame that holds a `Traced::poll`. The sampler thread finds that
 //! frame with the symboliser the export names frames with (one path, see
-//! `native/`), so that the frame kept last is the one the export cuts at
+//! the readers' `read/native/`), so that the frame kept last is the one the export cuts at
 //! that poll. Native frames beyond the interrupted function need frame
 //! pointers (`-C force-frame-pointers=yes`). Without them, or when the
 //! walk does not reach the innermost poll, a sample keeps only the
@@ -156,10 +156,11 @@
 //! - `labels.rs`: site ids and tasks to frame and group labels, for both
 //!   paths;
 //! - `profile.rs`: the profile's model, interning, budget and stats;
-//! - `native/`: native addresses to (module, build id, offset)
-//!   (`modules.rs`) and to symbols (`elf.rs`), the sampler's one
-//!   symboliser: the intake asks it where a sample's innermost poll is,
-//!   and the export names frames with it;
+//! - the readers' `read/native/` (below this module, beside the walker):
+//!   native addresses to (module, build id, offset) (`modules.rs`) and to
+//!   symbols (`elf.rs`), the sampler's one symboliser: the intake asks it
+//!   where a sample's innermost poll is, and the export names frames with
+//!   it;
 //! - `export/`: folded stacks and SVG, pprof, JSON;
 //! - [`snapshot`]: the file format of [`Profile::save`] and
 //!   [`Profile::load`].
@@ -184,7 +185,6 @@
 mod cache;
 mod export;
 mod labels;
-mod native;
 #[cfg(all(target_os = "linux", not(async_stack_loom)))]
 mod oncpu;
 mod profile;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
-use crate::sampler::native::elf::NativeSymbol;
+use crate::read::native::elf::NativeSymbol;
 use crate::sampler::profile::{FrameRef, Profile, Weights};
 
 impl Profile {

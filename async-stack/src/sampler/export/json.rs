@@ -6,8 +6,8 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::hex;
+use crate::read::native::elf::NativeSymbol;
 use crate::read::verify::Mismatch;
-use crate::sampler::native::elf::NativeSymbol;
 use crate::sampler::profile::{FrameRef, Grouping, Profile, SampleState, Stats, Weights};
 
 impl Profile {

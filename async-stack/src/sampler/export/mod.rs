@@ -66,8 +66,8 @@ mod tests;
 
 use std::fmt::Write as _;
 
-use super::native::elf::{NativeSymbol, Symbolizer, unsymbolized};
 use super::profile::{FrameRef, Profile};
+use crate::read::native::elf::{NativeSymbol, Symbolizer, unsymbolized};
 
 impl Profile {
     /// The frame ids of stack `stack`, root first.

@@ -2,7 +2,7 @@
 //! profile entries, on the sampler thread. It checks the live chain
 //! against the published stack ([`crate::read::verify`]), keeps the native
 //! frames above the innermost poll as (module, build id, offset) triples
-//! ([`crate::sampler::native`]), finding that poll with the symboliser the
+//! ([`crate::read::native`]), finding that poll with the symboliser the
 //! export names them with, and labels the task
 //! ([`crate::sampler::labels`]): a root filed under a tokio task as the
 //! roots of that tokio task, as the wall-clock tick does
@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use super::buffers::Sample;
 use super::handler::on_signal;
+use crate::read::native::elf::Symbolizer;
+use crate::read::native::modules::Modules;
 use crate::read::verify;
 use crate::sampler::MAX_DEPTH;
 use crate::sampler::labels::{Sources, group_of, site_frame};
-use crate::sampler::native::elf::Symbolizer;
-use crate::sampler::native::modules::Modules;
 use crate::sampler::profile::{FrameRef, Grouping, Profile, SampleState, SampledTask, Weights};
 use crate::sampler::tokio_tasks::TokioTasks;
 use crate::task::record::RawTask;

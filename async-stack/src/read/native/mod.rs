@@ -1,5 +1,7 @@
 //! Native code addresses as (module, build id, offset), and their
-//! symbolisation: the sampler's one symbolisation path.
+//! symbolisation: the sampler's one symbolisation path, and the symbol
+//! table the walker names its frames from when line-tables-only debug
+//! info leaves their names short ([`names`]).
 //!
 //! A sampled instruction address only means something in the process that
 //! took it: libraries and position-independent executables load at a
@@ -33,9 +35,12 @@
 //! cuts inline chains with, so the frame the intake keeps as the
 //! innermost poll's is the one the export shows cut at that poll. The
 //! walker's symboliser (`backtrace`, [`crate::read::symbolize`]) plays no
-//! part.
+//! part in this; it only asks [`process::symbol_name`] for the symbol-table
+//! name of a frame whose debug-info name is short.
 //!
-//! Files: [`modules`] (steps 1 and 2: the module map and the resolver)
+//! Files: [`modules`] (steps 1 and 2: the module map and the resolver),
+//! [`names`] (which debug-info names are short), [`process`] (the
+//! walker's lookup of this process's symbol tables)
 //! and [`elf`] (step 3, and the intake's boundary: the symboliser).
 //!
 //! # Accuracy
@@ -58,6 +63,10 @@
 //!   is then found only where `Traced::poll` is a function of its own (a
 //!   poll through a `dyn Future`); where it was inlined, as `backtrace`
 //!   would find it no better, a sample keeps the interrupted address only.
+//! - **Line tables only** (`debug = "line-tables-only"`): debug info
+//!   names functions without their path (`poll<app::Handler>`); a frame
+//!   that is a function of its own takes its full name from the symbol
+//!   table, an inlined frame keeps the short one ([`names`]).
 //! - **Separate debug files** (`.gnu_debuglink`, `/usr/lib/debug`) are not
 //!   looked up; split DWARF next to the binary (`.dwp`, `.dwo`) is.
 //! - **A library unloaded** (`dlclose`) before its samples were resolved:
@@ -70,6 +79,8 @@
 //!   `None`.
 
 pub(crate) mod elf;
+pub(crate) mod names;
+pub(crate) mod process;
 // Only on-CPU samples (Linux, not under loom) have native frames to
 // resolve.
 #[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]

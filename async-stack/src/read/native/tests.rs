@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use super::elf::{NativeSymbol, Symbolizer, cut_plumbing};
+use super::elf::{NativeSymbol, Symbolizer, cut_plumbing, name_outermost};
 use super::modules::{Modules, find_gnu_build_id};
 
 fn note(name: &[u8], kind: u32, desc: &[u8], align: usize) -> Vec<u8> {
@@ -73,6 +73,28 @@ fn inline_chain_is_cut_at_traced_poll() {
 }
 
 #[test]
+fn the_outermost_symbol_takes_its_full_name_from_the_symbol_table() {
+    let rs = Some("/app/src/db.rs");
+    let full = || Some("app::db::fetch_row".to_owned());
+    let none = || None;
+    let named = |function: &str, file, symbol_name: &dyn Fn() -> Option<String>| {
+        let mut outermost = sym(function, file);
+        name_outermost(&mut outermost, symbol_name);
+        outermost.function
+    };
+    // Line-tables-only debug info: a short Rust name.
+    assert_eq!(named("fetch_row", rs, &full), "app::db::fetch_row");
+    assert_eq!(named("fetch_row<u8>", rs, &full), "app::db::fetch_row");
+    assert_eq!(named("fetch_row<u8>", rs, &none), "fetch_row<u8>");
+    // No name in debug info.
+    assert_eq!(named("", rs, &full), "app::db::fetch_row");
+    assert_eq!(named("", rs, &none), "");
+    // A name with its path, or a C function's, is kept.
+    assert_eq!(named("app::db::fetch", rs, &full), "app::db::fetch");
+    assert_eq!(named("memcpy", Some("memcpy.c"), &full), "memcpy");
+}
+
+#[test]
 fn fallback_names_the_file_and_offset() {
     let mut s = Symbolizer::new();
     let symbols = s.symbolize("/nonexistent/dir/libfoo.so", &[1, 2, 3], 0x1234, true);
@@ -113,10 +135,19 @@ mod linux {
         let [symbol] = &symbols[..] else {
             panic!("one symbol expected, got {symbols:?}");
         };
+        let full = "async_stack::read::native::tests::linux::marker";
+        assert_eq!(symbol.function, full);
+        // The symbol table alone names it the same, and so does the
+        // walker's lookup of a return address one byte past its entry.
         assert_eq!(
-            symbol.function,
-            "async_stack::sampler::native::tests::linux::marker"
+            Symbolizer::new().symbol_name(&path, &build_id, offset, false),
+            Some(full.to_owned())
         );
+        assert_eq!(
+            crate::read::native::process::symbol_name(addr + 1),
+            Some(full.to_owned())
+        );
+        assert_eq!(crate::read::native::process::symbol_name(0), None);
         if cfg!(debug_assertions) {
             let file = symbol.file.as_deref().expect("debug info");
             assert!(file.ends_with(file!()), "{file}");

@@ -1,5 +1,5 @@
 //! The ELF symboliser: (module, build id, offset) triples to function,
-//! file and line with `addr2line`, step 3 of [`crate::sampler::native`],
+//! file and line with `addr2line`, step 3 of [`crate::read::native`],
 //! possibly in another process than the one that sampled them. It is the
 //! sampler's only symboliser: the export names frames with
 //! [`Symbolizer::symbolize`], and the on-CPU intake finds where a sample's
@@ -24,6 +24,7 @@ use std::path::Path;
 
 use rustc_hash::FxHashMap;
 
+use super::names;
 use crate::read::plumbing::{is_own_function, is_traced_poll};
 
 /// The most inlined symbols kept for one address (innermost first).
@@ -170,6 +171,28 @@ impl Symbolizer {
         in_poll
     }
 
+    /// The symbol-table name of the function at `offset` in `module`
+    /// (`call` as for [`symbolize`](Self::symbolize)), demangled without
+    /// its hash; `None` when the file is missing, another build, or has no
+    /// symbol there. Not cached: it is asked once per address by the
+    /// walker's own cache (see [`super::process`]).
+    #[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]
+    pub(crate) fn symbol_name(
+        &mut self,
+        module: &str,
+        build_id: &[u8],
+        offset: u64,
+        call: bool,
+    ) -> Option<String> {
+        let FileState::Loaded(loader) = &self.entry(module, build_id).state else {
+            return None;
+        };
+        let probe = loader
+            .relative_address_base()
+            .wrapping_add(offset.saturating_sub(u64::from(call)));
+        loader.find_symbol(probe).map(demangle)
+    }
+
     /// The cache entry of (`path`, `build_id`), opening the file the first
     /// time.
     fn entry(&mut self, path: &str, build_id: &[u8]) -> &mut FileEntry {
@@ -269,7 +292,8 @@ where
 
 /// The symbols at `probe` (a virtual address of the file): the DWARF
 /// inline chain, the outermost named from the symbol table when DWARF has
-/// no name for it; or the symbol table alone. Empty if neither knows.
+/// no name for it or only a short one (line-tables-only debug info, see
+/// [`names`]); or the symbol table alone. Empty if neither knows.
 fn lookup(loader: &addr2line::Loader, offset: u64) -> Vec<NativeSymbol> {
     let probe = loader.relative_address_base().wrapping_add(offset);
     let symbol_name = || loader.find_symbol(probe).map(demangle);
@@ -293,10 +317,7 @@ fn lookup(loader: &addr2line::Loader, offset: u64) -> Vec<NativeSymbol> {
         }
     }
     match symbols.last_mut() {
-        Some(outermost) if outermost.function.is_empty() => {
-            outermost.function = symbol_name().unwrap_or_default();
-        }
-        Some(_) => {}
+        Some(outermost) => name_outermost(outermost, symbol_name),
         None => {
             if let Some(function) = symbol_name() {
                 let location = loader.find_location(probe).ok().flatten();
@@ -314,6 +335,23 @@ fn lookup(loader: &addr2line::Loader, offset: u64) -> Vec<NativeSymbol> {
         }
     }
     symbols
+}
+
+/// Names the outermost symbol of an inline chain (the function the
+/// address is in) from the symbol table (`symbol_name`) when debug info
+/// gave it no name, or only a [short](names::short) one; a short name
+/// stays if the symbol table has none.
+pub(super) fn name_outermost(
+    outermost: &mut NativeSymbol,
+    symbol_name: impl FnOnce() -> Option<String>,
+) {
+    if outermost.function.is_empty() {
+        outermost.function = symbol_name().unwrap_or_default();
+    } else if names::short(&outermost.function, outermost.file.as_deref())
+        && let Some(full) = symbol_name()
+    {
+        outermost.function = full;
+    }
 }
 
 /// A Rust name demangled without its hash; other names as they are.

@@ -1,6 +1,6 @@
 //! Native code addresses as (module, build id, offset): the snapshot of
 //! the loaded modules ([`ModuleMap`]) and the sampler thread's resolver
-//! ([`Modules`]), step 2 of [`crate::sampler::native`].
+//! ([`Modules`]), step 2 of [`crate::read::native`].
 //!
 //! Invariants:
 //!
