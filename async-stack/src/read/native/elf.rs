@@ -171,28 +171,6 @@ impl Symbolizer {
         in_poll
     }
 
-    /// The symbol-table name of the function at `offset` in `module`
-    /// (`call` as for [`symbolize`](Self::symbolize)), demangled without
-    /// its hash; `None` when the file is missing, another build, or has no
-    /// symbol there. Not cached: it is asked once per address by the
-    /// walker's own cache (see [`super::process`]).
-    #[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]
-    pub(crate) fn symbol_name(
-        &mut self,
-        module: &str,
-        build_id: &[u8],
-        offset: u64,
-        call: bool,
-    ) -> Option<String> {
-        let FileState::Loaded(loader) = &self.entry(module, build_id).state else {
-            return None;
-        };
-        let probe = loader
-            .relative_address_base()
-            .wrapping_add(offset.saturating_sub(u64::from(call)));
-        loader.find_symbol(probe).map(demangle)
-    }
-
     /// The cache entry of (`path`, `build_id`), opening the file the first
     /// time.
     fn entry(&mut self, path: &str, build_id: &[u8]) -> &mut FileEntry {
