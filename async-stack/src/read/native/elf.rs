@@ -208,14 +208,21 @@ fn open(path: &str, build_id: &[u8]) -> FileState {
     let Ok(file) = std::fs::File::open(path) else {
         return FileState::Missing;
     };
-    let on_disk = elf_build_id(&object::ReadCache::new(file)).unwrap_or_default();
-    if !build_id.is_empty() && !on_disk.is_empty() && on_disk != build_id {
+    if !of_build(&object::ReadCache::new(file), build_id) {
         return FileState::Mismatch;
     }
     match addr2line::Loader::new(path) {
         Ok(loader) => FileState::Loaded(Box::new(loader)),
         Err(_) => FileState::Missing,
     }
+}
+
+/// Whether the ELF file in `data` is of the build `build_id`: true unless
+/// both it and `build_id` name a build and they differ (a file or a
+/// request without a build id cannot be checked).
+pub(super) fn of_build(data: &object::ReadCache<std::fs::File>, build_id: &[u8]) -> bool {
+    let on_disk = elf_build_id(data).unwrap_or_default();
+    build_id.is_empty() || on_disk.is_empty() || on_disk == build_id
 }
 
 /// The GNU build id of the ELF file in `data`, reading only its headers

@@ -26,13 +26,10 @@ impl SymbolTable {
         use object::{Object, ObjectSymbol, SymbolKind};
         let file = std::fs::File::open(path).ok()?;
         let data = object::ReadCache::new(file);
-        let object = object::File::parse(&data).ok()?;
-        if let Ok(Some(on_disk)) = object.build_id()
-            && !build_id.is_empty()
-            && on_disk != build_id
-        {
+        if !super::elf::of_build(&data, build_id) {
             return None;
         }
+        let object = object::File::parse(&data).ok()?;
         let mut symbols: Vec<(u64, u64, Box<str>)> = object
             .symbols()
             .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
@@ -74,11 +71,12 @@ pub(crate) fn symbol_name(addr: usize) -> Option<String> {
     let mut state = lock_std(STATE.get_or_init(State::default));
     let (modules, tables) = state.get_or_insert_with(|| (Modules::new(), Tables::new()));
     let (path, build_id, offset) = modules.resolve(addr)?;
-    if tables.len() >= MAX_MODULES && !tables.contains_key(&(path.clone(), build_id.clone())) {
+    let key = (path.clone(), build_id.clone());
+    if tables.len() >= MAX_MODULES && !tables.contains_key(&key) {
         tables.clear();
     }
     tables
-        .entry((path.clone(), build_id.clone()))
+        .entry(key)
         .or_insert_with(|| SymbolTable::read(&path, &build_id))
         .as_ref()?
         .name(offset.checked_sub(1)?)
