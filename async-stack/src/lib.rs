@@ -60,11 +60,16 @@
 //! - **No debug info** (`debug = 0`, `strip = true`): native frames show
 //!   function names only (or `<unknown>` when symbols are stripped); the
 //!   innermost async frame has no running location. Async frames and their
-//!   `.await` lines are unaffected, but the walker can no longer tell where
-//!   each one sits among the native frames when polls were inlined: it then
-//!   lists the native frames inside the innermost poll up to the first
-//!   `Traced` poll, all async frames, then everything below, plumbing
-//!   included.
+//!   `.await` lines are unaffected. The walker cannot see inlined
+//!   `Traced` polls, so it places each async frame at the native frame
+//!   that runs its body's code: the function holding an address in that
+//!   code, which the first `.await` of each function records once, or the
+//!   body's own symbol (`app::handler::{{closure}}`) when it has one. The
+//!   synchronous code the leaf calls then comes first, as in a debug build.
+//!   Only a frame whose function has reached no `.await` yet and whose body
+//!   was inlined cannot be placed; it goes with the nearest frame that
+//!   can. When none can (a first poll with everything inlined), the async
+//!   frames come first, then every native frame below the capture.
 //! - **Line tables only** (`debug = "line-tables-only"`): everything above
 //!   works, including inlined frames; this is the recommended release
 //!   setting. Columns of native frames may be missing. Its debug info

@@ -4,9 +4,11 @@
 //!
 //! Async frames come from the static records the macro emits, so their
 //! functions and `.await` lines are exact in every build. Where debug info
-//! is missing, the walker cannot tell where each level sits among the
-//! native frames (see the crate's "Stack accuracy"): the async frames then
-//! stand together, in order, and the innermost one has no running location.
+//! is missing, the walker finds no `Traced::poll` among the native frames,
+//! so it places the async frames at the native frame that runs their
+//! bodies' code (see the crate's "Stack accuracy"): the synchronous code
+//! the leaf calls comes first, then the async frames, in order, then the
+//! executor; the innermost async frame has no running location.
 
 mod common;
 
@@ -85,5 +87,104 @@ fn async_frames_are_exact_and_in_order_with_or_without_debug_info() {
         assert_eq!(leaf.line(), Some(lines[0]), "{bt}");
     } else {
         assert_eq!((leaf.file(), leaf.line()), (None, None), "{bt}");
+    }
+}
+
+/// Synchronous code the leaf calls: its own native frame in every build.
+#[inline(never)]
+fn sync_helper() -> Backtrace {
+    let bt = async_stack::backtrace();
+    // Keeps the capture from being a tail call, which would remove this
+    // frame.
+    std::hint::black_box(bt)
+}
+
+#[traced_async]
+async fn sync_leaf() -> Backtrace {
+    yield_once().await;
+    sync_helper()
+}
+
+#[traced_async]
+async fn sync_middle() -> Backtrace {
+    sync_leaf().await
+}
+
+#[traced_async]
+async fn sync_top() -> Backtrace {
+    sync_middle().await
+}
+
+#[traced_async]
+async fn sync_alone() -> Backtrace {
+    yield_once().await;
+    sync_helper()
+}
+
+/// An executor: the start of its functions' full names, and a part of its
+/// source path (line-tables-only debug info names inlined frames short).
+struct Executor(&'static str, &'static str);
+
+const FUTURES: Executor = Executor("futures_executor::", "/futures-executor-");
+const TOKIO: Executor = Executor("tokio::", "/tokio-");
+
+/// The default view as a user reads it: the synchronous code inside the
+/// leaf, then exactly `asyncs`, then the executor's first frame.
+fn assert_order(bt: &Backtrace, asyncs: &[&str], executor: Executor) {
+    let frames = bt.frames();
+    let name = |i: usize| frames.get(i).and_then(|f| f.function()).unwrap_or("<none>");
+    assert_eq!(frames[0].kind(), FrameKind::Native, "{bt}");
+    assert_eq!(name(0), "walker_no_debuginfo::sync_helper", "{bt}");
+    for (i, expected) in asyncs.iter().enumerate() {
+        assert_eq!(frames[1 + i].kind(), FrameKind::Async, "{bt}");
+        assert_eq!(name(1 + i), *expected, "{bt}");
+    }
+    let below = 1 + asyncs.len();
+    assert_eq!(frames[below].kind(), FrameKind::Native, "{bt}");
+    let Executor(path, dir) = executor;
+    assert!(
+        name(below).starts_with(path) || frames[below].file().is_some_and(|f| f.contains(dir)),
+        "{path}…:\n{bt}"
+    );
+    assert_eq!(
+        frames
+            .iter()
+            .filter(|f| f.kind() == FrameKind::Async)
+            .count(),
+        asyncs.len(),
+        "{bt}"
+    );
+}
+
+const CHAIN: [&str; 3] = [
+    "walker_no_debuginfo::sync_leaf",
+    "walker_no_debuginfo::sync_middle",
+    "walker_no_debuginfo::sync_top",
+];
+
+#[test]
+fn sync_code_the_leaf_calls_comes_first_and_the_executor_last() {
+    let bt = futures::executor::block_on(sync_top());
+    assert_order(&bt, &CHAIN, FUTURES);
+    let bt = futures::executor::block_on(sync_alone());
+    assert_order(&bt, &["walker_no_debuginfo::sync_alone"], FUTURES);
+}
+
+/// Under tokio the bodies run from another copy of their code than under
+/// `block_on` (in a build without debug info, each executor inlines them
+/// differently): the walker must place them there too.
+#[test]
+fn the_order_holds_under_tokio_too() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    for _ in 0..2 {
+        let bt = rt.block_on(async { tokio::spawn(sync_top()).await.unwrap() });
+        assert_order(&bt, &CHAIN, TOKIO);
+        let bt = rt.block_on(async { tokio::spawn(sync_alone()).await.unwrap() });
+        assert_order(&bt, &["walker_no_debuginfo::sync_alone"], TOKIO);
+        // And under `block_on` afterwards.
+        let bt = futures::executor::block_on(sync_top());
+        assert_order(&bt, &CHAIN, FUTURES);
     }
 }

@@ -26,9 +26,16 @@
 //! backtraces). The innermost async frame shows where it is running now;
 //! every other async frame shows the `.await` it is suspended on. The
 //! alternate view (`{:#}`, [`Backtrace::all_frames`]) shows every native
-//! frame, plumbing included. When the levels cannot all be found (no debug
-//! info for inlined code), the async frames are placed together at the
-//! first level found (see the crate's "Stack accuracy").
+//! frame, plumbing included.
+//!
+//! When the levels cannot all be found (no debug info for inlined code),
+//! each async frame goes just above the native frame that runs its body's
+//! code instead: the function that holds the address its current `.await`
+//! (or, for the innermost frame, the first `.await` of its function ever
+//! reached) recorded, or else a native frame named as its body
+//! (`app::leaf::{{closure}}`); see `body_frames`. When no body is found at
+//! all, the async frames are placed together at the first level found, or
+//! on top (see the crate's "Stack accuracy").
 //!
 //! Symbols are resolved on first display or inspection and cached per
 //! address for the whole process ([`crate::read::symbolize`]).
@@ -38,6 +45,7 @@ use std::fmt;
 // first: not part of any protocol loom models.
 use std::sync::{Arc, OnceLock};
 
+use crate::read::native::process;
 use crate::read::plumbing;
 use crate::read::symbolize::{self, Symbol};
 use crate::record::frame::AsyncStackFrame;
@@ -118,6 +126,10 @@ struct ChainFrame {
     await_site: Option<&'static AwaitSite>,
     /// Into the parent's code, at the `.await` that polls this frame.
     return_address: usize,
+    /// An address in this frame's own body's code (`0`: none known): at its
+    /// current `.await`, or, for a frame running between two, at the first
+    /// `.await` of its function ever resolved.
+    body_address: usize,
 }
 
 struct Resolved {
@@ -260,11 +272,18 @@ fn capture_chain() -> Vec<ChainFrame> {
             {
                 child.return_address = child_ra;
             }
+            let call_site = f.call_site();
             out.push(ChainFrame {
-                call_site: f.call_site(),
+                call_site,
                 await_site: f.await_site(),
                 // Set from the parent's `.await` at the next step.
                 return_address: 0,
+                body_address: match child_ra {
+                    0 => call_site
+                        .body_address
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                    ra => ra,
+                },
             });
             cur = f.parent.load(crate::shim::Ordering::Relaxed);
         }
@@ -335,14 +354,20 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
     let sym = |at: At| &phys[at.p].1[at.s];
 
     // Where each async frame sits in the native stack: its level symbol.
-    // When they cannot all be found (no debug info for inlined code), the
-    // async frames go together where the first level is (or on top).
+    // When they cannot all be found (no debug info for inlined code), at
+    // the native frame that runs its body's code; failing that, the async
+    // frames go together where the first level is (or on top).
     let levels: Vec<usize> = (0..flat.len())
         .filter(|&i| is_level(sym(flat[i])))
         .collect();
     let exact = levels.len() == chain.len();
     let anchors: Vec<usize> = if exact {
         levels
+    } else if let Some(bodies) = body_frames(&phys, chain, process::function_start) {
+        bodies
+            .iter()
+            .map(|&p| flat.iter().position(|at| at.p == p).unwrap_or(flat.len()))
+            .collect()
     } else {
         let at = levels.first().copied().unwrap_or(0);
         vec![at; chain.len()]
@@ -422,16 +447,13 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
         chain.last().is_some_and(|c| {
             let cs = c.call_site;
             let generator = s.name.as_deref().is_some_and(|n| {
-                // Line-tables-only names, or `module::fn::{{closure}}`.
-                n.starts_with("{async_fn")
-                    || n.strip_suffix("::{{closure}}")
-                        .and_then(|n| n.strip_prefix(cs.module_path()))
-                        .and_then(|n| n.strip_prefix("::"))
-                        .is_some_and(|f| !f.contains("::"))
+                // Line-tables-only names, or the full name of the body.
+                n.starts_with("{async_fn") || is_body_name(cs, n)
             });
+            // Without debug info (no file), the name alone.
             !cs.module_path().is_empty()
                 && generator
-                && s.file.as_deref().is_some_and(|f| f.ends_with(cs.file()))
+                && s.file.as_deref().is_none_or(|f| f.ends_with(cs.file()))
         })
     };
 
@@ -498,6 +520,83 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
         short.drain(..=end);
     }
     Resolved { short, full }
+}
+
+/// Whether the demangled symbol `name` is the generator of the body of the
+/// function of `cs`: `module::fn::{{closure}}`, or the function's whole path
+/// (a method's) followed by `::{{closure}}`, once or more (another
+/// attribute below `#[traced_async]` may wrap the body in `async` blocks).
+fn is_body_name(cs: &CallSite, name: &str) -> bool {
+    let Some(mut f) = name.strip_suffix("::{{closure}}") else {
+        return false;
+    };
+    while let Some(outer) = f.strip_suffix("::{{closure}}") {
+        f = outer;
+    }
+    !cs.module_path().is_empty()
+        && (f == cs.function_static()
+            || f.strip_prefix(cs.module_path())
+                .and_then(|f| f.strip_prefix("::"))
+                .is_some_and(|f| f == cs.name()))
+}
+
+/// For each async frame, innermost first, the physical native frame that
+/// runs its body's code, found by the body address the frame recorded
+/// (`function` names the function holding an address) or, when the body
+/// ran from another copy of its code, by the body's own symbol
+/// (`module::fn::{{closure}}`, when it was not inlined): the walker's
+/// anchors when the `Traced::poll` levels cannot be found. Bodies inlined
+/// into their parent share its native frame.
+///
+/// Each frame is searched for from the one inside it outward, so the
+/// answers never go back up the stack; a frame of the same function as the
+/// one inside it is recursion (a function is never inlined into itself), so
+/// its body is further out. A frame whose body is not found goes with the
+/// nearest found one outside it (its body is somewhere below those inside
+/// it), or, with none outside, with the nearest inside. `None` when no body
+/// is found at all.
+fn body_frames(
+    phys: &[(usize, Arc<[Symbol]>)],
+    chain: &[ChainFrame],
+    function: impl Fn(usize) -> Option<usize>,
+) -> Option<Vec<usize>> {
+    let starts: Vec<Option<usize>> = phys.iter().map(|&(ip, _)| function(ip)).collect();
+    let mut found: Vec<Option<usize>> = Vec::with_capacity(chain.len());
+    let mut from = 0;
+    for (i, c) in chain.iter().enumerate() {
+        let recursion = i > 0 && std::ptr::eq(chain[i - 1].call_site, c.call_site);
+        let start = (c.body_address != 0)
+            .then(|| function(c.body_address))
+            .flatten();
+        let first = if recursion && found[i - 1].is_some() {
+            from + 1
+        } else {
+            from
+        };
+        let by_address =
+            start.and_then(|start| (first..phys.len()).find(|&p| starts[p] == Some(start)));
+        let at = by_address.or_else(|| {
+            (first..phys.len()).find(|&p| {
+                phys[p]
+                    .1
+                    .last()
+                    .and_then(|s| s.name.as_deref())
+                    .is_some_and(|n| is_body_name(c.call_site, n))
+            })
+        });
+        if let Some(p) = at {
+            from = p;
+        }
+        found.push(at);
+    }
+    let outermost = found.iter().rev().find_map(|&p| p)?;
+    let mut outer = outermost;
+    let mut anchors = vec![0; chain.len()];
+    for i in (0..chain.len()).rev() {
+        outer = found[i].unwrap_or(outer);
+        anchors[i] = outer;
+    }
+    Some(anchors)
 }
 
 fn display_path(file: &str) -> String {
@@ -577,5 +676,130 @@ impl fmt::Debug for DebugFrame<'_> {
             s.entry(&"line", &line);
         }
         s.finish()
+    }
+}
+
+#[cfg(all(test, not(async_stack_loom)))]
+mod tests {
+    use super::*;
+
+    static LEAF: CallSite = CallSite::new("leaf", "m", "src/m.rs", 1, 1, false);
+    static MIDDLE: CallSite = CallSite::new("middle", "m", "src/m.rs", 5, 1, false);
+    static TOP: CallSite = CallSite::new("top", "m", "src/m.rs", 9, 1, false);
+
+    /// Native frames at `ips`, each named as given.
+    fn stack(frames: &[(usize, &str)]) -> Vec<(usize, Arc<[Symbol]>)> {
+        frames
+            .iter()
+            .map(|&(ip, name)| {
+                let symbol = Symbol {
+                    name: Some(name.to_string()),
+                    file: None,
+                    line: None,
+                    column: None,
+                };
+                (ip, Arc::from(vec![symbol]))
+            })
+            .collect()
+    }
+
+    fn chain(frames: &[(&'static CallSite, usize)]) -> Vec<ChainFrame> {
+        frames
+            .iter()
+            .map(|&(call_site, body_address)| ChainFrame {
+                call_site,
+                await_site: None,
+                return_address: 0,
+                body_address,
+            })
+            .collect()
+    }
+
+    /// Functions of 0x100 bytes each, at every multiple of 0x100.
+    fn function(addr: usize) -> Option<usize> {
+        Some(addr & !0xff)
+    }
+
+    #[test]
+    fn bodies_inlined_into_one_native_frame_share_it() {
+        let phys = stack(&[
+            (0x150, "m::helper"),
+            (0x350, "exec::run"),
+            (0x450, "exec::main"),
+        ]);
+        let c = chain(&[(&LEAF, 0x310), (&MIDDLE, 0x320), (&TOP, 0x330)]);
+        assert_eq!(body_frames(&phys, &c, function), Some(vec![1, 1, 1]));
+    }
+
+    #[test]
+    fn bodies_of_their_own_are_each_at_theirs() {
+        let phys = stack(&[
+            (0x150, "m::helper"),
+            (0x250, "m::leaf::{{closure}}"),
+            (0x350, "m::middle::{{closure}}"),
+            (0x450, "m::top::{{closure}}"),
+            (0x550, "exec::run"),
+        ]);
+        let c = chain(&[(&LEAF, 0x210), (&MIDDLE, 0x310), (&TOP, 0x410)]);
+        assert_eq!(body_frames(&phys, &c, function), Some(vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn a_recursive_frame_is_further_out_than_the_one_inside_it() {
+        let phys = stack(&[
+            (0x150, "m::helper"),
+            (0x250, "m::leaf::{{closure}}"),
+            (0x260, "m::leaf::{{closure}}"),
+            (0x270, "m::leaf::{{closure}}"),
+            (0x550, "exec::run"),
+        ]);
+        let c = chain(&[(&LEAF, 0x210), (&LEAF, 0x210), (&LEAF, 0x210)]);
+        assert_eq!(body_frames(&phys, &c, function), Some(vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn a_frame_not_found_goes_with_the_nearest_found_outside_else_inside() {
+        let phys = stack(&[
+            (0x150, "m::helper"),
+            (0x250, "m::helper_of_helper"),
+            (0x350, "m::middle::{{closure}}"),
+            (0x450, "exec::run"),
+        ]);
+        // The leaf has reached no `.await` yet and its body was inlined;
+        // the top is a `.traced()` block, which has none.
+        let c = chain(&[(&LEAF, 0), (&MIDDLE, 0x310), (&TOP, 0)]);
+        assert_eq!(body_frames(&phys, &c, function), Some(vec![2, 2, 2]));
+    }
+
+    #[test]
+    fn a_body_run_from_another_copy_of_its_code_is_found_by_name() {
+        // The addresses the bodies recorded are in copies of their code
+        // that are not on this stack.
+        let phys = stack(&[
+            (0x150, "m::helper"),
+            (0x250, "m::top::{{closure}}::{{closure}}"),
+            (0x350, "exec::run"),
+        ]);
+        let c = chain(&[(&LEAF, 0x910), (&MIDDLE, 0x920), (&TOP, 0x930)]);
+        assert_eq!(body_frames(&phys, &c, function), Some(vec![1, 1, 1]));
+    }
+
+    #[test]
+    fn without_any_body_found_there_is_no_answer() {
+        let phys = stack(&[(0x150, "m::helper"), (0x250, "exec::run")]);
+        let c = chain(&[(&LEAF, 0), (&TOP, 0x930)]);
+        assert_eq!(body_frames(&phys, &c, function), None);
+        assert_eq!(body_frames(&phys, &[], function), None);
+        assert_eq!(body_frames(&phys, &c, |_| None), None);
+    }
+
+    #[test]
+    fn a_body_is_named_by_its_function_and_closures() {
+        assert!(is_body_name(&TOP, "m::top::{{closure}}"));
+        assert!(is_body_name(&TOP, "m::top::{{closure}}::{{closure}}"));
+        assert!(!is_body_name(&TOP, "m::top"));
+        assert!(!is_body_name(&TOP, "m::topper::{{closure}}"));
+        assert!(!is_body_name(&TOP, "n::top::{{closure}}"));
+        assert!(!is_body_name(&TOP, "m::inner::top::{{closure}}"));
     }
 }

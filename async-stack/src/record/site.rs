@@ -56,6 +56,12 @@ pub struct CallSite {
     /// [`with_path`](Self::with_path)), which carries the impl's type for a
     /// method.
     path: Option<fn() -> &'static str>,
+    /// An address in the code of the function's body (`0` until one is
+    /// known): the return address of the first of its `.await`s to be
+    /// resolved (see [`AwaitSite`]), which lies in the body's code. The
+    /// walker uses it to find the innermost frame's body among the native
+    /// frames when the build has no debug info for inlined code.
+    pub(crate) body_address: AtomicUsize,
 }
 
 /// The path, below the function, of the item `#[traced_async]` nests in
@@ -84,6 +90,7 @@ impl CallSite {
             explicit_name,
             display: OnceLock::new(),
             path: None,
+            body_address: AtomicUsize::new(0),
         }
     }
 

@@ -380,4 +380,14 @@ fn resolve_return_address(site: &'static AwaitSite) {
     });
     // `1` marks a site whose resolution failed, so it is not retried.
     site.return_address.store(ra.max(1), Ordering::Relaxed);
+    // Any of the function's `.await`s lies in its body's code: the first
+    // one resolved tells the walker where the body runs.
+    if ra != 0 {
+        let _ = site.call_site.body_address.compare_exchange(
+            0,
+            ra,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
 }

@@ -39,26 +39,29 @@ impl SymbolTable {
         Some(SymbolTable(symbols))
     }
 
-    /// The demangled name (without its hash) of the function whose
-    /// symbol covers the virtual address `probe`.
-    fn name(&self, probe: u64) -> Option<String> {
+    /// The function symbol that covers the virtual address `probe`:
+    /// its address and mangled name.
+    fn covering(&self, probe: u64) -> Option<(u64, &str)> {
         let i = self.0.partition_point(|s| s.0 <= probe).checked_sub(1)?;
         let (start, size, name) = &self.0[i];
-        (probe - start < (*size).max(1)).then(|| format!("{:#}", rustc_demangle::demangle(name)))
+        (probe - start < (*size).max(1)).then_some((*start, &**name))
     }
 }
 
-/// The symbol-table name of the function holding the return address (or
+/// A mangled symbol name demangled, without its hash.
+#[cfg_attr(not(all(target_os = "linux", not(async_stack_loom))), allow(dead_code))]
+fn demangled(name: &str) -> String {
+    format!("{:#}", rustc_demangle::demangle(name))
+}
+
+/// Looks up the function symbol holding the return address (or
 /// instruction pointer, looked up one byte back like `backtrace` does)
-/// `addr` in this process, demangled without its hash; the walker caches
-/// each address's answer. `None` off Linux, or when no loaded module holds
+/// `addr` in this process: `found` gets the symbol's address in this
+/// process and its mangled name. `None` when no loaded module holds
 /// `addr`, its file cannot be read or is another build, or no function
 /// symbol covers it.
-///
-/// Not for a signal handler: it takes a lock, allocates, and the first
-/// time lists the loaded modules.
 #[cfg(all(target_os = "linux", not(async_stack_loom)))]
-pub(crate) fn symbol_name(addr: usize) -> Option<String> {
+fn with_function<R>(addr: usize, found: impl FnOnce(usize, &str) -> R) -> Option<R> {
     use std::collections::HashMap;
     use std::sync::{Arc, Mutex, OnceLock};
 
@@ -75,11 +78,38 @@ pub(crate) fn symbol_name(addr: usize) -> Option<String> {
     if tables.len() >= MAX_MODULES && !tables.contains_key(&key) {
         tables.clear();
     }
-    tables
+    let (start, name) = tables
         .entry(key)
         .or_insert_with(|| SymbolTable::read(&path, &build_id))
         .as_ref()?
-        .name(offset.checked_sub(1)?)
+        .covering(offset.checked_sub(1)?)?;
+    // `offset` is `addr` in the file's addresses.
+    let here = usize::try_from(start)
+        .ok()?
+        .checked_add(addr)?
+        .checked_sub(usize::try_from(offset).ok()?)?;
+    Some(found(here, name))
+}
+
+/// The symbol-table name of the function holding the return address (or
+/// instruction pointer) `addr` in this process, demangled without its
+/// hash; the walker caches each address's answer. `None` off Linux, or
+/// when [`with_function`] finds none.
+///
+/// Not for a signal handler: it takes a lock, allocates, and the first
+/// time lists the loaded modules.
+#[cfg(all(target_os = "linux", not(async_stack_loom)))]
+pub(crate) fn symbol_name(addr: usize) -> Option<String> {
+    with_function(addr, |_, name| demangled(name))
+}
+
+/// The address, in this process, of the function holding the return
+/// address (or instruction pointer) `addr`: two addresses with the same
+/// answer are in the code of one physical function. `None` off Linux, or
+/// when [`with_function`] finds none. Not for a signal handler either.
+#[cfg(all(target_os = "linux", not(async_stack_loom)))]
+pub(crate) fn function_start(addr: usize) -> Option<usize> {
+    with_function(addr, |start, _| start)
 }
 
 /// Off Linux (and under loom) there is no module map: the short name
@@ -89,9 +119,21 @@ pub(crate) fn symbol_name(_addr: usize) -> Option<String> {
     None
 }
 
+/// Off Linux (and under loom) there is no module map: no function is
+/// known.
+#[cfg(not(all(target_os = "linux", not(async_stack_loom))))]
+pub(crate) fn function_start(_addr: usize) -> Option<usize> {
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The demangled name of the function whose symbol covers `probe`.
+    fn name(table: &SymbolTable, probe: u64) -> Option<String> {
+        table.covering(probe).map(|(_, name)| demangled(name))
+    }
 
     #[test]
     fn a_name_is_found_only_inside_its_symbol() {
@@ -100,15 +142,15 @@ mod tests {
             (0x1040, 0, "_ZN3app5empty17h0123456789abcdefE".into()),
             (0x1100, 0x10, "memcpy".into()),
         ]);
-        assert_eq!(table.name(0xfff), None, "before the first");
-        assert_eq!(table.name(0x1000).as_deref(), Some("app::main"));
-        assert_eq!(table.name(0x101f).as_deref(), Some("app::main"));
-        assert_eq!(table.name(0x1020), None, "past its size");
-        assert_eq!(table.name(0x1040).as_deref(), Some("app::empty"));
-        assert_eq!(table.name(0x1041), None, "a symbol of size 0");
-        assert_eq!(table.name(0x1108).as_deref(), Some("memcpy"));
-        assert_eq!(table.name(u64::MAX), None);
-        assert_eq!(SymbolTable(Vec::new()).name(0x1000), None);
+        assert_eq!(name(&table, 0xfff), None, "before the first");
+        assert_eq!(name(&table, 0x1000).as_deref(), Some("app::main"));
+        assert_eq!(name(&table, 0x101f).as_deref(), Some("app::main"));
+        assert_eq!(name(&table, 0x1020), None, "past its size");
+        assert_eq!(name(&table, 0x1040).as_deref(), Some("app::empty"));
+        assert_eq!(name(&table, 0x1041), None, "a symbol of size 0");
+        assert_eq!(name(&table, 0x1108).as_deref(), Some("memcpy"));
+        assert_eq!(name(&table, u64::MAX), None);
+        assert_eq!(name(&SymbolTable(Vec::new()), 0x1000), None);
     }
 
     #[test]
