@@ -8,10 +8,11 @@
 #      with line tables only (profile `release-lines`), where inlining
 #      changes the native stack, and the million-live-task registry test,
 #      too slow for a debug build;
-#   3. the walker test meant for it, and the sampler's test of where a
-#      sample's native frames end, in a release build with no debug info
-#      (profile `release-lines` with the workspace crates' debug info off
-#      and the binaries stripped, which reuses stage 2's dependencies);
+#   3. the walker test meant for it, the debugger scripts' test of where
+#      they place async frames among native ones, and the sampler's test of
+#      where a sample's native frames end, in a release build with no debug
+#      info (profile `release-lines` with the workspace crates' debug info
+#      off and the binaries stripped, which reuses stage 2's dependencies);
 #   4. the loom models of everything another thread reads.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,18 +70,21 @@ for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_
 done
 ASYNC_STACK_VERIFY=1 cargo test -p tests --profile release-lines "${walker_tests[@]}"
 
-echo "== $(date -u +%T) 3/4 walker and sampler without debug info (release, no debug info)"
+echo "== $(date -u +%T) 3/4 walker, debugger scripts and sampler without debug info (release, no debug info)"
 nodebug=(--profile release-lines --config 'profile.release-lines.debug=false'
     --config 'profile.release-lines.strip="debuginfo"')
+nodebug_tests=(--test walker_no_debuginfo --test debugger_gdb --test debugger_lldb)
 cargo test -p tests "${nodebug[@]}" --test walker_no_debuginfo
+cargo test -p tests "${nodebug[@]}" --test debugger_gdb --test debugger_lldb native_frames_in_order
 cargo test -p async-stack --lib "${nodebug[@]}" boundary_tests
-# What the stage claims: its two test binaries carry no debug info
-# (`.debug_gdb_scripts`, the debugger scripts the library embeds, aside).
-bins=$({ cargo test -p tests "${nodebug[@]}" --test walker_no_debuginfo --no-run --message-format=json
+# What the stage claims: its four test binaries and the debuggee the
+# debugger tests stop carry no debug info (`.debug_gdb_scripts`, the
+# debugger scripts the library embeds, aside).
+bins=$({ cargo test -p tests "${nodebug[@]}" "${nodebug_tests[@]}" --no-run --message-format=json
     cargo test -p async-stack --lib "${nodebug[@]}" --no-run --message-format=json; } 2>/dev/null |
-    python3 -c 'import json,sys; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("executable") and m["profile"]["test"]]')
-if [ "$(wc -l <<<"$bins")" -ne 2 ]; then
-    echo "== expected two test binaries, found: $bins" >&2
+    python3 -c 'import json,sys; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("executable") and (m["profile"]["test"] or m["target"]["name"] == "debuggee")]')
+if [ "$(wc -l <<<"$bins")" -ne 5 ]; then
+    echo "== expected four test binaries and the debuggee, found: $bins" >&2
     exit 1
 fi
 while read -r bin; do

@@ -28,6 +28,10 @@ except ImportError:
     else:
         raise
 
+#: `info symbol`'s answer: "NAME + OFFSET in section S" ("NAME in section
+#: S" at offset 0), the offset being what to subtract for the start.
+_SYMBOL_OFFSET = re.compile(r"^.*?(?: \+ (\d+))? in section \S+")
+
 
 class GdbTarget(_reader.Target):
     """The selected inferior, as the reader sees it."""
@@ -74,16 +78,38 @@ class GdbTarget(_reader.Target):
                 if frame is not None and frame.is_valid():
                     frame.select()
 
-    @staticmethod
-    def _walk(frame):
+    def _walk(self, frame):
+        newest = True
         while frame is not None:
             sal = frame.find_sal()
             file = sal.symtab.filename if sal.symtab is not None else None
-            yield _reader.NativeFrame(frame.name(), file, sal.line or None, None)
+            # A caller's pc is a return address: look up the call before it.
+            pc = frame.pc() if newest else frame.pc() - 1
+            # Without debug info, gdb names a frame by its symbol, hash kept.
+            name = _reader.without_hash(frame.name())
+            yield _reader.NativeFrame(name, file, sal.line or None,
+                                      None, self._symbol_start(pc))
+            newest = False
             try:
                 frame = frame.older()
             except gdb.error:
                 return
+
+    @staticmethod
+    def _symbol_start(address):
+        """The address of the symbol-table function holding ``address``
+        (from `info symbol`: "NAME + OFFSET in section ..."), or None."""
+        try:
+            text = gdb.execute("info symbol %#x" % address, to_string=True)
+        except gdb.error:
+            return None
+        match = _SYMBOL_OFFSET.match(text.strip())
+        if match is None:
+            return None
+        return address - int(match.group(1) or "0")
+
+    def function_start(self, address):
+        return self._symbol_start(address - 1) if address > 0 else None
 
     def is_live(self):
         inferior = gdb.selected_inferior()

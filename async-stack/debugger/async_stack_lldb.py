@@ -24,7 +24,7 @@ _ESCAPES = {
     "$u27$": "'", "$u2b$": "+", "$u3b$": ";", "$u5b$": "[", "$u5d$": "]",
     "$u7b$": "{", "$u7d$": "}", "$u7e$": "~",
 }
-_HASH = re.compile(r"::h[0-9a-f]{16}$")
+_HASH = _reader.SYMBOL_HASH
 _ESCAPE = re.compile(r"\$(?:LT|GT|LP|RP|C|RF|BP|SP|u[0-9a-f]{2})\$")
 
 
@@ -85,16 +85,31 @@ class LldbTarget(_reader.Target):
     def native_frames(self, thread):
         return [self._frame(f) for f in thread.handle]
 
-    @staticmethod
-    def _frame(frame):
+    def _start(self, symbol):
+        """The load address of ``symbol`` (an `SBSymbol`), or None."""
+        if not symbol.IsValid():
+            return None
+        load = symbol.GetStartAddress().GetLoadAddress(self._target)
+        return None if load == lldb.LLDB_INVALID_ADDRESS else load
+
+    def _frame(self, frame):
         name = frame.GetFunctionName() or frame.GetSymbol().GetName()
+        # The symbol table's function: the machine code the frame runs,
+        # whatever was inlined into it.
+        function = self._start(frame.GetSymbol())
         entry = frame.GetLineEntry()
         if entry.IsValid() and entry.GetFileSpec().IsValid():
             return _reader.NativeFrame(demangle(name),
                                        entry.GetFileSpec().fullpath,
                                        entry.GetLine() or None,
-                                       entry.GetColumn() or None)
-        return _reader.NativeFrame(demangle(name), None, None, None)
+                                       entry.GetColumn() or None, function)
+        return _reader.NativeFrame(demangle(name), None, None, None, function)
+
+    def function_start(self, address):
+        if address <= 0:
+            return None
+        resolved = self._target.ResolveLoadAddress(address - 1)
+        return self._start(resolved.GetSymbol())
 
     def is_live(self):
         return self._process.GetPluginName() != "elf-core"

@@ -12,7 +12,8 @@ lookup, threads, native frames) and registers the commands, which call
 :func:`run_command`:
 
 - ``async-bt``: the current thread's native frames with its async frames
-  spliced in, as ``async_stack::backtrace()`` prints them;
+  spliced in, as ``async_stack::backtrace()`` prints them (without debug
+  info too: see :func:`body_frames`);
 - ``async-bt all``: the same for every thread;
 - ``async-bt task <id>``: one task's tree, as the text dump prints it
   (``<id>`` may name any root of a tokio task's entry), with what it waits
@@ -42,7 +43,7 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 9
+VERSION = 10
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
@@ -66,11 +67,12 @@ MAX_JOIN_SLOT_SIZE = 256
 #: reported as too large to search rather than searched slowly.
 MAX_EDGES = 1 << 20
 
-#: The `Layout` fields of the descriptor, in declaration order (version 9).
+#: The `Layout` fields of the descriptor, in declaration order (version 10).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
     "call_site_id", "await_site_id", "await_site_call_site",
+    "await_site_return_address", "call_site_body_address",
     "site_page_entries", "raw_str_ptr", "raw_str_len",
     "call_entry_size", "call_entry_function", "call_entry_file",
     "call_entry_line", "call_entry_column", "call_entry_task_name",
@@ -130,8 +132,11 @@ ADDRESS_FIELDS = (
 
 HEADER_WORDS = 3  # magic, version, size
 
-#: A native frame as the debugger symbolises it (any field may be None).
-NativeFrame = collections.namedtuple("NativeFrame", "name file line column")
+#: A native frame as the debugger symbolises it (any field may be None):
+#: ``function`` is the address of the machine function that holds its
+#: code (inlined frames share their caller's), from the symbol table.
+NativeFrame = collections.namedtuple(
+    "NativeFrame", "name file line column function", defaults=(None,))
 
 #: A thread: the debugger's number, the OS thread id, its name, and
 #: whatever the debugger module needs to list its frames.
@@ -148,8 +153,10 @@ CallSite = collections.namedtuple("CallSite", "function location task_name")
 #: `.await`'s location.
 AwaitSite = collections.namedtuple("AwaitSite", "call location")
 
-#: One frame of a thread's live chain: its address and where it is.
-ChainFrame = collections.namedtuple("ChainFrame", "address call await_site")
+#: One frame of a thread's live chain: its address, where it is, and an
+#: address in its body's code (0: none known; see `body_frames`).
+ChainFrame = collections.namedtuple(
+    "ChainFrame", "address call await_site body_address", defaults=(0,))
 
 #: A shown frame of a task's tree, as the dump model has it.
 TreeFrame = collections.namedtuple(
@@ -209,8 +216,12 @@ class Target:
     ``symbol_address(name)`` returns the address of a data symbol or None;
     ``threads()`` lists :class:`ThreadInfo` and ``current_thread()`` returns
     the selected one; ``native_frames(thread)`` lists a thread's
-    :class:`NativeFrame`, innermost first, inlined frames included;
-    ``is_live()`` tells a running process from a core file.
+    :class:`NativeFrame`, innermost first, inlined frames included, each
+    with the address of the function that holds its code;
+    ``function_start(address)`` returns the address of the function that
+    holds the code just before ``address`` (a return address, as the
+    walker looks it up), or None; ``is_live()`` tells a running process
+    from a core file.
     """
 
     def read(self, address, size):
@@ -226,6 +237,9 @@ class Target:
         raise NotImplementedError
 
     def native_frames(self, thread):
+        raise NotImplementedError
+
+    def function_start(self, address):
         raise NotImplementedError
 
     def is_live(self):
@@ -495,9 +509,24 @@ class Reader:
             what = "async frame %#x" % frame
             site_word = m.u64(frame + l.frame_site, what)
             call, at = self.sites.of_frame(site_word, frame)
-            frames.append(ChainFrame(frame, call, at))
+            body = self._body_address(site_word, what)
+            frames.append(ChainFrame(frame, call, at, body))
             frame = m.u64(frame + l.frame_parent, what)
         return frames
+
+    def _body_address(self, site_word, what):
+        """An address in the body's code of the frame whose ``site`` word
+        is ``site_word``, as the walker takes it: its current `.await`'s
+        cached return address, else the one its call site keeps (0: none)."""
+        l, m = self.layout, self.memory
+        call_pointer = site_word
+        if site_word & l.site_await_bit:
+            pointer = site_word & ~l.site_await_bit
+            address = m.u64(pointer + l.await_site_return_address, what)
+            if address > 1:
+                return address
+            call_pointer = m.u64(pointer + l.await_site_call_site, what)
+        return m.u64(call_pointer + l.call_site_body_address, what)
 
     # ---- tasks
 
@@ -1567,14 +1596,81 @@ def _native_location(file, line, column):
     return text
 
 
-def splice(natives, chain):
+#: The hash legacy Rust mangling ends a symbol with, which a debugger
+#: reading the symbol table alone may keep in the demangled name.
+SYMBOL_HASH = re.compile(r"::h[0-9a-f]{16}$")
+
+
+def without_hash(name):
+    """``name`` without a legacy mangling hash (``a::b::h0123456789abcdef``
+    becomes ``a::b``), as the walker prints names."""
+    return SYMBOL_HASH.sub("", name) if name else name
+
+
+def is_body_name(call, name):
+    """Whether the symbol ``name`` is the body of the function of ``call``:
+    its name followed by ``::{{closure}}`` once or more (the walker's
+    `is_body_name`)."""
+    if call is None or not name or not name.endswith("::{{closure}}"):
+        return False
+    while name.endswith("::{{closure}}"):
+        name = name[:-len("::{{closure}}")]
+    return name == call.function
+
+
+def body_frames(natives, chain, function_start):
+    """For each async frame, innermost first, the index of the native frame
+    that runs its body's code, or None when no body is found (a port of
+    the walker's `body_frames`): the first frame, from the one found for
+    the frame inside onward (past it for recursion), of the function that
+    holds the frame's body address (``function_start`` gives a function's
+    address), else named as its body. A frame not found goes with the
+    nearest found outside it, else inside it."""
+    found, start_at = [], 0
+    for i, frame in enumerate(chain):
+        recursion = (i > 0 and found[i - 1] is not None
+                     and frame.call is not None
+                     and chain[i - 1].call == frame.call)
+        first = start_at + 1 if recursion else start_at
+        function = (function_start(frame.body_address)
+                    if frame.body_address else None)
+        at = None
+        if function is not None:
+            at = next((p for p in range(first, len(natives))
+                       if natives[p].function == function), None)
+        if at is None:
+            at = next((p for p in range(first, len(natives))
+                       if is_body_name(frame.call, natives[p].name)), None)
+        if at is not None:
+            start_at = at
+        found.append(at)
+    known = [p for p in found if p is not None]
+    if not known:
+        return None
+    anchors, outer = [0] * len(chain), known[-1]
+    for i in reversed(range(len(chain))):
+        if found[i] is not None:
+            outer = found[i]
+        anchors[i] = outer
+    return anchors
+
+
+def splice(natives, chain, function_start=lambda address: None):
     """The spliced backtrace's entries, innermost first, as
     ``(kind, function, verb, location)``: native frames inside the
     innermost poll, the async frames, then the executor (a port of the
-    walker's `splice`; plumbing between levels is folded away)."""
+    walker's `splice`; plumbing between levels is folded away). Without
+    the `Traced::poll` levels (no debug info), each async frame goes at
+    the native frame running its body (`body_frames`)."""
     levels = [i for i, f in enumerate(natives) if is_level(f)]
     exact = len(levels) == len(chain)
-    anchors = levels if exact else [levels[0] if levels else 0] * len(chain)
+    bodies_at = None if exact else body_frames(natives, chain, function_start)
+    if exact:
+        anchors = levels
+    elif bodies_at is not None:
+        anchors = bodies_at
+    else:
+        anchors = [levels[0] if levels else 0] * len(chain)
     bodies = []
     for i in range(len(chain)):
         body = anchors[i] - 1 if exact else -1
@@ -1582,7 +1678,7 @@ def splice(natives, chain):
         ok = exact and body >= inner_edge and not is_own_plumbing(natives[body])
         bodies.append(body if ok else None)
 
-    out, emitted, folding = [], 0, True
+    out, emitted, folding, wrapper = [], 0, True, True
     for index, native in enumerate(natives):
         while emitted < len(chain) and anchors[emitted] <= index:
             body = bodies[emitted]
@@ -1594,6 +1690,11 @@ def splice(natives, chain):
         outer = emitted == len(chain) and emitted > 0
         if outer and folding:
             if is_own_plumbing(native) or "{async_fn" in (native.name or ""):
+                continue
+            # The root's body, where it has a frame of its own below the
+            # root's poll (no debug info), as the walker folds it.
+            if wrapper and is_body_name(chain[-1].call, native.name):
+                wrapper = False
                 continue
             folding = False
         folded = (index in bodies or (0 < emitted < len(chain))
@@ -1625,7 +1726,8 @@ def format_backtrace(entries):
 def thread_backtrace(reader, thread):
     """One thread's spliced backtrace."""
     chain = reader.chain(thread.tid)
-    return format_backtrace(splice(reader.target.native_frames(thread), chain))
+    natives = reader.target.native_frames(thread)
+    return format_backtrace(splice(natives, chain, reader.target.function_start))
 
 
 def thread_header(thread):

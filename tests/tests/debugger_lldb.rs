@@ -128,3 +128,12 @@ fn lldb_reports_corrupt_waits_in_one_line() {
 fn lldb_finds_deadlocks_live_and_on_a_core() {
     debugger::check_deadlocks(TOOL);
 }
+
+/// `async-bt` keeps the native frames where they ran: the code the leaf
+/// called above the async frames, the executor below, live and on a core,
+/// with or without debug info.
+#[test]
+fn lldb_async_bt_keeps_native_frames_in_order() {
+    debugger::require("gdb");
+    debugger::check_native_order(TOOL);
+}

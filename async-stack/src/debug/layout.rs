@@ -37,6 +37,11 @@ pub struct Layout {
     pub call_site_id: u64,
     pub await_site_id: u64,
     pub await_site_call_site: u64,
+    /// The await site's cached return address (`usize`; `0`: unresolved,
+    /// `1`: resolution failed).
+    pub await_site_return_address: u64,
+    /// The call site's body address (`usize`; `0`: none known).
+    pub call_site_body_address: u64,
     // Site tables
     pub site_page_entries: u64,
     pub raw_str_ptr: u64,
@@ -215,6 +220,8 @@ pub(super) const LAYOUT: Layout = Layout {
     call_site_id: o(offset_of!(CallSite, id)),
     await_site_id: o(offset_of!(AwaitSite, id)),
     await_site_call_site: o(offset_of!(AwaitSite, call_site)),
+    await_site_return_address: o(offset_of!(AwaitSite, return_address)),
+    call_site_body_address: o(offset_of!(CallSite, body_address)),
     site_page_entries: o(SITE_PAGE),
     raw_str_ptr: o(offset_of!(RawStr, ptr)),
     raw_str_len: o(offset_of!(RawStr, len)),

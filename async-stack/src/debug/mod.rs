@@ -51,7 +51,12 @@
 //!   is entry `i` of its table: page `i / site_page_entries`, entry
 //!   `i % site_page_entries`, valid for `i < len`. Entries hold strings as
 //!   pointer and length (UTF-8). The call-site entry's `function` is the
-//!   name dumps and the walker print.
+//!   name dumps and the walker print. An await site keeps, at
+//!   `await_site_return_address`, an address in its function's code at
+//!   that `.await` (`0` or `1`: none), and a call site, at
+//!   `call_site_body_address`, one in its body's code (`0`: none): the
+//!   walker's way to find the native frame running each async frame's body
+//!   when there is no debug info to find `Traced::poll` by.
 //! - **Thread roots**: entry `i` is entry `i % thread_page_entries` of
 //!   page `i / thread_page_entries` (a page not allocated yet is `0`), for
 //!   `i` below the smaller of the count and the capacity, with `tid` (the
@@ -243,7 +248,14 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// gone, the address part moved by five words); the
 /// address part gains `join_pages`, `join_page_count`, `join_count` and
 /// `join_capacity` at its end.
-pub const VERSION: u64 = 9;
+///
+/// Version 10: the layout part gains, after `await_site_call_site`,
+/// `await_site_return_address` and `call_site_body_address` (every later
+/// field moves by two words): where an await site keeps its cached return
+/// address and a call site an address in its body's code, so that the
+/// scripts place async frames among native frames without debug info as
+/// the walker does.
+pub const VERSION: u64 = 10;
 
 /// The descriptor. See the module docs.
 #[repr(C)]

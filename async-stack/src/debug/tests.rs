@@ -68,6 +68,8 @@ const LAYOUT_FIELDS: &[&str] = &[
     "call_site_id",
     "await_site_id",
     "await_site_call_site",
+    "await_site_return_address",
+    "call_site_body_address",
     "site_page_entries",
     "raw_str_ptr",
     "raw_str_len",

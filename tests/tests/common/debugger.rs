@@ -352,14 +352,7 @@ pub fn async_lines(text: &str) -> Vec<AsyncLine> {
         let Some((_, rest)) = line.split_once(": [async] ") else {
             continue;
         };
-        let next = lines.get(i + 1).map(|l| l.trim_start()).unwrap_or("");
-        let (awaiting, location) = if let Some(at) = next.strip_prefix("awaiting at ") {
-            (true, Some(at.to_owned()))
-        } else if let Some(at) = next.strip_prefix("at ") {
-            (false, Some(at.to_owned()))
-        } else {
-            (false, None)
-        };
+        let (awaiting, location) = location_below(&lines, i);
         out.push(AsyncLine {
             function: rest.trim().to_owned(),
             awaiting,
@@ -367,6 +360,19 @@ pub fn async_lines(text: &str) -> Vec<AsyncLine> {
         });
     }
     out
+}
+
+/// The location printed under frame line `i` of `lines`: whether it is
+/// `awaiting at` (else `at`), and its text (`file:line[:col]`).
+fn location_below(lines: &[&str], i: usize) -> (bool, Option<String>) {
+    let next = lines.get(i + 1).map(|l| l.trim_start()).unwrap_or("");
+    if let Some(at) = next.strip_prefix("awaiting at ") {
+        (true, Some(at.to_owned()))
+    } else if let Some(at) = next.strip_prefix("at ") {
+        (false, Some(at.to_owned()))
+    } else {
+        (false, None)
+    }
 }
 
 /// `file:line` of a `file:line[:col]` location, the file made absolute
@@ -1389,4 +1395,100 @@ fn check_deadlocks_skipping(tool: Tool, mode: &str, kept: [bool; 3], note: &str)
         want.join("\n\n"),
         "async-deadlocks ({mode}):\n{run}"
     );
+}
+
+/// One frame of a backtrace as a script prints it: whether it is async,
+/// its function, and the location on the line below (`at`/`awaiting at`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BtLine {
+    pub is_async: bool,
+    pub function: String,
+    pub location: Option<String>,
+}
+
+/// The frames of a printed backtrace, in order.
+pub fn bt_lines(text: &str) -> Vec<BtLine> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some((number, rest)) = line.trim_start().split_once(": ") else {
+            continue;
+        };
+        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let (is_async, function) = match rest.strip_prefix("[async] ") {
+            Some(f) => (true, f),
+            None => (false, rest),
+        };
+        let (_, location) = location_below(&lines, i);
+        out.push(BtLine {
+            is_async,
+            function: function.trim().to_owned(),
+            location,
+        });
+    }
+    out
+}
+
+/// `async-bt` in the debuggee's mode `chain`, live and on a core, read as
+/// a user reads it, in every build (stage 3 of `scripts/test.sh` runs it
+/// without debug info, where the script finds no `Traced::poll` frames):
+/// the synchronous code the leaf called (`stop_here`, then the breakpoint
+/// function) first, then the three async frames, then tokio.
+#[track_caller]
+pub fn check_native_order(tool: Tool) {
+    let out = out_dir(&format!("{}-order", tool.program()));
+    let live = tool.live_mode("chain", &out, &section("BT", "async-bt"));
+    live.assert_no_traceback();
+    assert_native_order(&live.section("BT"));
+    let core = gcore("chain", &out);
+    let on_core = tool.core(&debuggee(), &core, &section("BT", "async-bt"));
+    on_core.assert_no_traceback();
+    let _ = std::fs::remove_file(&core);
+    assert_native_order(&on_core.section("BT"));
+}
+
+#[track_caller]
+fn assert_native_order(bt: &str) {
+    let frames = bt_lines(bt);
+    // Native frames by their last segment: the breakpoint function is
+    // unmangled (debug info puts it in its module, the symbol table does
+    // not), and line-tables-only debug info names functions without their
+    // path (the debugger shows that name, where the walker looks up the
+    // symbol table's).
+    let names: Vec<(bool, &str)> = frames
+        .iter()
+        .take(5)
+        .map(|f| match f.is_async {
+            true => (true, f.function.as_str()),
+            false => (false, f.function.rsplit("::").next().unwrap_or("")),
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (false, "async_stack_debug_break"),
+            (false, "stop_here"),
+            (true, "debuggee::chain_inner"),
+            (true, "debuggee::chain_middle"),
+            (true, "debuggee::chain_outer"),
+        ],
+        "{bt}"
+    );
+    // The executor: tokio's frames, by name or (for inlined frames that
+    // line tables name short) by source file.
+    let below = frames
+        .get(5)
+        .unwrap_or_else(|| panic!("nothing below the root:\n{bt}"));
+    assert!(
+        !below.is_async
+            && (below.function.starts_with("tokio::")
+                || below
+                    .location
+                    .as_deref()
+                    .is_some_and(|l| l.contains("/tokio-"))),
+        "tokio below the root:\n{bt}"
+    );
+    assert_eq!(frames.iter().filter(|f| f.is_async).count(), 3, "{bt}");
 }
