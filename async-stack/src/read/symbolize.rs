@@ -45,6 +45,33 @@ fn cache() -> &'static Cache {
     CACHE.get_or_init(Default::default)
 }
 
+/// The address of the machine function holding each return address (or
+/// instruction pointer) of `addrs` ([`process::function_start`]), cached
+/// per address like the symbols: the walker asks for a whole stack's at
+/// once when it places async frames without debug info.
+pub(crate) fn functions(addrs: &[usize]) -> Vec<Option<usize>> {
+    type Starts = Mutex<HashMap<usize, Option<usize>>>;
+    static STARTS: OnceLock<Starts> = OnceLock::new();
+    let starts = STARTS.get_or_init(Default::default);
+    let mut out: Vec<Option<Option<usize>>> = {
+        let cached = lock_std(starts);
+        addrs.iter().map(|a| cached.get(a).copied()).collect()
+    };
+    // Looked up outside the cache's lock (the lookup takes its own).
+    let mut found = Vec::new();
+    for (slot, &addr) in out.iter_mut().zip(addrs) {
+        if slot.is_none() {
+            let start = process::function_start(addr);
+            *slot = Some(start);
+            found.push((addr, start));
+        }
+    }
+    if !found.is_empty() {
+        lock_std(starts).extend(found);
+    }
+    out.into_iter().map(Option::flatten).collect()
+}
+
 /// Symbolises a return address or instruction pointer (`backtrace`
 /// subtracts one from it, so a return address maps to its call).
 pub(crate) fn resolve(addr: usize) -> Arc<[Symbol]> {

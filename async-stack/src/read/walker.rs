@@ -45,7 +45,6 @@ use std::fmt;
 // first: not part of any protocol loom models.
 use std::sync::{Arc, OnceLock};
 
-use crate::read::native::process;
 use crate::read::plumbing;
 use crate::read::symbolize::{self, Symbol};
 use crate::record::frame::AsyncStackFrame;
@@ -363,7 +362,7 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
     let exact = levels.len() == chain.len();
     let anchors: Vec<usize> = if exact {
         levels
-    } else if let Some(bodies) = body_frames(&phys, chain, process::function_start) {
+    } else if let Some(bodies) = body_frames(&phys, chain, symbolize::functions) {
         bodies
             .iter()
             .map(|&p| flat.iter().position(|at| at.p == p).unwrap_or(flat.len()))
@@ -542,7 +541,7 @@ fn is_body_name(cs: &CallSite, name: &str) -> bool {
 
 /// For each async frame, innermost first, the physical native frame that
 /// runs its body's code, found by the body address the frame recorded
-/// (`function` names the function holding an address) or, when the body
+/// (`functions` names the function holding each address) or, when the body
 /// ran from another copy of its code, by the body's own symbol
 /// (`module::fn::{{closure}}`, when it was not inlined): the walker's
 /// anchors when the `Traced::poll` levels cannot be found. Bodies inlined
@@ -558,16 +557,21 @@ fn is_body_name(cs: &CallSite, name: &str) -> bool {
 fn body_frames(
     phys: &[(usize, Arc<[Symbol]>)],
     chain: &[ChainFrame],
-    function: impl Fn(usize) -> Option<usize>,
+    functions: impl Fn(&[usize]) -> Vec<Option<usize>>,
 ) -> Option<Vec<usize>> {
-    let starts: Vec<Option<usize>> = phys.iter().map(|&(ip, _)| function(ip)).collect();
+    // Every address at once: the native frames', then the bodies'.
+    let addrs: Vec<usize> = phys
+        .iter()
+        .map(|&(ip, _)| ip)
+        .chain(chain.iter().map(|c| c.body_address))
+        .collect();
+    let mut starts = functions(&addrs);
+    let bodies = starts.split_off(phys.len());
     let mut found: Vec<Option<usize>> = Vec::with_capacity(chain.len());
     let mut from = 0;
     for (i, c) in chain.iter().enumerate() {
         let recursion = i > 0 && std::ptr::eq(chain[i - 1].call_site, c.call_site);
-        let start = (c.body_address != 0)
-            .then(|| function(c.body_address))
-            .flatten();
+        let start = (c.body_address != 0).then_some(bodies[i]).flatten();
         let first = if recursion && found[i - 1].is_some() {
             from + 1
         } else {
@@ -716,8 +720,8 @@ mod tests {
     }
 
     /// Functions of 0x100 bytes each, at every multiple of 0x100.
-    fn function(addr: usize) -> Option<usize> {
-        Some(addr & !0xff)
+    fn function(addrs: &[usize]) -> Vec<Option<usize>> {
+        addrs.iter().map(|a| Some(a & !0xff)).collect()
     }
 
     #[test]
@@ -790,7 +794,7 @@ mod tests {
         let c = chain(&[(&LEAF, 0), (&TOP, 0x930)]);
         assert_eq!(body_frames(&phys, &c, function), None);
         assert_eq!(body_frames(&phys, &[], function), None);
-        assert_eq!(body_frames(&phys, &c, |_| None), None);
+        assert_eq!(body_frames(&phys, &c, |a| vec![None; a.len()]), None);
     }
 
     #[test]
