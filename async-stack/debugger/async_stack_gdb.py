@@ -30,7 +30,7 @@ except ImportError:
 
 #: `info symbol`'s answer: "NAME + OFFSET in section S" ("NAME in section
 #: S" at offset 0), the offset being what to subtract for the start.
-_SYMBOL_OFFSET = re.compile(r"^.*?(?: \+ (\d+))? in section \S+")
+_SYMBOL_OFFSET = re.compile(r"^(.*?)(?: \+ (\d+))? in section \S+")
 
 
 class GdbTarget(_reader.Target):
@@ -85,10 +85,16 @@ class GdbTarget(_reader.Target):
             file = sal.symtab.filename if sal.symtab is not None else None
             # A caller's pc is a return address: look up the call before it.
             pc = frame.pc() if newest else frame.pc() - 1
+            start, symbol = self._symbol(pc)
             # Without debug info, gdb names a frame by its symbol, hash kept.
             name = _reader.without_hash(frame.name())
+            # A function of its own that line tables name short takes the
+            # symbol table's full name, as the walker does.
+            if (frame.type() != gdb.INLINE_FRAME and symbol
+                    and _reader.is_short_name(name, file)):
+                name = _reader.without_hash(symbol)
             yield _reader.NativeFrame(name, file, sal.line or None,
-                                      None, self._symbol_start(pc))
+                                      None, start)
             newest = False
             try:
                 frame = frame.older()
@@ -96,20 +102,21 @@ class GdbTarget(_reader.Target):
                 return
 
     @staticmethod
-    def _symbol_start(address):
-        """The address of the symbol-table function holding ``address``
-        (from `info symbol`: "NAME + OFFSET in section ..."), or None."""
+    def _symbol(address):
+        """``(start, name)`` of the symbol-table function holding
+        ``address`` (from `info symbol`: "NAME + OFFSET in section ..."),
+        or ``(None, None)``."""
         try:
             text = gdb.execute("info symbol %#x" % address, to_string=True)
         except gdb.error:
-            return None
+            return None, None
         match = _SYMBOL_OFFSET.match(text.strip())
         if match is None:
-            return None
-        return address - int(match.group(1) or "0")
+            return None, None
+        return address - int(match.group(2) or "0"), match.group(1)
 
     def function_start(self, address):
-        return self._symbol_start(address - 1) if address > 0 else None
+        return self._symbol(address - 1)[0] if address > 0 else None
 
     def is_live(self):
         inferior = gdb.selected_inferior()

@@ -93,17 +93,22 @@ class LldbTarget(_reader.Target):
         return None if load == lldb.LLDB_INVALID_ADDRESS else load
 
     def _frame(self, frame):
-        name = frame.GetFunctionName() or frame.GetSymbol().GetName()
+        symbol = frame.GetSymbol()
+        name = demangle(frame.GetFunctionName() or symbol.GetName())
         # The symbol table's function: the machine code the frame runs,
         # whatever was inlined into it.
-        function = self._start(frame.GetSymbol())
+        function = self._start(symbol)
         entry = frame.GetLineEntry()
-        if entry.IsValid() and entry.GetFileSpec().IsValid():
-            return _reader.NativeFrame(demangle(name),
-                                       entry.GetFileSpec().fullpath,
-                                       entry.GetLine() or None,
-                                       entry.GetColumn() or None, function)
-        return _reader.NativeFrame(demangle(name), None, None, None, function)
+        if not (entry.IsValid() and entry.GetFileSpec().IsValid()):
+            return _reader.NativeFrame(name, None, None, None, function)
+        file = entry.GetFileSpec().fullpath
+        # A function of its own that line tables name short takes the
+        # symbol table's full name, as the walker does.
+        if (not frame.IsInlined() and symbol.IsValid() and symbol.GetName()
+                and _reader.is_short_name(name, file)):
+            name = demangle(symbol.GetName())
+        return _reader.NativeFrame(name, file, entry.GetLine() or None,
+                                   entry.GetColumn() or None, function)
 
     def function_start(self, address):
         if address <= 0:

@@ -1607,6 +1607,28 @@ def without_hash(name):
     return SYMBOL_HASH.sub("", name) if name else name
 
 
+def is_short_name(name, file):
+    """Whether a debug-info function ``name`` at ``file`` is the short form
+    line-tables-only debug info gives Rust functions (a Rust source file,
+    no ``::`` outside generic arguments), which the walker replaces by the
+    symbol table's name for a function of its own (a port of
+    `read/native/names.rs`)."""
+    if not name or not file or not file.endswith(".rs"):
+        return False
+    depth, previous = 0, ""
+    for i, c in enumerate(name):
+        if c in "<([{":
+            depth += 1
+        elif c == ">" and previous == "-":
+            pass
+        elif c in ">)]}":
+            depth = max(depth - 1, 0)
+        elif c == ":" and depth == 0 and name[i + 1:i + 2] == ":":
+            return False
+        previous = c
+    return True
+
+
 def is_body_name(call, name):
     """Whether the symbol ``name`` is the body of the function of ``call``:
     its name followed by ``::{{closure}}`` once or more (the walker's

@@ -11,7 +11,9 @@
 //! ELF one) take its name from there when its debug-info name is
 //! [`short`] (the walker through [`super::process`]). Inlined frames have
 //! no symbol of their own and keep their short names. With full debug info every name has its path and the
-//! symbol table is not read.
+//! symbol table is not read. The debugger scripts apply the same rule
+//! (`is_short_name` in `debugger/async_stack_reader.py`, checked against
+//! this one by a test) to the frames gdb and lldb list.
 
 /// Whether a debug-info function `name` at `file` is the short form
 /// line-tables-only debug info gives Rust functions: a Rust source file,
@@ -67,5 +69,69 @@ mod tests {
         }
         assert!(!short("fetch_row", None), "no file: not debug info");
         assert!(!short("main", Some("../csu/libc-start.c")), "C");
+    }
+
+    /// The debugger scripts' port of the rule (`is_short_name`) gives the
+    /// same verdicts.
+    #[test]
+    fn the_python_reader_finds_the_same_names_short() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("fetch_row", Some("/src/app/db.rs")),
+            ("poll<app::Handler>", Some("/src/app/db.rs")),
+            ("{closure#0}<a::B<T, S>, c::D<u8>>", Some("/src/app/db.rs")),
+            ("call<fn() -> app::Row, (u8, u8)>", Some("/src/app/db.rs")),
+            (
+                "with_mut<[u8; 4], core::task::poll::Poll<()>>",
+                Some("/a.rs"),
+            ),
+            ("app::db::fetch_row", Some("/src/app/db.rs")),
+            (
+                "<app::Traced<F> as core::future::Future>::poll",
+                Some("/a.rs"),
+            ),
+            (
+                "<fn() -> u8 as core::ops::FnOnce<()>>::call_once",
+                Some("/a.rs"),
+            ),
+            ("a::b::{{closure}}", Some("/a.rs")),
+            ("", Some("/a.rs")),
+            ("fetch_row", None),
+            ("main", Some("../csu/libc-start.c")),
+        ];
+        let input: String = cases
+            .iter()
+            .map(|(name, file)| format!("{name}\t{}\n", file.unwrap_or("")))
+            .collect();
+        let script = r"
+import sys
+sys.path.insert(0, sys.argv[1])
+import async_stack_reader as r
+for line in sys.stdin.read().splitlines():
+    name, file = line.split('\t')
+    print(int(r.is_short_name(name, file or None)))
+";
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/debugger");
+        let mut child = std::process::Command::new("python3")
+            .args(["-B", "-c", script, dir])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs (scripts/test.sh needs it too)");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let python: Vec<bool> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| l == "1")
+            .collect();
+        let rust: Vec<bool> = cases.iter().map(|(n, f)| short(n, *f)).collect();
+        assert_eq!(python, rust, "{cases:?}");
     }
 }
