@@ -278,9 +278,7 @@ fn capture_chain() -> Vec<ChainFrame> {
                 // Set from the parent's `.await` at the next step.
                 return_address: 0,
                 body_address: match child_ra {
-                    0 => call_site
-                        .body_address
-                        .load(std::sync::atomic::Ordering::Relaxed),
+                    0 => call_site.body_address.load(crate::shim::Ordering::Relaxed),
                     ra => ra,
                 },
             });

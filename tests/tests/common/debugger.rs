@@ -334,27 +334,45 @@ pub fn gcore(mode: &str, out: &Path) -> PathBuf {
     core
 }
 
-/// One async frame of a printed backtrace: `function`, whether it shows
-/// `awaiting at` (else `at`), and the location text (`file:line[:col]`).
+/// One frame of a printed backtrace (the walker's files and `async-bt`):
+/// whether it is async, its function, whether the line below says
+/// `awaiting at` (else `at`), and that line's location text
+/// (`file:line[:col]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AsyncLine {
+pub struct BtLine {
+    pub is_async: bool,
     pub function: String,
     pub awaiting: bool,
     pub location: Option<String>,
 }
 
-/// The `[async]` frames of a backtrace printed as `Backtrace` displays
-/// itself (the walker's files and `async-bt`), innermost first.
-pub fn async_lines(text: &str) -> Vec<AsyncLine> {
+/// The frames of a backtrace printed as `Backtrace` displays itself, in
+/// order (innermost first).
+pub fn bt_lines(text: &str) -> Vec<BtLine> {
     let lines: Vec<&str> = text.lines().collect();
     let mut out = Vec::new();
     for (i, line) in lines.iter().enumerate() {
-        let Some((_, rest)) = line.split_once(": [async] ") else {
+        let Some((number, rest)) = line.trim_start().split_once(": ") else {
             continue;
         };
-        let (awaiting, location) = location_below(&lines, i);
-        out.push(AsyncLine {
-            function: rest.trim().to_owned(),
+        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let (is_async, function) = match rest.strip_prefix("[async] ") {
+            Some(f) => (true, f),
+            None => (false, rest),
+        };
+        let next = lines.get(i + 1).map(|l| l.trim_start()).unwrap_or("");
+        let (awaiting, location) = if let Some(at) = next.strip_prefix("awaiting at ") {
+            (true, Some(at.to_owned()))
+        } else if let Some(at) = next.strip_prefix("at ") {
+            (false, Some(at.to_owned()))
+        } else {
+            (false, None)
+        };
+        out.push(BtLine {
+            is_async,
+            function: function.trim().to_owned(),
             awaiting,
             location,
         });
@@ -362,17 +380,9 @@ pub fn async_lines(text: &str) -> Vec<AsyncLine> {
     out
 }
 
-/// The location printed under frame line `i` of `lines`: whether it is
-/// `awaiting at` (else `at`), and its text (`file:line[:col]`).
-fn location_below(lines: &[&str], i: usize) -> (bool, Option<String>) {
-    let next = lines.get(i + 1).map(|l| l.trim_start()).unwrap_or("");
-    if let Some(at) = next.strip_prefix("awaiting at ") {
-        (true, Some(at.to_owned()))
-    } else if let Some(at) = next.strip_prefix("at ") {
-        (false, Some(at.to_owned()))
-    } else {
-        (false, None)
-    }
+/// The `[async]` frames of a printed backtrace, innermost first.
+pub fn async_lines(text: &str) -> Vec<BtLine> {
+    bt_lines(text).into_iter().filter(|l| l.is_async).collect()
 }
 
 /// `file:line` of a `file:line[:col]` location, the file made absolute
@@ -405,7 +415,7 @@ pub fn assert_same_async_frames(script: &str, walker: &str, running_line: bool) 
         !want.is_empty(),
         "no async frames in the walker's\n{walker}"
     );
-    let names = |v: &[AsyncLine]| v.iter().map(|l| l.function.clone()).collect::<Vec<_>>();
+    let names = |v: &[BtLine]| v.iter().map(|l| l.function.clone()).collect::<Vec<_>>();
     assert_eq!(
         names(&got),
         names(&want),
@@ -1395,40 +1405,6 @@ fn check_deadlocks_skipping(tool: Tool, mode: &str, kept: [bool; 3], note: &str)
         want.join("\n\n"),
         "async-deadlocks ({mode}):\n{run}"
     );
-}
-
-/// One frame of a backtrace as a script prints it: whether it is async,
-/// its function, and the location on the line below (`at`/`awaiting at`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BtLine {
-    pub is_async: bool,
-    pub function: String,
-    pub location: Option<String>,
-}
-
-/// The frames of a printed backtrace, in order.
-pub fn bt_lines(text: &str) -> Vec<BtLine> {
-    let lines: Vec<&str> = text.lines().collect();
-    let mut out = Vec::new();
-    for (i, line) in lines.iter().enumerate() {
-        let Some((number, rest)) = line.trim_start().split_once(": ") else {
-            continue;
-        };
-        if number.is_empty() || !number.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        let (is_async, function) = match rest.strip_prefix("[async] ") {
-            Some(f) => (true, f),
-            None => (false, rest),
-        };
-        let (_, location) = location_below(&lines, i);
-        out.push(BtLine {
-            is_async,
-            function: function.trim().to_owned(),
-            location,
-        });
-    }
-    out
 }
 
 /// `async-bt` in the debuggee's mode `chain`, live and on a core, read as
