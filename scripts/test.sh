@@ -4,14 +4,14 @@
 # when they are missing, then runs, in order:
 #   1. every unit, integration, UI (trybuild) and doc test, debug build,
 #      the fault-injection suite (tests/tests/faults_*.rs) included;
-#   2. the walker, dump and debugger-script tests again in a release build
-#      with line tables only (profile `release-lines`), where inlining
-#      changes the native stack, and the million-live-task registry test,
-#      too slow for a debug build;
+#   2. the walker, dump, sampler and debugger-script tests again in a
+#      release build with line tables only (profile `release-lines`),
+#      where inlining changes the native stack, and the million-live-task
+#      registry test, too slow for a debug build;
 #   3. the walker test meant for it, the debugger scripts' test of where
-#      they place async frames among native ones, and the sampler's test of
-#      where a sample's native frames end, in a release build with no debug
-#      info (profile `release-lines` with the workspace crates' debug info
+#      they place async frames among native ones, and the sampler's tests
+#      of where a sample's native frames end, in a release build with no
+#      debug info (profile `release-lines` with the workspace crates' debug info
 #      off and the binaries stripped, which reuses stage 2's dependencies);
 #   4. the loom models of everything another thread reads.
 set -euo pipefail
@@ -63,8 +63,8 @@ fi
 echo "== $(date -u +%T) 1/4 workspace tests (debug)"
 cargo test --workspace --all-features
 
-echo "== $(date -u +%T) 2/4 walker, frame, await-site, dump, debugger and million-task tests (release, line tables only)"
-walker_tests=(--test registry_million --test sampler_torture)
+echo "== $(date -u +%T) 2/4 walker, frame, await-site, dump, debugger, sampler and million-task tests (release, line tables only)"
+walker_tests=(--test registry_million --test sampler_torture --test sampler_native_frames)
 for t in tests/tests/walker_*.rs tests/tests/frame_*.rs tests/tests/macro_await_sites.rs tests/tests/dump_*.rs tests/tests/debugger_*.rs; do
     [ -e "$t" ] && walker_tests+=(--test "$(basename "$t" .rs)")
 done
@@ -73,18 +73,18 @@ ASYNC_STACK_VERIFY=1 cargo test -p tests --profile release-lines "${walker_tests
 echo "== $(date -u +%T) 3/4 walker, debugger scripts and sampler without debug info (release, no debug info)"
 nodebug=(--profile release-lines --config 'profile.release-lines.debug=false'
     --config 'profile.release-lines.strip="debuginfo"')
-nodebug_tests=(--test walker_no_debuginfo --test debugger_gdb --test debugger_lldb)
-cargo test -p tests "${nodebug[@]}" --test walker_no_debuginfo
+nodebug_tests=(--test walker_no_debuginfo --test sampler_native_frames --test debugger_gdb --test debugger_lldb)
+cargo test -p tests "${nodebug[@]}" --test walker_no_debuginfo --test sampler_native_frames
 cargo test -p tests "${nodebug[@]}" --test debugger_gdb --test debugger_lldb native_frames_in_order
 cargo test -p async-stack --lib "${nodebug[@]}" boundary_tests
-# What the stage claims: its four test binaries and the debuggee the
+# What the stage claims: its five test binaries and the debuggee the
 # debugger tests stop carry no debug info (`.debug_gdb_scripts`, the
 # debugger scripts the library embeds, aside).
 bins=$({ cargo test -p tests "${nodebug[@]}" "${nodebug_tests[@]}" --no-run --message-format=json
     cargo test -p async-stack --lib "${nodebug[@]}" --no-run --message-format=json; } 2>/dev/null |
     python3 -c 'import json,sys; [print(m["executable"]) for m in map(json.loads, sys.stdin) if m.get("executable") and (m["profile"]["test"] or m["target"]["name"] == "debuggee")]')
-if [ "$(wc -l <<<"$bins")" -ne 5 ]; then
-    echo "== expected four test binaries and the debuggee, found: $bins" >&2
+if [ "$(wc -l <<<"$bins")" -ne 6 ]; then
+    echo "== expected five test binaries and the debuggee, found: $bins" >&2
     exit 1
 fi
 while read -r bin; do

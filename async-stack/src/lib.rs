@@ -69,7 +69,12 @@
 //!   Only a frame whose function has reached no `.await` yet and whose body
 //!   was inlined cannot be placed; it goes with the nearest frame that
 //!   can. When none can (a first poll with everything inlined), the async
-//!   frames come first, then every native frame below the capture.
+//!   frames come first, then every native frame below the capture. On-CPU
+//!   samples end their native frames at the first that runs a body, by the
+//!   same two tests (see [`sampler`]). One body is known by one copy of its
+//!   code: run under two executors that inline it differently, into a
+//!   function not named after it, its other copy is not recognised, and
+//!   there samples keep their interrupted address.
 //! - **Line tables only** (`debug = "line-tables-only"`): everything above
 //!   works, including inlined frames; this is the recommended release
 //!   setting. Columns of native frames may be missing. Its debug info

@@ -46,6 +46,7 @@ use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use crate::read::plumbing;
+use crate::read::sites::is_body_name;
 use crate::read::symbolize::{self, Symbol};
 use crate::record::frame::AsyncStackFrame;
 use crate::record::site::{AwaitSite, CallSite};
@@ -517,24 +518,6 @@ fn splice(natives: &[NativeFrame], chain: &[ChainFrame]) -> Resolved {
         short.drain(..=end);
     }
     Resolved { short, full }
-}
-
-/// Whether the demangled symbol `name` is the generator of the body of the
-/// function of `cs`: `module::fn::{{closure}}`, or the function's whole path
-/// (a method's) followed by `::{{closure}}`, once or more (another
-/// attribute below `#[traced_async]` may wrap the body in `async` blocks).
-fn is_body_name(cs: &CallSite, name: &str) -> bool {
-    let Some(mut f) = name.strip_suffix("::{{closure}}") else {
-        return false;
-    };
-    while let Some(outer) = f.strip_suffix("::{{closure}}") {
-        f = outer;
-    }
-    !cs.module_path().is_empty()
-        && (f == cs.function_static()
-            || f.strip_prefix(cs.module_path())
-                .and_then(|f| f.strip_prefix("::"))
-                .is_some_and(|f| f == cs.name()))
 }
 
 /// For each async frame, innermost first, the physical native frame that

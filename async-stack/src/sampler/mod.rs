@@ -116,6 +116,15 @@
 //! interrupted address above its async frames: never frames the walk
 //! cannot vouch for.
 //!
+//! Without debug info no native frame shows a `Traced::poll` (the polls
+//! are inlined). A sample then keeps the native frames above the first one
+//! that runs the code of one of its async frames' bodies, found as the
+//! walker finds them (the function holding an address the body recorded,
+//! or a function named as the body), if every frame the walk read up to
+//! it is a known function; none if the interrupted address runs a body
+//! itself. So a sample taken in the innermost fn's own code shows that fn
+//! on top, not the function the chain was inlined into.
+//!
 //! # Verification
 //!
 //! The polling thread can read its live chain soundly, and other threads

@@ -10,11 +10,16 @@
 
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use super::buffers::Sample;
 use super::handler::on_signal;
 use crate::read::native::elf::Symbolizer;
 use crate::read::native::modules::Modules;
+use crate::read::native::process;
+use crate::read::sites;
 use crate::read::verify;
+use crate::record::site::CallSite;
 use crate::sampler::MAX_DEPTH;
 use crate::sampler::labels::{Sources, group_of, site_frame};
 use crate::sampler::profile::{FrameRef, Grouping, Profile, SampleState, SampledTask, Weights};
@@ -34,7 +39,14 @@ pub(super) struct Intake {
     /// Which native frame holds the innermost poll: the export's
     /// symboliser, with its bounded caches, for the session's life.
     symbolizer: Symbolizer,
+    /// The function holding each address asked of
+    /// [`Intake::function_start`].
+    starts: FxHashMap<usize, Option<usize>>,
 }
+
+/// The most addresses [`Intake::function_start`] keeps the answer of
+/// (16 bytes each, beside the hash table's own).
+const MAX_STARTS: usize = 1 << 16;
 
 /// A native frame kept: module path, build id, offset, and whether the
 /// address is a return address.
@@ -50,8 +62,9 @@ impl Intake {
             record_page: 0,
             modules: Modules::new(),
             symbolizer: Symbolizer::new(),
+            starts: FxHashMap::default(),
         };
-        let _ = intake.natives(&[on_signal as *const () as usize]);
+        let _ = intake.natives(&[on_signal as *const () as usize], &[]);
         intake
     }
 
@@ -80,7 +93,7 @@ impl Intake {
             Self::verify(profile, s, live);
         }
         // The native frames above the innermost poll.
-        let natives = self.natives(&s.native[..s.n_native as usize]);
+        let natives = self.natives(&s.native[..s.n_native as usize], live);
         for n in natives.iter().rev() {
             frames.push(FrameRef::Native {
                 module: &n.0,
@@ -161,12 +174,21 @@ impl Intake {
     }
 
     /// The native frames of `pcs` (innermost first, the interrupted
-    /// address then return addresses) that belong above the async chain:
-    /// up to the first physical frame that holds a `Traced::poll` (the
-    /// innermost poll, whose inlined frames above the poll the export
-    /// keeps). Without one, only the interrupted address, which needs no
-    /// unwinding to be right. Addresses in no loaded module are left out.
-    fn natives(&mut self, pcs: &[usize]) -> Vec<Native> {
+    /// address then return addresses) that belong above the async chain
+    /// `live` (site ids, innermost first): up to the first physical frame
+    /// that holds a `Traced::poll` (the innermost poll, whose inlined
+    /// frames above the poll the export keeps). Addresses in no loaded
+    /// module are left out.
+    ///
+    /// Without debug info no frame shows a `Traced::poll`: the frames kept
+    /// are then those above the first one that runs an async frame's body
+    /// ([`Self::classify`]), whose code the async frames stand for, if
+    /// every frame between holds a code address of a known function (a
+    /// walk without frame pointers reads stack words that are not return
+    /// addresses). Otherwise, only the interrupted address, which needs no
+    /// unwinding to be right, unless it runs a body itself (see
+    /// [`end_without_levels`]).
+    fn natives(&mut self, pcs: &[usize], live: &[u32]) -> Vec<Native> {
         let mut kept = Vec::new();
         for (i, &pc) in pcs.iter().enumerate() {
             let Some((path, build_id, offset)) = self.modules.resolve(pc) else {
@@ -176,14 +198,115 @@ impl Intake {
             let level = self
                 .symbolizer
                 .in_traced_poll(&path, &build_id, offset, call);
-            kept.push((path, build_id, offset, call));
+            kept.push((i, (path, build_id, offset, call)));
             if level {
-                return kept;
+                return kept.into_iter().map(|(_, n)| n).collect();
             }
         }
-        kept.retain(|n| !n.3);
-        kept
+        let mut bodies = Vec::with_capacity(live.len());
+        for &site in live {
+            let address = sites::body_address(site);
+            if address != 0
+                && let Some(start) = self.function_start(address)
+                && !bodies.contains(&start)
+            {
+                bodies.push(start);
+            }
+        }
+        let functions: Vec<&'static CallSite> = live
+            .iter()
+            .filter_map(|&s| sites::call_site_of(s))
+            .collect();
+        let end = end_without_levels(
+            (0..pcs.len()).map(|i| self.classify(pcs[i], i > 0, &bodies, &functions)),
+        );
+        kept.into_iter()
+            .filter(|&(i, _)| i < end)
+            .map(|(_, n)| n)
+            .collect()
     }
+
+    /// What the native frame at `pc` (`call`: a return address) runs:
+    /// the body of one of the async frames of `functions` if the function
+    /// holding it is one of `bodies` (the functions that hold the bodies'
+    /// code, found from an address each frame recorded there, see
+    /// [`sites::body_address`]) or, when the body ran from another copy of
+    /// its code, if it is named as the body (`module::fn::{{closure}}`).
+    /// Bodies inlined into an outer function share its frame. The walker
+    /// places async frames in builds without debug info by the same two
+    /// tests.
+    fn classify(
+        &mut self,
+        pc: usize,
+        call: bool,
+        bodies: &[usize],
+        functions: &[&'static CallSite],
+    ) -> Runs {
+        // An interrupted address is no return address: one byte on, it is
+        // looked up where it is.
+        let probe = if call { pc } else { pc.wrapping_add(1) };
+        let Some(start) = self.function_start(probe) else {
+            return Runs::Unknown;
+        };
+        if bodies.contains(&start) {
+            return Runs::Body;
+        }
+        let named = self
+            .modules
+            .resolve(pc)
+            .is_some_and(|(path, build_id, offset)| {
+                let symbols = self.symbolizer.symbolize(&path, &build_id, offset, call);
+                symbols.last().is_some_and(|s| {
+                    functions
+                        .iter()
+                        .any(|c| sites::is_body_name(c, &s.function))
+                })
+            });
+        if named { Runs::Body } else { Runs::Function }
+    }
+
+    /// The start of the function holding the return address `address`,
+    /// cached (the cache is emptied when it reaches [`MAX_STARTS`]).
+    fn function_start(&mut self, address: usize) -> Option<usize> {
+        if let Some(&start) = self.starts.get(&address) {
+            return start;
+        }
+        let start = process::function_start(address);
+        if self.starts.len() >= MAX_STARTS {
+            self.starts.clear();
+        }
+        self.starts.insert(address, start);
+        start
+    }
+}
+
+/// What a native frame of a sample runs, as [`Intake::classify`] finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Runs {
+    /// The body of one of the sample's async frames.
+    Body,
+    /// Another function the symbol tables know.
+    Function,
+    /// No known function: not a code address.
+    Unknown,
+}
+
+/// How many of a sample's native frames (innermost first, classified by
+/// `frames`) to keep when none holds a `Traced::poll`: those above the
+/// first that runs an async frame's body, if each of them but the
+/// interrupted one is a known function (a walk that went astray reads
+/// words that are not); else the interrupted frame alone, the one frame
+/// that needs no walk.
+fn end_without_levels(frames: impl Iterator<Item = Runs>) -> usize {
+    let mut vouched = true;
+    for (i, runs) in frames.enumerate() {
+        match runs {
+            Runs::Body => return if vouched { i } else { 1 },
+            Runs::Function => {}
+            Runs::Unknown => vouched &= i == 0,
+        }
+    }
+    1
 }
 
 /// The labels' sources of the roots of tokio task `t`, whose root `raw`
@@ -297,6 +420,26 @@ mod boundary_tests {
         ips
     }
 
+    /// Without a `Traced::poll` among them (no debug info), the native
+    /// frames kept end at the first that runs an async body, when the walk
+    /// up to it is vouched for.
+    #[test]
+    fn without_levels_the_frames_kept_end_at_the_first_body() {
+        use Runs::{Body, Function, Unknown};
+        let end = |frames: &[Runs]| end_without_levels(frames.iter().copied());
+        // The interrupted address runs a body: no native frame above it.
+        assert_eq!(end(&[Body, Function]), 0);
+        // Two functions the leaf calls, then its body, then the executor.
+        assert_eq!(end(&[Function, Function, Body, Function]), 2);
+        // An interrupted address in no known function needs no vouching.
+        assert_eq!(end(&[Unknown, Function, Body]), 2);
+        // A word that is no code address on the way: the walk went astray.
+        assert_eq!(end(&[Function, Unknown, Body]), 1);
+        // No body found: the interrupted address alone.
+        assert_eq!(end(&[Function, Function]), 1);
+        assert_eq!(end(&[]), 1);
+    }
+
     /// The native frames an intake keeps end at the physical frame that
     /// holds the innermost `Traced::poll`: the one the walker, through
     /// `backtrace`'s symboliser, finds the innermost level in. Here the
@@ -315,7 +458,7 @@ mod boundary_tests {
             .position(|&ip| symbolize::resolve(ip).iter().any(is_level))
             .expect("the walker finds Traced::poll, by debug info or symbol table");
         let mut intake = Intake::new();
-        let kept = intake.natives(&ips);
+        let kept = intake.natives(&ips, &[]);
         assert_eq!(kept.len(), walker + 1);
         // The export names the frames kept: the capture among them.
         let mut symbolizer = Symbolizer::new();
