@@ -6,7 +6,11 @@
 //! differences some targets are about; instructions executed do not. Each
 //! figure is `(Ir(high) - Ir(low)) / (high - low)`, two runs of a probe
 //! that differ only in their count, read from the main thread's callgrind
-//! file (see each probe's doc comment), so start-up cancels out:
+//! file (see each probe's doc comment), so start-up cancels out. The
+//! spawn tables run each variant in several heap layouts (see
+//! `spawn_probe`'s last argument), since where glibc places tokio's
+//! aligned task cells moves their cost by a tenth; they show the least and
+//! the most, and compare the least:
 //!
 //! ```text
 //! cargo build -p benches --profile bench --bins
@@ -39,7 +43,22 @@ struct Table {
     unit: &'static str,
     /// The baseline first; then the variants measured against it.
     variants: &'static [&'static str],
+    /// Heap layouts to measure each variant in (the probe's last
+    /// argument, bytes allocated before it starts), for a probe whose
+    /// allocations cost more or less by where they land; `&[]`: the probe
+    /// takes no such argument.
+    pads: &'static [u64],
 }
+
+/// The layouts of the spawn tables: `spawn_probe` allocates this many
+/// bytes first. glibc's `posix_memalign`, which allocates tokio's task
+/// cells (aligned to 128 bytes), costs from 3,649 to 4,000 instructions
+/// per task in one binary across these (the spawn helper, at once), so a
+/// table shows the least and the most, and compares the least. A pad of
+/// `n` bytes takes a chunk of `n + 16` and shifts what follows by that
+/// much; the costs repeat every 128 bytes of shift, and these eight shift
+/// by 0, 32, 48, 64, 80, 96, 112 and 144 (16 past 128): every step of 16.
+const SPAWN_PADS: &[u64] = &[0, 16, 32, 48, 64, 80, 96, 128];
 
 /// `locks_probe`'s baseline variant.
 const TOKIO: &str = "tokio";
@@ -62,6 +81,7 @@ const TABLES: &[Table] = &[
         high: 15_000,
         unit: "task",
         variants: ROOT_VARIANTS,
+        pads: &[],
     },
     Table {
         name: "calls: a task poll making 8 calls of an instrumented fn that completes at once",
@@ -71,6 +91,7 @@ const TABLES: &[Table] = &[
         high: 15_000,
         unit: "poll (8 calls)",
         variants: ROOT_VARIANTS,
+        pads: &[],
     },
     Table {
         name: "wide: a task poll completing 128 calls awaited at once and starting 128 more (66 past the published stack)",
@@ -80,6 +101,7 @@ const TABLES: &[Table] = &[
         high: 1_500,
         unit: "poll (128 calls)",
         variants: ROOT_VARIANTS,
+        pads: &[],
     },
     Table {
         name: "root poll, depth 1",
@@ -89,6 +111,7 @@ const TABLES: &[Table] = &[
         high: 15_000,
         unit: "poll",
         variants: ROOT_VARIANTS,
+        pads: &[],
     },
     Table {
         name: "root poll, depth 8 (8 boxed levels)",
@@ -98,6 +121,7 @@ const TABLES: &[Table] = &[
         high: 15_000,
         unit: "poll",
         variants: ROOT_VARIANTS,
+        pads: &[],
     },
     Table {
         name: "poll_depth's chain at depth 8, one yield",
@@ -107,6 +131,7 @@ const TABLES: &[Table] = &[
         high: 15_000,
         unit: "poll",
         variants: &[names::UNTRACED, names::ASYNC_STACK],
+        pads: &[],
     },
     Table {
         name: "spawn + completion + join, current_thread, in batches of 1000",
@@ -116,6 +141,7 @@ const TABLES: &[Table] = &[
         high: 12_000,
         unit: "task",
         variants: SPAWN_VARIANTS,
+        pads: SPAWN_PADS,
     },
     Table {
         name: "spawn + completion + join, current_thread, each awaited at once",
@@ -125,6 +151,7 @@ const TABLES: &[Table] = &[
         high: 12_000,
         unit: "task",
         variants: SPAWN_VARIANTS,
+        pads: SPAWN_PADS,
     },
     Table {
         name: "lock: uncontended lock + unlock",
@@ -134,6 +161,7 @@ const TABLES: &[Table] = &[
         high: 60_000,
         unit: "operation",
         variants: LOCK_VARIANTS,
+        pads: &[],
     },
     Table {
         name: "lock: one wait, the mutex's first and last, and an uncontended lock",
@@ -143,6 +171,7 @@ const TABLES: &[Table] = &[
         high: 60_000,
         unit: "round",
         variants: LOCK_VARIANTS,
+        pads: &[],
     },
     Table {
         name: "lock: two tasks taking turns (two overlapping waits)",
@@ -152,6 +181,7 @@ const TABLES: &[Table] = &[
         high: 60_000,
         unit: "round",
         variants: LOCK_VARIANTS,
+        pads: &[],
     },
     Table {
         name: "lock: RwLock read, uncontended",
@@ -161,6 +191,7 @@ const TABLES: &[Table] = &[
         high: 60_000,
         unit: "operation",
         variants: LOCK_VARIANTS,
+        pads: &[],
     },
     Table {
         name: "lock: Semaphore permit, uncontended",
@@ -170,15 +201,30 @@ const TABLES: &[Table] = &[
         high: 60_000,
         unit: "operation",
         variants: LOCK_VARIANTS,
+        pads: &[],
     },
 ];
 
-/// One callgrind run: table `table`, variant `variant`, count `count`.
+/// One callgrind run: table `table`, variant `variant`, count `count`, in
+/// heap layout `pad` (`0` for a table without layouts).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Run {
     table: usize,
     variant: usize,
     count: u64,
+    pad: u64,
+}
+
+impl Table {
+    /// The heap layouts each variant is measured in: one, the probe's
+    /// own, for a table without any.
+    fn layouts(&self) -> &'static [u64] {
+        if self.pads.is_empty() {
+            &[0]
+        } else {
+            self.pads
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -239,12 +285,15 @@ fn measure(here: &Path, dir: &Path, tables: &[usize]) -> Result<BTreeMap<Run, u6
     for &table in tables {
         let t = &TABLES[table];
         for variant in 0..t.variants.len() {
-            for count in [t.low, t.high] {
-                queue.push(Run {
-                    table,
-                    variant,
-                    count,
-                });
+            for &pad in t.layouts() {
+                for count in [t.low, t.high] {
+                    queue.push(Run {
+                        table,
+                        variant,
+                        count,
+                        pad,
+                    });
+                }
             }
         }
     }
@@ -280,18 +329,31 @@ fn measure(here: &Path, dir: &Path, tables: &[usize]) -> Result<BTreeMap<Run, u6
 fn callgrind(here: &Path, dir: &Path, run: Run) -> Result<u64, String> {
     let t = &TABLES[run.table];
     let variant = t.variants[run.variant];
-    let out: PathBuf = dir.join(format!("cg.{}.{}.{}", run.table, run.variant, run.count));
+    let out: PathBuf = dir.join(format!(
+        "cg.{}.{}.{}.{}",
+        run.table, run.variant, run.count, run.pad
+    ));
+    let pad = run.pad.to_string();
+    let layout = if t.pads.is_empty() {
+        None
+    } else {
+        Some(pad.as_str())
+    };
     let status = Command::new("valgrind")
         .arg("--tool=callgrind")
         .arg("--separate-threads=yes")
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(here.join(t.probe))
         .args([variant, t.mode, &run.count.to_string()])
+        .args(layout)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status()
         .map_err(|e| format!("cannot run valgrind: {e}"))?;
-    let what = format!("{} {variant:?} {} {}", t.probe, t.mode, run.count);
+    let what = format!(
+        "{} {variant:?} {} {} {}",
+        t.probe, t.mode, run.count, run.pad
+    );
     if !status.success() {
         return Err(format!("{what} failed under valgrind ({status})"));
     }
@@ -316,18 +378,29 @@ fn totals(text: &str) -> Option<u64> {
 fn print_tables(tables: &[usize], ir: &BTreeMap<Run, u64>) {
     for &table in tables {
         let t = &TABLES[table];
-        let per: Vec<f64> = (0..t.variants.len())
+        // Per variant, the figure in each layout, least first.
+        let figures: Vec<Vec<f64>> = (0..t.variants.len())
             .map(|variant| {
-                let at = |count| {
-                    ir[&Run {
-                        table,
-                        variant,
-                        count,
-                    }] as f64
-                };
-                (at(t.high) - at(t.low)) / (t.high - t.low) as f64
+                let mut per: Vec<f64> = t
+                    .layouts()
+                    .iter()
+                    .map(|&pad| {
+                        let at = |count| {
+                            ir[&Run {
+                                table,
+                                variant,
+                                count,
+                                pad,
+                            }] as f64
+                        };
+                        (at(t.high) - at(t.low)) / (t.high - t.low) as f64
+                    })
+                    .collect();
+                per.sort_by(f64::total_cmp);
+                per
             })
             .collect();
+        let per: Vec<f64> = figures.iter().map(|f| f[0]).collect();
         let added = |v: usize| per[v] - per[0];
         // The ratio column, for the tables that measure async-backtrace.
         let peer = t
@@ -335,12 +408,20 @@ fn print_tables(tables: &[usize], ir: &BTreeMap<Run, u64>) {
             .iter()
             .position(|&v| v == names::ASYNC_BACKTRACE)
             .map(added);
-        println!("\n{}, instructions per {}", t.name, t.unit);
-        let mut header = vec![
-            "variant".to_owned(),
-            format!("per {}", t.unit),
-            "added".into(),
-        ];
+        let layouts = t.pads.len();
+        if layouts > 0 {
+            println!(
+                "\n{}, instructions per {} (the least of {layouts} heap layouts; the most beside it)",
+                t.name, t.unit
+            );
+        } else {
+            println!("\n{}, instructions per {}", t.name, t.unit);
+        }
+        let mut header = vec!["variant".to_owned(), format!("per {}", t.unit)];
+        if layouts > 0 {
+            header.push("most".into());
+        }
+        header.push("added".into());
         if peer.is_some() {
             header.push("added / async-backtrace's".into());
         }
@@ -348,15 +429,15 @@ fn print_tables(tables: &[usize], ir: &BTreeMap<Run, u64>) {
         println!("|---{}|", "|---:".repeat(header.len() - 1));
         for (v, &name) in t.variants.iter().enumerate() {
             let baseline = v == 0;
-            let mut cells = vec![
-                name.to_owned(),
-                format!("{:.0}", per[v]),
-                if baseline {
-                    String::new()
-                } else {
-                    format!("{:+.0}", added(v))
-                },
-            ];
+            let mut cells = vec![name.to_owned(), format!("{:.0}", per[v])];
+            if layouts > 0 {
+                cells.push(format!("{:.0}", figures[v][figures[v].len() - 1]));
+            }
+            cells.push(if baseline {
+                String::new()
+            } else {
+                format!("{:+.0}", added(v))
+            });
             if let Some(peer) = peer {
                 cells.push(
                     if baseline || name == names::ASYNC_BACKTRACE || peer <= 0.0 {
@@ -408,6 +489,8 @@ mod tests {
             assert!(t.low < t.high, "{}", t.name);
             let base = t.variants[0];
             assert!(base == names::UNTRACED || base == TOKIO, "{}", t.name);
+            // Only `spawn_probe` takes a layout, and its tables need them.
+            assert_eq!(t.probe == "spawn_probe", !t.pads.is_empty(), "{}", t.name);
         }
     }
 }

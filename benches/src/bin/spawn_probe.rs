@@ -21,6 +21,13 @@
 //! `spawn_current_thread`; `at-once`: each joined as soon as it is spawned,
 //! so that every join waits, as in `spawn_join_current_thread`), and the
 //! number of tasks. The helper's handle is awaited as users await it.
+//! An optional fourth argument, a number of bytes (default 0), is
+//! allocated and kept before the runtime starts: it moves where glibc
+//! places everything after it. tokio's task cells are aligned to 128
+//! bytes, and what `posix_memalign` costs each one depends on that
+//! placement: the same binary measured 3,649 to 4,000 instructions per
+//! task (the spawn helper, at once) as this argument went from 0 to 256.
+//! `instructions` runs each spawn table over several such layouts.
 
 use std::hint::black_box;
 use std::process::ExitCode;
@@ -46,8 +53,16 @@ type SpawnOne = fn() -> std::pin::Pin<Box<dyn Future<Output = ()>>>;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [variant, shape, tasks] = &args[..] else {
-        eprintln!("usage: spawn_probe VARIANT batch|at-once TASKS");
+    let (variant, shape, tasks, pad) = match &args[..] {
+        [variant, shape, tasks] => (variant, shape, tasks, "0"),
+        [variant, shape, tasks, pad] => (variant, shape, tasks, pad.as_str()),
+        _ => {
+            eprintln!("usage: spawn_probe VARIANT batch|at-once TASKS [PAD BYTES]");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Ok(pad) = pad.parse::<usize>() else {
+        eprintln!("spawn_probe: PAD BYTES is a count");
         return ExitCode::FAILURE;
     };
     let Ok(tasks) = tasks.parse::<u32>() else {
@@ -84,6 +99,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if pad > 0 {
+        black_box(vec![0u8; pad].leak());
+    }
     benches::warm_up_clock();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
