@@ -83,7 +83,11 @@
 //!   its full name from the symbol table instead, as full debug info would
 //!   name it, in backtraces and profiles alike; an inlined frame keeps the
 //!   short name, as in std's own backtraces. So an unnamed `.traced()`
-//!   future whose body was inlined is named by its location.
+//!   future whose body was inlined is named by its location. One inlined
+//!   frame is named in full: in a profile, the body of a traced fn inlined
+//!   into its poll (`{async_block#0}`), the native frame right above the
+//!   fn's async frame, is `app::leaf::{{closure}}`, as full debug info
+//!   names it.
 //! - **Inlining** (release builds): `Traced::poll` is inlined into the
 //!   parent's code, and so, often, is the whole chain of bodies. Inlined
 //!   native frames are still reported (as separate frames of the same

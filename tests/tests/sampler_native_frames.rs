@@ -10,7 +10,9 @@
 //! the native frames where the innermost body's code runs. There, before
 //! that cut, a sample taken in the leaf's own loop showed the function the
 //! whole chain was inlined into (`…::top::{{closure}}`, or tokio's poll)
-//! as a native frame above `leaf`.
+//! as a native frame above `leaf`. With line tables only, the leaf's body,
+//! inlined into its poll, is named as full debug info names it
+//! (`…::leaf::{{closure}}`), never `{async_block#0}`.
 //!
 //! The tests take turns (`SERIAL`): one on-CPU session per process.
 
@@ -150,6 +152,12 @@ fn check(module: &str, samples: &[(Vec<String>, u64)]) {
     let mut in_leaf = 0;
     for (natives, count) in samples {
         for f in natives {
+            // Line tables name the leaf's body `{async_block#0}`; the
+            // export names it as full debug info does.
+            assert!(
+                !f.starts_with("{async_block#"),
+                "a body named short: {natives:?}"
+            );
             for stood_for in [
                 format!("sampler_native_frames::{module}::top"),
                 format!("sampler_native_frames::{module}::middle"),

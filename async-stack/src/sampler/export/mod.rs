@@ -77,10 +77,11 @@ impl Profile {
 
     /// The symbols of every frame of the table, by frame id: the inlined
     /// functions of a native frame (innermost first, never none), none
-    /// for others.
+    /// for others. A body that line tables name short takes its full name
+    /// (see [`name_body`]).
     pub(super) fn symbolize_frames(&self) -> Vec<Vec<NativeSymbol>> {
         let mut symbolizer = Symbolizer::new();
-        (0..self.frames.len() as u32)
+        let mut table: Vec<Vec<NativeSymbol>> = (0..self.frames.len() as u32)
             .map(|f| match self.frame_ref(f) {
                 FrameRef::Native {
                     module,
@@ -96,7 +97,41 @@ impl Profile {
                 }
                 FrameRef::Async { .. } | FrameRef::Cleared => Vec::new(),
             })
-            .collect()
+            .collect();
+        // The native frame right above an async one holds that fn's poll.
+        for stack in 0..self.stacks.len() as u32 {
+            for pair in self.stack_frames(stack).windows(2) {
+                if let FrameRef::Async { function, .. } = self.frame_ref(pair[0])
+                    && let Some(symbols) = table.get_mut(pair[1] as usize)
+                {
+                    name_body(function, symbols);
+                }
+            }
+        }
+        table
+    }
+}
+
+/// Names the body of the async fn `function` in the symbols of the native
+/// frame that holds its poll (innermost first), as full debug info names
+/// it: `module::fn::{{closure}}`.
+///
+/// Line-tables-only debug info names a `#[traced_async]` body, inlined
+/// into its poll (the symbols are cut there), `{async_block#0}`, with no
+/// path, so every on-CPU sample in a fn's own code showed that name above
+/// the fn. A body that is a function of its own has its full name from the
+/// symbol table already. Frames not named by a path (an anonymous
+/// `.traced()` future) leave the name as it is.
+fn name_body(function: &str, symbols: &mut [NativeSymbol]) {
+    let Some(outermost) = symbols.last_mut() else {
+        return;
+    };
+    if outermost.function.starts_with("{async_block#")
+        && outermost.file.is_some()
+        && function.contains("::")
+        && !function.starts_with("<future at ")
+    {
+        outermost.function = format!("{function}::{{{{closure}}}}");
     }
 }
 

@@ -493,3 +493,53 @@ fn the_fixture_file_is_the_fixture() {
     assert_eq!(loaded.to_snapshot(), bytes);
     assert_eq!(folded(&loaded), FIXTURE_FOLDED);
 }
+
+/// A body that line tables name short, right above its fn's async frame,
+/// takes the name full debug info gives it; other names stay.
+#[test]
+fn a_short_named_body_takes_its_full_name() {
+    use crate::read::native::elf::NativeSymbol;
+    let symbol = |function: &str, file: Option<&str>| NativeSymbol {
+        function: function.to_owned(),
+        file: file.map(str::to_owned),
+        line: Some(20),
+    };
+    let names = |function: &str, symbols: &[NativeSymbol]| {
+        let mut symbols = symbols.to_vec();
+        super::name_body(function, &mut symbols);
+        symbols.into_iter().map(|s| s.function).collect::<Vec<_>>()
+    };
+    let inlined = [
+        symbol("black_box<u64>", Some("/rustc/core/src/hint.rs")),
+        symbol("{async_block#0}", Some("src/app.rs")),
+    ];
+    assert_eq!(
+        names("app::leaf", &inlined),
+        ["black_box<u64>", "app::leaf::{{closure}}"]
+    );
+    assert_eq!(
+        names("<app::X as app::T>::run", &inlined[1..]),
+        ["<app::X as app::T>::run::{{closure}}"]
+    );
+    // Full debug info, or the symbol table, named it already.
+    let named = [symbol("app::leaf::{{closure}}", Some("src/app.rs"))];
+    assert_eq!(names("app::leaf", &named), ["app::leaf::{{closure}}"]);
+    // The body's own code is not the outermost function: the leaf calls it.
+    let helper = [
+        symbol("{async_block#0}", Some("src/app.rs")),
+        symbol("app::helper", None),
+    ];
+    assert_eq!(
+        names("app::leaf", &helper),
+        ["{async_block#0}", "app::helper"]
+    );
+    // No path to name it by.
+    for function in ["<future at src/app.rs:3:9>", "adder"] {
+        assert_eq!(names(function, &inlined[1..]), ["{async_block#0}"]);
+    }
+    // Not from debug info.
+    assert_eq!(
+        names("app::leaf", &[symbol("{async_block#0}", None)]),
+        ["{async_block#0}"]
+    );
+}
