@@ -219,8 +219,14 @@ impl Intake {
             .iter()
             .filter_map(|&s| sites::call_site_of(s))
             .collect();
+        // Each address's module, as the loop above resolved it.
+        let module = |i: usize| {
+            kept.binary_search_by_key(&i, |&(j, _)| j)
+                .ok()
+                .map(|k| &kept[k].1)
+        };
         let end = end_without_levels(
-            (0..pcs.len()).map(|i| self.classify(pcs[i], i > 0, &bodies, &functions)),
+            (0..pcs.len()).map(|i| self.classify(pcs[i], i > 0, module(i), &bodies, &functions)),
         );
         kept.into_iter()
             .filter(|&(i, _)| i < end)
@@ -228,7 +234,8 @@ impl Intake {
             .collect()
     }
 
-    /// What the native frame at `pc` (`call`: a return address) runs:
+    /// What the native frame at `pc` (`call`: a return address; `native`:
+    /// its module and offset, if it is in one) runs:
     /// the body of one of the async frames of `functions` if the function
     /// holding it is one of `bodies` (the functions that hold the bodies'
     /// code, found from an address each frame recorded there, see
@@ -241,6 +248,7 @@ impl Intake {
         &mut self,
         pc: usize,
         call: bool,
+        native: Option<&Native>,
         bodies: &[usize],
         functions: &[&'static CallSite],
     ) -> Runs {
@@ -253,17 +261,14 @@ impl Intake {
         if bodies.contains(&start) {
             return Runs::Body;
         }
-        let named = self
-            .modules
-            .resolve(pc)
-            .is_some_and(|(path, build_id, offset)| {
-                let symbols = self.symbolizer.symbolize(&path, &build_id, offset, call);
-                symbols.last().is_some_and(|s| {
-                    functions
-                        .iter()
-                        .any(|c| sites::is_body_name(c, &s.function))
-                })
-            });
+        let named = native.is_some_and(|(path, build_id, offset, _)| {
+            let symbols = self.symbolizer.symbolize(path, build_id, *offset, call);
+            symbols.last().is_some_and(|s| {
+                functions
+                    .iter()
+                    .any(|c| sites::is_body_name(c, &s.function))
+            })
+        });
         if named { Runs::Body } else { Runs::Function }
     }
 
