@@ -1481,6 +1481,9 @@ def format_task(task, torn_resources=0):
         lines.append("  " + torn_note(torn_resources))
     if task.torn:
         lines.append("  (stack caught in the middle of a write; not shown)")
+    elif not task.frames and task.polls == 0:
+        # Spawned through a helper, waiting for its first poll.
+        lines.append("  (not polled yet)")
     if task.hidden:
         lines.append("  ... %d more frames not shown" % task.hidden)
     if task.spawned_at is not None:

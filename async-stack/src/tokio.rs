@@ -196,6 +196,12 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// Spawns `fut` on the current tokio runtime, recording this call's
 /// location and the current task as the new task's parent.
 ///
+/// The task is registered here, before tokio has it, so that dumps show
+/// it while it waits for its first poll (see [`dump`](crate::dump())).
+/// The first traced root that registers inside `fut`, on that poll, takes
+/// it over; if none does, the task ends there, and the first root that
+/// registers in a later poll takes the metadata as a task of its own.
+///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -211,7 +217,9 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    JoinHandle::new(::tokio::spawn(spawned(fut)), Location::caller())
+    let mut fut = spawned(fut);
+    fut.preregister();
+    JoinHandle::new(::tokio::spawn(fut), Location::caller())
 }
 
 /// Like [`spawn`], and names the task (the name appears in dumps, panic
@@ -230,5 +238,7 @@ where
     F: Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    JoinHandle::new(::tokio::spawn(spawned(fut).named(name)), Location::caller())
+    let mut fut = spawned(fut).named(name);
+    fut.preregister();
+    JoinHandle::new(::tokio::spawn(fut), Location::caller())
 }

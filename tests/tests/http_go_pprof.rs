@@ -1,6 +1,6 @@
 //! `go tool pprof` reads the endpoint's profiles over HTTP: the goroutine
-//! profile (one sample per task, at its `.await`) and a sampler profile of
-//! two seconds.
+//! profile (one sample per task, at its `.await`, or at its spawn site
+//! before its first poll) and a sampler profile of two seconds.
 //!
 //! Needs Go (`scripts/test.sh` installs `golang-go`). Under CI (`CI` set) a
 //! missing `go` fails the test; elsewhere the test says so and passes.
@@ -11,7 +11,7 @@ mod http_common;
 use async_stack::traced_async;
 
 use go_tool::have_go;
-use http_common::park_for_good;
+use http_common::{park_for_good, queue_for_good};
 
 #[traced_async]
 async fn parked_leaf(rx: tokio::sync::oneshot::Receiver<()>) {
@@ -42,6 +42,7 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
     }
     let dir = tempfile::tempdir().unwrap();
     park_for_good("parked", 4, 2, parked);
+    queue_for_good("queued", 2);
     let server = async_stack::http::serve("127.0.0.1:0").unwrap();
     let addr = server.local_addr();
 
@@ -54,17 +55,25 @@ fn go_tool_pprof_reads_the_goroutine_and_cpu_profiles() {
         rows.contains(&("4".to_owned(), "http_go_pprof::parked_leaf".to_owned())),
         "{top}"
     );
+    assert!(
+        rows.contains(&("2".to_owned(), "[not polled yet]".to_owned())),
+        "{top}"
+    );
     assert!(top.contains("Type: goroutine"), "{top}");
-    // Labels: four tasks named `parked`, all idle, each a tokio task.
+    // Labels: four tasks named `parked`, all idle, each a tokio task, and
+    // two named `queued`, scheduled, in no tokio task before their first
+    // poll.
     let tags = go_tool::pprof(
         dir.path(),
         &["-tags", &format!("http://{addr}/debug/pprof/goroutine")],
     );
     for label in [
-        "task_name: Total 4.0",
-        "4.0 (  100%): parked",
-        "state: Total 4.0",
-        "4.0 (  100%): idle",
+        "task_name: Total 6.0",
+        "4.0 (66.67%): parked",
+        "2.0 (33.33%): queued",
+        "state: Total 6.0",
+        "4.0 (66.67%): idle",
+        "2.0 (33.33%): scheduled",
         "tokio_task_id: Total 4.0",
     ] {
         assert!(tags.contains(label), "{label} in\n{tags}");

@@ -20,12 +20,19 @@ const TASKS: usize = 2_000;
 /// Entries of a page of extensions or tokio ids.
 const PAGE: usize = 256;
 
-/// Runs `rt` until the dump shows `wanted` tasks (each task's first poll
-/// registers its root, and the runtime polls a batch of tasks between two
-/// polls of `block_on`'s future), or for at most `TASKS` yields; returns
-/// how many tasks the dump shows then.
+/// Runs `rt` until the dump shows `wanted` tasks polled at least once
+/// (the helper registers each task as it spawns it, and its first poll
+/// files it under its tokio task; the runtime polls a batch of tasks
+/// between two polls of `block_on`'s future), or for at most `TASKS`
+/// yields; returns how many polled tasks the dump shows then.
 fn live_tasks_once_polled(rt: &tokio::runtime::Runtime, wanted: usize) -> usize {
-    let live = || async_stack::dump::dump().tasks.len();
+    let live = || {
+        async_stack::dump::dump()
+            .tasks
+            .iter()
+            .filter(|t| t.polls > 0)
+            .count()
+    };
     rt.block_on(async {
         for _ in 0..TASKS {
             if live() == wanted {

@@ -126,6 +126,17 @@ fn sample_for(builder: async_stack::sampler::SamplerBuilder, ticks: u64) -> Prof
     sampler.stop()
 }
 
+/// The profile's stats, after checking that every tick read exactly `n`
+/// tasks, each whole (none torn, none dropped as inconsistent).
+fn every_read_whole(profile: &Profile, n: usize) -> async_stack::sampler::Stats {
+    let stats = *profile.stats();
+    assert_eq!(stats.dropped_torn, 0);
+    assert_eq!(stats.dropped_inconsistent, 0);
+    assert_eq!(stats.attempted, stats.ok);
+    assert_eq!(stats.ok, stats.ticks * n as u64);
+    stats
+}
+
 #[test]
 fn every_suspended_task_gives_one_sample_per_tick_at_its_await() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -134,11 +145,7 @@ fn every_suspended_task_gives_one_sample_per_tick_at_its_await() {
         let parked = park_waiters(rt, N, Some("waiters"));
         let profile = sample_for(Sampler::builder().frequency_hz(1000), 20);
         end_waiters(rt, parked);
-        let stats = *profile.stats();
-        assert_eq!(stats.dropped_torn, 0);
-        assert_eq!(stats.dropped_inconsistent, 0);
-        assert_eq!(stats.attempted, stats.ok);
-        assert_eq!(stats.ok, stats.ticks * N as u64);
+        let stats = every_read_whole(&profile, N);
         let want = vec![at("waiter", "WAITER_AWAIT"), at("wait_leaf", "LEAF_AWAIT")];
         let mut total = 0;
         let mut tasks = std::collections::HashSet::new();
@@ -158,6 +165,47 @@ fn every_suspended_task_gives_one_sample_per_tick_at_its_await() {
         assert_eq!(tasks.len(), N);
         assert_eq!(total, stats.ticks * N as u64);
         assert_eq!(profile.totals().samples, total);
+    });
+}
+
+/// Tasks spawned through the helper and not polled yet are in dumps (see
+/// `tokio_tasks.rs`) but have no stack: the sampler leaves them out, and
+/// counts nothing for them (neither a sample nor a dropped one).
+#[test]
+fn tasks_not_polled_yet_are_not_sampled() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const N: usize = 5;
+    const QUEUED: usize = 30;
+    run_with(|rt| {
+        let parked = park_waiters(rt, N, Some("waiters"));
+        // A runtime that runs tasks only inside `block_on`: spawned there,
+        // these are never polled.
+        let idle = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut senders = Vec::new();
+        idle.block_on(async {
+            for _ in 0..QUEUED {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                senders.push(tx);
+                drop(async_stack::tokio::spawn_named("queued", waiter(rx)));
+            }
+        });
+        let queued = async_stack::dump()
+            .tasks
+            .iter()
+            .filter(|t| t.name.as_deref() == Some("queued") && t.polls == 0)
+            .count();
+        assert_eq!(queued, QUEUED);
+        let profile = sample_for(Sampler::builder().frequency_hz(1000), 20);
+        drop(idle);
+        end_waiters(rt, parked);
+        let stats = every_read_whole(&profile, N);
+        for s in profile.stacks() {
+            assert_eq!(s.task_name(), "waiters");
+        }
+        assert_eq!(profile.totals().samples, stats.ticks * N as u64);
+        drop(senders);
     });
 }
 

@@ -296,6 +296,107 @@ fn multi_thread_runtime() {
         .block_on(all_cases());
 }
 
+/// A task spawned through the helper is in dumps from its spawn: on a
+/// current-thread runtime, before the spawning task yields (so before its
+/// first poll), it shows scheduled, never polled, without frames, with its
+/// name and spawn line; once polled, the same entry (same id) carries its
+/// tokio task and its root's frame.
+#[test]
+fn a_task_spawned_through_the_helper_is_in_dumps_before_its_first_poll() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (tx, rx) = oneshot::channel();
+        let h = async_stack::tokio::spawn_named("not yet polled", left(rx));
+        let spawned_line = line!() - 1;
+        let before = dump();
+        let queued: Vec<&TaskInfo> = before
+            .tasks
+            .iter()
+            .filter(|t| t.name.as_deref() == Some("not yet polled"))
+            .collect();
+        let [t] = &queued[..] else {
+            panic!("one queued task: {before}")
+        };
+        assert_eq!(
+            (t.state, t.polls, t.frames.len(), t.root.as_deref()),
+            (TaskState::Scheduled, 0, 0, None),
+            "{before}"
+        );
+        assert_eq!((t.tokio_id, &t.branches[..]), (None, &[t.id][..]));
+        assert!(!t.stack_unavailable);
+        let at = t.spawned_at.as_ref().expect("a spawn site");
+        assert_eq!((at.file.as_ref(), at.line), (file!(), spawned_line));
+        let text = t.to_string();
+        let header = text.lines().next().unwrap_or_default();
+        assert!(
+            header.starts_with(&format!("task {} \"not yet polled\" [scheduled ", t.id))
+                && header.ends_with(", 0 polls]:"),
+            "{text}"
+        );
+        assert_eq!(
+            text.lines().skip(1).collect::<Vec<_>>(),
+            [
+                "  (not polled yet)".to_owned(),
+                format!("  spawned at {}:{spawned_line}:{}", file!(), at.column),
+            ],
+            "{text}"
+        );
+        // Waiting for its first poll, not for a waker.
+        assert!(
+            !async_stack::unwakeable().iter().any(|u| u.id == t.id),
+            "{before}"
+        );
+        let read_back = TaskDump::from_json(&before.to_json()).expect("the JSON reads back");
+        assert_eq!(read_back.task(t.id), Some(*t));
+
+        let polled = settled(&h.id(), 1).await;
+        assert_eq!(polled.id, t.id);
+        assert_eq!(polled.name.as_deref(), Some("not yet polled"));
+        assert_eq!(polled.spawned_at.as_ref(), Some(at));
+        assert_eq!(roots(&polled), [("left".into(), LEFT_AWAIT)]);
+        tx.send(2).unwrap();
+        assert_eq!(h.await.unwrap(), 2);
+        assert!(dump().task(t.id).is_none());
+    });
+}
+
+/// A task spawned through the helper and never polled leaves dumps when
+/// tokio drops it: aborted, or with its runtime.
+#[test]
+fn a_task_dropped_before_its_first_poll_leaves_the_dump() {
+    let named = |name: &str| {
+        dump()
+            .tasks
+            .iter()
+            .filter(|t| t.name.as_deref() == Some(name))
+            .count()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let h = async_stack::tokio::spawn_named("aborted unpolled", async {});
+        assert_eq!(named("aborted unpolled"), 1);
+        h.abort();
+        let err = h.await.expect_err("aborted before it ran");
+        assert!(err.is_cancelled());
+        assert_eq!(named("aborted unpolled"), 0);
+    });
+    rt.block_on(async {
+        drop(async_stack::tokio::spawn_named(
+            "dropped with its runtime",
+            async {},
+        ));
+    });
+    assert_eq!(named("dropped with its runtime"), 1);
+    drop(rt);
+    assert_eq!(named("dropped with its runtime"), 0);
+}
+
 /// Tasks of a `LocalSet` (`spawn_local`) have tokio ids too.
 #[test]
 fn local_set() {

@@ -7,7 +7,9 @@
 //! `.await` it waits on (or where it is defined, before its first
 //! `.await`); the text dump shows every branch. A task whose stack could
 //! not be read (it changed on every copy) has the single frame
-//! `[stack unavailable]`. Labels: `task_id`, `task_name` (when named),
+//! `[stack unavailable]`, and a task spawned through a helper and not
+//! polled yet the single frame `[not polled yet]`, at its spawn site.
+//! Labels: `task_id`, `task_name` (when named),
 //! `tokio_task_id` (for a tokio task, feature `tokio`) and `state`, as in
 //! the sampler's profiles.
 
@@ -51,7 +53,16 @@ fn add(pprof: &mut CountPprof, task: &TaskInfo) {
         task_name: task.name.as_deref().unwrap_or(""),
         state: task.state.as_str(),
     };
-    if path == 0 {
+    if path == 0 && !task.stack_unavailable && task.polls == 0 {
+        let at = task.spawned_at.as_ref();
+        let queued = [CountFrame {
+            function: "[not polled yet]",
+            file: at.map_or("", |l| &l.file),
+            line: at.map_or(0, |l| l.line),
+            column: at.map_or(0, |l| l.column),
+        }];
+        pprof.add(queued, &labels);
+    } else if path == 0 {
         pprof.add(unavailable, &labels);
     } else {
         pprof.add(task.frames[..path].iter().rev().map(frame), &labels);

@@ -123,6 +123,10 @@ impl Sampling {
             let Some((id, state, _)) = record.peek(now_ms) else {
                 return;
             };
+            // Spawned and not polled yet: no stack to sample.
+            if state == TaskState::Scheduled && record.not_started() {
+                return;
+            }
             let running = state == TaskState::Running;
             match tasks.tokio_of(index, id, record) {
                 Some(tokio) => tokio_tasks.file(tokio, Root { index, id, record }, running),

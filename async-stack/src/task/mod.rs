@@ -28,7 +28,8 @@
 //! - `record/read.rs`: how a reader copies one instant of a record;
 //! - `tokio_task.rs`: the tokio task a root's first poll runs in
 //!   (feature `tokio`), under which a dump files it;
-//! - `spawn.rs`: spawn metadata, left by a spawn helper for the root;
+//! - `spawn.rs`: the spawn helpers' wrapper future ([`Spawned`]);
+//! - `spawn_info.rs`: the spawn metadata it offers the root inside it;
 //! - `waker.rs`: the task's waker, kept in its record;
 //! - `end.rs`: the end of a task;
 //! - `relink.rs`: a frame moving between places (and tasks);
@@ -46,6 +47,7 @@ pub(crate) mod registry;
 pub(crate) mod relink;
 pub(crate) mod root;
 pub mod spawn;
+pub(crate) mod spawn_info;
 pub(crate) mod stack;
 pub(crate) mod tokio_task;
 pub(crate) mod traced;

@@ -9,6 +9,12 @@
 //!   With no record left, it becomes an **untracked** root, once: it still
 //!   links its children, is counted once, and never asks the registry
 //!   again.
+//! - **Before the first poll** ([`preregister`]): the tokio spawn helpers
+//!   register the task as they spawn it, with no waker and no frames, so
+//!   that dumps show it while it is queued; the first root that registers
+//!   inside the helper's future takes that record over ([`adopt`]) instead
+//!   of taking one, and the helper's future ends it if none does
+//!   ([`end_unadopted`]).
 //! - **Every poll** ([`enter`] and [`exit`], inlined into the root's
 //!   `Traced::poll`): frees the frames that other threads retired, marks
 //!   the task running on this thread, makes the root the thread's current
@@ -39,7 +45,7 @@ use crate::task::place::{self, UNTRACKED};
 use crate::task::record::{TaskRecord, spawn as spawn_word, state};
 use crate::task::stack::foreign;
 use crate::task::waker::{self, Fallback, LentWaker};
-use crate::task::{end, registry, relink, spawn, tokio_task};
+use crate::task::{end, registry, relink, spawn_info as spawn, tokio_task};
 
 /// A tracked task's poll in progress: its record, the wake count the poll
 /// started from, and whether wake recording was on when it started (then
@@ -228,6 +234,9 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     #[cfg(not(async_stack_loom))]
     crate::task::probe::init_from_env();
     let spawn = spawn::take_pending();
+    if let Some(p) = spawn.get().and_then(|s| adopt(frame, cx, s.pre())) {
+        return p;
+    }
     let Some(index) = registry::alloc_record() else {
         let p = place::root(UNTRACKED);
         frame.place.store(p, Ordering::Relaxed);
@@ -241,6 +250,25 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     // (`recycle` took it, or it was never written).
     unsafe { r.put_waker(cx.waker().clone()) };
     r.start_stack(frame.site_id());
+    let tokio = file_under_tokio_task(index);
+    // A root filed under a tokio task takes an id that orders it after
+    // every root filed before it (see `tokio_task`'s docs).
+    let id = if tokio != 0 {
+        registry::next_ordered_id()
+    } else {
+        registry::next_id()
+    };
+    fill(r, index, spawn.get(), tokio, id);
+    let p = place::root(place::key(index, inc));
+    frame.place.store(p, Ordering::Relaxed);
+    p
+}
+
+/// Fills the record `r` (index `index`) of a new task: its counters, its
+/// state (scheduled, since now), what it was spawned with, and, last, its
+/// id, from which readers report it. Inlined into both (cold) callers.
+#[inline(always)]
+fn fill(r: &TaskRecord, index: u32, spawn: Option<&spawn::SpawnInfo>, tokio: u32, id: u64) {
     r.polls.store(0, Ordering::Relaxed);
     r.wakes.store(0, Ordering::Relaxed);
     r.self_wakes.store(0, Ordering::Relaxed);
@@ -248,7 +276,7 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
         state::pack(state::SCHEDULED, 0, clock::now_ms()),
         Ordering::Relaxed,
     );
-    let (parent, spawn_word) = match spawn.get() {
+    let (parent, spawn_word) = match spawn {
         Some(s) => {
             let site = crate::record::site::call_site_for_caller(s.location, None).id();
             // Only a named task needs its extension (and its page).
@@ -258,25 +286,91 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
                     .is_some(),
                 None => false,
             };
-            (s.parent, spawn_word::pack(site, named))
+            (s.parent(), spawn_word::pack(site, named))
         }
         None => (0, 0),
     };
-    let tokio = file_under_tokio_task(index);
     r.parent.store(parent, Ordering::Relaxed);
     r.spawn.store(spawn_word | tokio, Ordering::Relaxed);
-    // A root filed under a tokio task takes an id that orders it after
-    // every root filed before it (see `tokio_task`'s docs).
-    let id = if tokio != 0 {
-        registry::next_ordered_id()
-    } else {
-        registry::next_id()
-    };
     // Last: readers report the record once its id is set.
     r.id.store(id, Ordering::Release);
-    let p = place::root(place::key(index, inc));
-    frame.place.store(p, Ordering::Relaxed);
-    p
+}
+
+/// Registers, at its spawn, the task that `info` (a spawn helper's, not
+/// handed to any executor yet) will be, so that dumps show it while it
+/// waits for its first poll: scheduled since now, no frames, its name,
+/// spawn site and parent. Returns the place its root takes over on that
+/// poll ([`adopt`]), or `0` when no record is left (the root then
+/// registers as usual). Any thread; the record is this thread's until the
+/// future is handed over, which orders everything written here before
+/// the poll that adopts it, or the drop that ends it ([`end_unadopted`]).
+pub(crate) fn preregister(info: &spawn::SpawnInfo) -> u64 {
+    let Some(index) = registry::alloc_record() else {
+        return 0;
+    };
+    let r = registry::record(index).expect("an allocated record exists");
+    let inc = foreign::incarnation(r.foreign.load(Ordering::Acquire));
+    // The task's own reference. No waker is stored: none exists before the
+    // first poll lends one.
+    r.refs.store(1, Ordering::Relaxed);
+    r.empty_stack();
+    fill(r, index, Some(info), 0, registry::next_id());
+    place::root(place::key(index, inc))
+}
+
+/// The root polled first inside a spawn helper's future takes over the
+/// task registered at its spawn (`pre`, see [`preregister`]): its waker,
+/// its stack, its tokio task; id, name, parent and spawn site stay.
+/// `None` if there is none to take (`pre` is `0`, or that task has ended).
+pub(crate) fn adopt(frame: &AsyncStackFrame, cx: &Context<'_>, pre: u64) -> Option<u64> {
+    if pre == 0 {
+        return None;
+    }
+    let index = place::tracked_root(pre)?;
+    // Only the helper's future ends the task before a root takes it over,
+    // and it is polling now with the metadata still offered: the task is
+    // there, not taken over (checked in debug builds).
+    let r = registry::record(index)?;
+    debug_assert!(unadopted(r, pre), "the task registered at spawn is live");
+    // SAFETY: the record's only reference is the task's own (`refs` is 1)
+    // and its cell holds no waker: no poll of the task has lent one yet.
+    unsafe { r.put_waker(cx.waker().clone()) };
+    // Filed before the stack starts: a reader that sees the root in slot 0
+    // sees the tokio task too (the section's end orders them).
+    let tokio = file_under_tokio_task(index);
+    if tokio != 0 {
+        let w = r.spawn.load(Ordering::Relaxed);
+        r.spawn.store(w | tokio, Ordering::Relaxed);
+    }
+    r.start_stack(frame.site_id());
+    frame.place.store(pre, Ordering::Relaxed);
+    Some(pre)
+}
+
+/// Whether `r` holds the task registered at spawn as `pre`, still waiting
+/// for its root: the same incarnation, and no poll nor stack yet.
+fn unadopted(r: &TaskRecord, pre: u64) -> bool {
+    foreign::incarnation(r.foreign.load(Ordering::Acquire)) == place::incarnation(pre)
+        && r.id.load(Ordering::Relaxed) != 0
+        && r.not_started()
+}
+
+/// Ends the task registered at spawn as `pre` if no root took it over:
+/// the spawn helper's future was dropped before its first poll (an abort,
+/// a runtime shut down), or that poll registered no root (the metadata
+/// then waits for a later root, as without pre-registration). Any thread
+/// that owns the future. Returns the parent the task was registered with,
+/// `0` if it did not end here.
+pub(crate) fn end_unadopted(pre: u64) -> u64 {
+    if let Some(index) = place::tracked_root(pre)
+        && let Some(r) = registry::record(index)
+        && unadopted(r, pre)
+    {
+        let parent = r.parent.load(Ordering::Relaxed);
+        end::end_task_in(r, index);
+        return parent;
+    }
+    0
 }
 
 /// Files the root of record `index` under the tokio task polling it, if

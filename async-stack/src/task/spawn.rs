@@ -2,13 +2,13 @@
 //!
 //! Any traced future becomes a task root on its own; wrapping it in
 //! [`Spawned`] (or using `async_stack::tokio::spawn`, feature `tokio`) only
-//! adds metadata. While it polls its inner future, the wrapper leaves its
-//! metadata in this module's thread-local slot, and the first task root
-//! that registers inside that poll takes it (see `task/root.rs`),
-//! so the root frame stays the user's function and no extra frame appears
-//! in stacks. The thread's current-frame state knows nothing of this.
+//! adds metadata. While it polls its inner future, the wrapper offers its
+//! metadata in a thread-local slot (`task/spawn_info.rs`), and the first
+//! task root that registers inside that poll takes it (see
+//! `task/root.rs`), so the root frame stays the user's function and no
+//! extra frame appears in stacks. The thread's current-frame state knows
+//! nothing of this.
 
-use std::cell::Cell;
 use std::future::Future;
 use std::panic::Location;
 use std::pin::Pin;
@@ -16,58 +16,17 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use crate::task::record::TaskName;
-
-/// Metadata a spawn helper attaches to the task it spawns.
-#[derive(Debug)]
-pub(crate) struct SpawnInfo {
-    pub(crate) name: Option<Arc<TaskName>>,
-    pub(crate) location: &'static Location<'static>,
-    pub(crate) parent: u64,
-}
-
-thread_local! {
-    /// The metadata of the `Spawned` future being polled on this thread,
-    /// for the task root it contains (null: none).
-    static PENDING: Cell<*const SpawnInfo> = const { Cell::new(std::ptr::null()) };
-}
-
-/// Takes the spawn metadata waiting on this thread, if any: the root that
-/// registers now is the one the spawn helper wraps. Read in place, not
-/// copied: see [`Pending`].
-pub(crate) fn take_pending() -> Pending {
-    Pending(
-        PENDING
-            .try_with(|p| p.replace(std::ptr::null()))
-            .unwrap_or(std::ptr::null()),
-    )
-}
-
-/// The spawn metadata a registering root took ([`take_pending`]): a
-/// pointer into the `Spawned` future whose poll is running further down
-/// this thread's stack, so it is only read during that poll, by the
-/// registration that took it. Neither `Send` nor `Clone`: it stays in the
-/// registration's frame.
-pub(crate) struct Pending(*const SpawnInfo);
-
-impl Pending {
-    /// The metadata, if a spawn helper left some.
-    #[inline]
-    pub(crate) fn get(&self) -> Option<&SpawnInfo> {
-        // SAFETY: `PENDING` held null or a pointer into a `Spawned` future
-        // whose poll is on this thread's stack below the registration that
-        // took it (the poll restores the pointer on every exit path), and
-        // that poll does not touch `info` again until the inner poll
-        // returns. The registration, which owns `self`, runs inside that
-        // inner poll and drops `self` before returning, so the future is
-        // alive and unchanged while the borrow lasts.
-        unsafe { self.0.as_ref() }
-    }
-}
+use crate::task::spawn_info::{self, SpawnInfo};
 
 /// A future carrying spawn metadata for the task root inside it.
 ///
-/// Created by [`spawned`] (any executor) or by the tokio helpers.
-#[pin_project::pin_project]
+/// Created by [`spawned`] (any executor) or by the tokio helpers. The
+/// tokio helpers also register the task as they spawn it, so that dumps
+/// show it before its first poll: the first root that registers inside
+/// takes that task over, and one that none takes over in the first poll
+/// ends there (the metadata then waits for a later root, as with
+/// [`spawned`]), or when the future is dropped unpolled.
+#[pin_project::pin_project(PinnedDrop)]
 #[derive(Debug)]
 #[must_use = "futures do nothing unless polled"]
 pub struct Spawned<F> {
@@ -98,11 +57,10 @@ pub struct Spawned<F> {
 pub fn spawned<F: Future>(fut: F) -> Spawned<F> {
     Spawned {
         inner: fut,
-        info: Some(SpawnInfo {
-            name: None,
-            location: Location::caller(),
-            parent: crate::task::record::layout::current_task_id().unwrap_or(0),
-        }),
+        info: Some(SpawnInfo::new(
+            Location::caller(),
+            crate::task::record::layout::current_task_id().unwrap_or(0),
+        )),
     }
 }
 
@@ -113,6 +71,40 @@ impl<F> Spawned<F> {
             info.name = Some(Arc::new(TaskName::new(name.into())));
         }
         self
+    }
+
+    /// [`preregister`](Self::preregister), by value (for tests).
+    #[cfg(all(test, not(async_stack_loom)))]
+    pub(crate) fn preregistered(mut self) -> Self {
+        self.preregister();
+        self
+    }
+
+    /// Registers the task now, before any executor has it (see the type's
+    /// docs). Call it last, once the name is set: the tokio helpers do,
+    /// in place (a large future is not moved once more), just before they
+    /// hand the future to `tokio::spawn`.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn preregister(&mut self) {
+        if let Some(info) = &mut self.info {
+            let pre = crate::task::root::preregister(info);
+            info.registered(pre);
+        }
+    }
+}
+
+#[pin_project::pinned_drop]
+impl<F> PinnedDrop for Spawned<F> {
+    fn drop(self: Pin<&mut Self>) {
+        // The task registered at spawn ends if it was never polled. After
+        // a poll that no root took it over in, it has ended already (`pre`
+        // is 0); one that a root took over in a poll that unwound is the
+        // root's to end (`end_unadopted` leaves it).
+        if let Some(info) = self.project().info
+            && info.pre() != 0
+        {
+            crate::task::root::end_unadopted(info.pre());
+        }
     }
 }
 
@@ -129,30 +121,23 @@ impl<F: Future> Future for Spawned<F> {
             return this.inner.poll(cx);
         };
         let info: *const SpawnInfo = info;
-        // Restores the previous pointer on every exit path, unwinding
-        // included, so the thread never keeps a pointer into this future.
-        let restore = PENDING
-            .try_with(|p| RestoreSpawn {
-                prev: p.replace(info),
-            })
-            .ok();
+        // Withdrawn on every exit path, unwinding included, so the thread
+        // never keeps a pointer into this future.
+        let offer = spawn_info::offer(info);
         let out = this.inner.poll(cx);
         // Taken: the root's registration is over (it ran inside the inner
         // poll), so nothing points into `info` any more.
-        if restore.is_some() && PENDING.try_with(|p| p.get() != info).unwrap_or(true) {
+        if offer.taken() {
             *this.info = None;
+        } else if let Some(info) = this.info.as_mut()
+            && info.pre() != 0
+        {
+            // Polled, and no root took the task registered at spawn over:
+            // it ends, and a later root registers with the metadata (the
+            // parent taken back from the record).
+            let parent = crate::task::root::end_unadopted(info.pre());
+            info.unregistered(parent);
         }
         out
-    }
-}
-
-struct RestoreSpawn {
-    prev: *const SpawnInfo,
-}
-
-impl Drop for RestoreSpawn {
-    #[inline]
-    fn drop(&mut self) {
-        let _ = PENDING.try_with(|p| p.set(self.prev));
     }
 }

@@ -33,11 +33,13 @@
 //!   parked on a channel, and `tokio_right`, parked on `pending`), one
 //!   task spawned with `async_stack::tokio::spawn_named("solo", ..)`
 //!   (`tokio_solo`), after ten tokio tasks that end at once, and, outside the runtime, a traced root polled by
-//!   hand (`tokio_alone`), all idle after one poll. It writes
+//!   hand (`tokio_alone`), all idle after one poll; and one more task
+//!   spawned with `async_stack::tokio::spawn_named("unpolled", ..)` just
+//!   before the runtime stops running tasks, so never polled. It writes
 //!   `tokio-ids.txt` (`join <id>` and `solo <id>`, as `JoinHandle::id()`
-//!   displays them), `task-ids.txt` (`left`, `right`, `solo` and `alone`
-//!   with their async-stack task ids) and `dump.txt`, then stops on the
-//!   main thread, outside any poll.
+//!   displays them), `task-ids.txt` (`left`, `right`, `solo`, `alone` and
+//!   `unpolled` with their async-stack task ids) and `dump.txt`, then stops
+//!   on the main thread, outside any poll.
 //! - `waits`: on a current-thread runtime, tasks waiting for the wrapped
 //!   resources of `async_stack::sync` and for a `JoinHandle`, each spawned
 //!   by name with `async_stack::tokio::spawn_named` and idle after one
@@ -228,6 +230,10 @@ async fn tokio_solo(rx: tokio::sync::oneshot::Receiver<()>) {
     let _ = rx.await; // solo
 }
 
+/// Spawned, never polled.
+#[traced_async]
+async fn tokio_unpolled() {}
+
 #[traced_async]
 async fn tokio_alone() {
     parked("alone");
@@ -249,8 +255,18 @@ fn tokio_mode() {
         let join = tokio::spawn(async { tokio::join!(tokio_left(left_rx), tokio_right()) });
         let solo = async_stack::tokio::spawn_named("solo", tokio_solo(solo_rx));
         until_parked(3).await;
+        // Never polled: the runtime runs tasks only inside `block_on`.
+        let unpolled = async_stack::tokio::spawn_named("unpolled", tokio_unpolled());
+        drop(unpolled);
         (join, solo)
     });
+    let unpolled = async_stack::dump()
+        .tasks
+        .iter()
+        .find(|t| t.name.as_deref() == Some("unpolled"))
+        .expect("the unpolled task is in the dump")
+        .id;
+    TASK_IDS.lock().unwrap().push(("unpolled", unpolled));
     let mut alone = Box::pin(tokio_alone());
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
     assert!(alone.as_mut().poll(&mut cx).is_pending());

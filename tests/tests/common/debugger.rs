@@ -497,7 +497,7 @@ pub struct DumpTask {
     pub name: String,
     pub state: String,
     /// What the first (innermost) frame shows: `function at file:l:c` or
-    /// `function running`.
+    /// `function running`; `-` without frames.
     pub innermost: String,
     /// The task's whole text.
     pub text: String,
@@ -529,11 +529,18 @@ pub fn dump_tasks(dump: &str) -> Vec<DumpTask> {
                 .next()
                 .expect("state")
                 .to_owned();
-            let function = lines[1].trim().trim_end_matches(" [async]");
-            let status = lines[2].trim();
-            let innermost = match status.strip_prefix("awaiting at ") {
-                Some(at) => format!("{function} at {at}"),
-                None => format!("{function} {status}"),
+            // A task without frames (spawned, not polled yet): `-`, as
+            // `async-tasks` shows it.
+            let innermost = match lines.get(1).and_then(|l| l.strip_suffix(" [async]")) {
+                Some(function) => {
+                    let function = function.trim();
+                    let status = lines[2].trim();
+                    match status.strip_prefix("awaiting at ") {
+                        Some(at) => format!("{function} at {at}"),
+                        None => format!("{function} {status}"),
+                    }
+                }
+                None => "-".to_owned(),
             };
             DumpTask {
                 id: id.parse().expect("a task id"),
@@ -831,7 +838,7 @@ fn live_and_core(tool: Tool, mode: &str, extra: &[Step]) -> [Session; 2] {
 /// roots' frames in the order of their first poll, each innermost first;
 /// the task spawned by name shows its tokio task; the task polled outside
 /// tokio shows as it always did.
-fn tokio_entries(task: &BTreeMap<String, u64>, tokio: &BTreeMap<String, u64>) -> [String; 3] {
+fn tokio_entries(task: &BTreeMap<String, u64>, tokio: &BTreeMap<String, u64>) -> [String; 4] {
     let at = debuggee_location;
     let (left, right, solo, alone) = (task["left"], task["right"], task["solo"], task["alone"]);
     let join = format!(
@@ -866,7 +873,19 @@ fn tokio_entries(task: &BTreeMap<String, u64>, tokio: &BTreeMap<String, u64>) ->
         at("std::future::pending::<()>().await; // alone", "await"),
         at("async fn tokio_alone(", "tokio_alone"),
     );
-    [join, solo, alone]
+    // Spawned through the helper and never polled: in the dump from its
+    // spawn, without frames.
+    let unpolled = format!(
+        "task {} \"unpolled\" [scheduled <T>, 0 polls]:\n\
+         \x20 (not polled yet)\n\
+         \x20 spawned at {}",
+        task["unpolled"],
+        at(
+            "async_stack::tokio::spawn_named(\"unpolled\"",
+            "async_stack"
+        ),
+    );
+    [join, solo, alone, unpolled]
 }
 
 /// Mode `tokio`, live and on a core of another run (written by gdb): the
@@ -884,12 +903,13 @@ pub fn check_tokio_entries(tool: Tool) {
         what,
     } in live_and_core(tool, "tokio", &[])
     {
-        let [join, solo, alone] = tokio_entries(&task, &tokio);
+        let [join, solo, alone, unpolled] = tokio_entries(&task, &tokio);
         for (label, want) in [
             ("left", &join),
             ("right", &join),
             ("solo", &solo),
             ("alone", &alone),
+            ("unpolled", &unpolled),
         ] {
             let got = run.section(&format!("TASK-{label}"));
             assert_eq!(
@@ -918,7 +938,8 @@ pub fn check_tokio_entries(tool: Tool) {
             )
         };
         let rows = task_rows(&run.section("TASKS"));
-        let want = vec![
+        // By id, as the table lists them.
+        let mut want = vec![
             (
                 task["left"],
                 "-".to_owned(),
@@ -940,21 +961,29 @@ pub fn check_tokio_entries(tool: Tool) {
                     "std::future::pending::<()>().await; // alone",
                 ),
             ),
+            (
+                task["unpolled"],
+                "unpolled".to_owned(),
+                "scheduled".to_owned(),
+                "-".to_owned(),
+            ),
         ];
+        want.sort();
         assert_eq!(rows, want, "{what}: async-tasks:\n{run}");
         // Last, the whole in-process dump written at the stop: the same
-        // three entries, the same text.
+        // four entries, the same text.
         let dumped: Vec<(u64, String)> = dumped
             .iter()
             .map(|t| (t.id, mask_times(&t.text, false)))
             .collect();
-        let shown: Vec<(u64, String)> = ["left", "solo", "alone"]
+        let mut shown: Vec<(u64, String)> = ["left", "solo", "alone", "unpolled"]
             .iter()
             .map(|label| {
                 let text = run.section(&format!("TASK-{label}"));
                 (task[*label], mask_times(text.trim_end(), false))
             })
             .collect();
+        shown.sort();
         assert_eq!(
             dumped, shown,
             "{what}: the in-process dump and the debugger disagree"

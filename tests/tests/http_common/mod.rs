@@ -146,6 +146,22 @@ pub fn park_for_good<F>(
     std::mem::forget((rt, senders));
 }
 
+/// Spawns `n` tasks named `name` through the helper on a runtime that
+/// never runs them (a current-thread runtime runs tasks only inside its
+/// `block_on`), and keeps them for the rest of the process: tasks shown
+/// before their first poll.
+pub fn queue_for_good(name: &'static str, n: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for _ in 0..n {
+            drop(async_stack::tokio::spawn_named(name, async {}));
+        }
+    });
+    std::mem::forget(rt);
+}
+
 /// The entries of a text dump whose header contains `needle`.
 pub fn entries<'a>(text: &'a str, needle: &str) -> Vec<&'a str> {
     text.split("\n\n").filter(|e| e.contains(needle)).collect()

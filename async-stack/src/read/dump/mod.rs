@@ -42,6 +42,9 @@
 //!   root future defined at src/app.rs:18:10
 //! ```
 //!
+//! A task spawned through `async_stack::tokio::spawn` and not polled yet
+//! has no frames: its entry says `(not polled yet)` where they would be.
+//!
 //! `{:#}` coalesces tasks with identical stacks (same state, frames and
 //! spawn site, whatever their names) into one entry with a count, listing
 //! each task's id and name.
@@ -326,6 +329,12 @@ pub const DUMP_FORMAT_VERSION: u32 = 3;
 ///
 /// Never blocks, pauses or polls any task; safe to call from any thread,
 /// including from inside a task, a signal-dump thread or a watchdog.
+///
+/// A task spawned through `async_stack::tokio::spawn` (feature `tokio`) is in
+/// the dump from its spawn: before its first poll it is
+/// [`Scheduled`](TaskState::Scheduled), with no polls, no frames, its name
+/// and spawn site, and no tokio id yet. Any other task is in it from its
+/// first poll, when its root registers.
 ///
 /// The dump holds every task at once, sorted by id. To print many tasks,
 /// [`write_text`] writes the same text one task at a time, without

@@ -71,6 +71,8 @@ mod reference {
     fn footer(f: &mut String, t: &TaskInfo) {
         if t.stack_unavailable {
             let _ = writeln!(f, "  (stack changed during every copy; not shown)");
+        } else if t.frames.is_empty() && t.polls == 0 {
+            let _ = writeln!(f, "  (not polled yet)");
         }
         if t.hidden_frames > 0 {
             let _ = writeln!(f, "  ... {} more frames not shown", t.hidden_frames);

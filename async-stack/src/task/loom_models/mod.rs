@@ -79,6 +79,25 @@ fn register(site: &'static CallSite, id: u64, put_waker: impl FnOnce(&TaskRecord
     }
 }
 
+/// Registers, with id `id`, a task whose root is not polled yet, as
+/// `root::preregister` does for a spawn helper: the task's reference, no
+/// waker, no frames, scheduled. Returns its place, for `root::adopt` and
+/// `root::end_unadopted`, and its index.
+pub(crate) fn preregistered(id: u64) -> (u64, u32) {
+    let index = registry::alloc_record().expect("a free record");
+    let record = registry::record(index).unwrap();
+    let inc = foreign::incarnation(record.foreign.load(Ordering::Acquire));
+    record.refs.store(1, Ordering::Relaxed);
+    record.empty_stack();
+    record
+        .state
+        .store(state::pack(state::SCHEDULED, 0, 1), Ordering::Relaxed);
+    record.polls.store(0, Ordering::Relaxed);
+    record.wakes.store(0, Ordering::Relaxed);
+    record.id.store(id, Ordering::Release);
+    (place::root(place::key(index, inc)), index)
+}
+
 /// Starts a poll of `t` on the thread of `a`, as `root::enter` does.
 pub(crate) fn start_poll(t: Task, a: &Active) -> u64 {
     let seen = t.record.start_poll(2);

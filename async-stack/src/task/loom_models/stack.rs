@@ -184,3 +184,81 @@ fn a_frame_relinked_into_another_task_moves_whole() {
         assert_eq!(place::index(shared.place.load(Ordering::Relaxed)), tb.index);
     });
 }
+
+/// A task registered at spawn (a tokio helper's) whose root takes it over
+/// and polls it while a reader copies it: the reader sees it without
+/// frames and never polled, or with its root, in a state of one instant;
+/// never a root half placed.
+#[test]
+fn a_task_taken_over_by_its_root_is_copied_whole() {
+    bounded_model(2, || {
+        let (pre, index) = crate::task::loom_models::preregistered(1);
+        let record = crate::task::registry::record(index).unwrap();
+        let root = frame(&ROOT);
+        let writer = loom::thread::spawn(move || {
+            let cx = std::task::Context::from_waker(std::task::Waker::noop());
+            let p = crate::task::root::adopt(root, &cx, pre).expect("not taken yet");
+            assert_eq!(p, pre);
+            let t = crate::task::loom_models::Task {
+                index,
+                record,
+                key: place::key_of(pre),
+                root,
+            };
+            let a = Active::new();
+            let seen = start_poll(t, &a);
+            end_poll(t, &a, seen);
+        });
+        let t = crate::task::loom_models::Task {
+            index,
+            record,
+            key: place::key_of(pre),
+            root,
+        };
+        let r = ROOT.id();
+        if let Some((id, state, frames)) = view(t) {
+            assert_eq!(id, 1);
+            type Frames<'a> = &'a [(u32, u32, bool)];
+            let allowed: &[(_, Frames)] = &[
+                (Scheduled, &[]),
+                (Scheduled, &[(0, r, false)]),
+                (Running, &[(0, r, false)]),
+                (Running, &[(0, r, true)]),
+                (Idle, &[(0, r, false)]),
+            ];
+            assert!(
+                allowed.contains(&(state, &frames[..])),
+                "torn copy: {state:?} {frames:?}"
+            );
+        }
+        writer.join().unwrap();
+    });
+}
+
+/// A task registered at spawn and dropped unpolled ends once, whether a
+/// reader copies it meanwhile or not: the reader sees it whole or not at
+/// all, and the record is recycled.
+#[test]
+fn a_task_dropped_before_its_root_ran_ends_once_under_a_copy() {
+    bounded_model(2, || {
+        let (pre, index) = crate::task::loom_models::preregistered(1);
+        let record = crate::task::registry::record(index).unwrap();
+        let ender = loom::thread::spawn(move || {
+            assert_eq!(crate::task::root::end_unadopted(pre), 0, "no parent");
+            // Ended already: a second call does nothing.
+            crate::task::root::end_unadopted(pre);
+        });
+        let t = crate::task::loom_models::Task {
+            index,
+            record,
+            key: place::key_of(pre),
+            root: frame(&ROOT),
+        };
+        if let Some((id, state, frames)) = view(t) {
+            assert_eq!((id, state, frames.len()), (1, Scheduled, 0));
+        }
+        ender.join().unwrap();
+        assert_eq!(record.id.load(Ordering::Acquire), 0);
+        assert_eq!(record.refs.load(Ordering::Acquire), 0, "recycled once");
+    });
+}

@@ -77,6 +77,14 @@ impl TaskRecord {
         Some((id, state, since))
     }
 
+    /// Whether the task in this record was registered at its spawn and
+    /// its root has not been polled yet (see `root::preregister`): never
+    /// polled, no root in slot 0. Not validated.
+    #[inline]
+    pub(crate) fn not_started(&self) -> bool {
+        self.polls.load(Ordering::Relaxed) == 0 && self.slots[0].load(Ordering::Relaxed) == 0
+    }
+
     /// The id of the task in this record if, at one instant, it was idle,
     /// not woken since its last poll, and without a waker anywhere: `refs`
     /// counted only the live task, and it has no fallback waker (whose

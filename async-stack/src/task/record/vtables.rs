@@ -177,9 +177,10 @@ impl TaskRecord {
     ///
     /// # Safety
     ///
-    /// `refs` is 0 (no waker refers to the record, so nobody reads the
-    /// cell), and the record holds no waker ([`take_waker`] ran since the
-    /// last `put_waker`, or it never ran).
+    /// Nobody reads the cell: no waker refers to the record (`refs` counts
+    /// at most the task itself, which no poll has lent a waker of yet),
+    /// and the record holds no waker ([`take_waker`] ran since the last
+    /// `put_waker`, or it never ran).
     ///
     /// [`take_waker`]: Self::take_waker
     #[inline]

@@ -89,11 +89,25 @@ impl TaskRecord {
     /// `site`, in slot 0, with the foreign counters taken as seen. One
     /// section.
     pub(crate) fn start_stack(&self, site: SiteId) {
+        let birth = self.next_birth();
+        self.reset_stack(word::pack(site, NO_SLOT, birth), 1);
+    }
+
+    /// The writer, for a task spawned and not polled yet (see
+    /// `root::preregister`): a stack without frames, slot 0 clear. Its
+    /// root's first poll then starts it ([`start_stack`](Self::start_stack)).
+    pub(crate) fn empty_stack(&self) {
+        self.reset_stack(0, 0);
+    }
+
+    /// One section: slot 0 holds `root`, every other slot under the old
+    /// top is cleared, and `top` is the new top, with the foreign counters
+    /// taken as seen.
+    fn reset_stack(&self, root: u64, top: u32) {
         let f = self.foreign.load(Ordering::Acquire);
         let old = self.meta();
-        let birth = self.next_birth();
         let s = self.begin();
-        self.slots[0].store(word::pack(site, NO_SLOT, birth), Ordering::Relaxed);
+        self.slots[0].store(root, Ordering::Relaxed);
         for slot in 1..old.top {
             if let Some(w) = self.slot_word(slot) {
                 w.store(0, Ordering::Relaxed);
@@ -103,7 +117,7 @@ impl TaskRecord {
             hidden: 0,
             seen_hidden_retired: foreign::hidden_retired(f),
             seen_version: foreign::version(f),
-            top: 1,
+            top,
         });
         self.end(s);
     }
