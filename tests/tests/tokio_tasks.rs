@@ -349,7 +349,9 @@ fn a_task_spawned_through_the_helper_is_in_dumps_before_its_first_poll() {
             !async_stack::unwakeable().iter().any(|u| u.id == t.id),
             "{before}"
         );
-        let read_back = TaskDump::from_json(&before.to_json()).expect("the JSON reads back");
+        let json = before.to_json();
+        assert_eq!(common::dump_schema_errors(&json), Vec::<String>::new());
+        let read_back = TaskDump::from_json(&json).expect("the JSON reads back");
         assert_eq!(read_back.task(t.id), Some(*t));
 
         let polled = settled(&h.id(), 1).await;
