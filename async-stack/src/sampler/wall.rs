@@ -289,6 +289,12 @@ impl Sampling {
             // The task ended between the scan and the read.
             return;
         };
+        // Registered at its spawn and not polled yet, so without a stack:
+        // the scan leaves such tasks out, and this one took the record
+        // after the scan (the task the scan found has ended).
+        if raw.stack_copied && raw.polls == 0 && self.copy.frames.is_empty() {
+            return;
+        }
         let stats = &mut self.profile.stats;
         stats.attempted += 1;
         stats.retried += u64::from(raw.torn);

@@ -453,3 +453,31 @@ fn the_roots_of_a_tokio_task_are_one_task_through_the_caches() {
     assert_eq!(got, stacks_of_tokio_task(&fresh.profile, tokio_id));
     drop(rt);
 }
+
+/// A record that a task registered at its spawn takes between the tick's
+/// scan and its read (the task the scan found has ended) has no stack: the
+/// read leaves it out, as the scan would have, and counts nothing, neither
+/// a sample nor an inconsistent copy.
+#[test]
+fn a_task_not_polled_yet_found_by_the_read_is_left_out() {
+    let queued = spawned(std::future::pending::<()>().traced_named("wall-queued"))
+        .named("wall-queued")
+        .preregistered();
+    let id = crate::dump()
+        .tasks
+        .iter()
+        .find(|t| t.name.as_deref() == Some("wall-queued"))
+        .expect("the task is in dumps before its first poll")
+        .id;
+    let index = record_of(id).expect("its record");
+    let record = registry::record(index).expect("a record");
+    let mut s = sampling(MIN_BUDGET);
+    s.sample(index, record, crate::clock::system_ms(), 1);
+    let stats = *s.profile.stats();
+    assert_eq!(
+        (stats.attempted, stats.ok, stats.dropped_inconsistent),
+        (0, 0, 0)
+    );
+    assert_eq!(s.profile.stacks().count(), 0);
+    drop(queued);
+}
