@@ -463,7 +463,7 @@ fn a_task_not_polled_yet_found_by_the_read_is_left_out() {
     let queued = spawned(std::future::pending::<()>().traced_named("wall-queued"))
         .named("wall-queued")
         .preregistered();
-    let id = crate::dump()
+    let id = crate::read::dump::dump()
         .tasks
         .iter()
         .find(|t| t.name.as_deref() == Some("wall-queued"))
