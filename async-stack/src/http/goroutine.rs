@@ -53,7 +53,7 @@ fn add(pprof: &mut CountPprof, task: &TaskInfo) {
         task_name: task.name.as_deref().unwrap_or(""),
         state: task.state.as_str(),
     };
-    if path == 0 && !task.stack_unavailable && task.polls == 0 {
+    if task.not_polled_yet() {
         let at = task.spawned_at.as_ref();
         let queued = [CountFrame {
             function: "[not polled yet]",

@@ -321,7 +321,8 @@ pub(crate) fn preregister(info: &spawn::SpawnInfo) -> u64 {
 /// The root polled first inside a spawn helper's future takes over the
 /// task registered at its spawn (`pre`, see [`preregister`]): its waker,
 /// its stack, its tokio task; id, name, parent and spawn site stay.
-/// `None` if there is none to take (`pre` is `0`, or that task has ended).
+/// `None` if there is none to take (`pre` is `0`: no record was left at
+/// the spawn).
 pub(crate) fn adopt(frame: &AsyncStackFrame, cx: &Context<'_>, pre: u64) -> Option<u64> {
     if pre == 0 {
         return None;

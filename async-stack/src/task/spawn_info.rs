@@ -33,7 +33,7 @@ impl SpawnInfo {
         SpawnInfo {
             name: None,
             location,
-            link: if parent & place::ROOT == 0 { parent } else { 0 },
+            link: parent_link(parent),
         }
     }
 
@@ -49,7 +49,7 @@ impl SpawnInfo {
     /// `parent` is the parent it had, for the root that takes the
     /// metadata later.
     pub(crate) fn unregistered(&mut self, parent: u64) {
-        self.link = if parent & place::ROOT == 0 { parent } else { 0 };
+        self.link = parent_link(parent);
     }
 
     /// The spawning task's id (`0`: unknown), unless the task was
@@ -70,6 +70,12 @@ impl SpawnInfo {
             0
         }
     }
+}
+
+/// The link of a spawn from the task `parent`: its id, or `0` (unknown)
+/// for an id that would read as a place (none reaches 2^57).
+fn parent_link(parent: u64) -> u64 {
+    if parent & place::ROOT == 0 { parent } else { 0 }
 }
 
 thread_local! {

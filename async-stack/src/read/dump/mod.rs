@@ -258,6 +258,13 @@ impl TaskInfo {
         Duration::from_millis(self.state_ms)
     }
 
+    /// Spawned through `async_stack::tokio::spawn` and waiting for its
+    /// first poll: never polled, and without frames for a reason other
+    /// than a stack that kept changing.
+    pub(crate) fn not_polled_yet(&self) -> bool {
+        self.polls == 0 && self.frames.is_empty() && !self.stack_unavailable
+    }
+
     /// The frame under which each of the task's waits shows (an index
     /// into `frames`): in the wait's root (the branch of `branches` it
     /// names, when every root has frames), the deepest frame awaiting at

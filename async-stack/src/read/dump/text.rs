@@ -405,8 +405,7 @@ fn write_header(out: &mut String, t: &TaskInfo) {
 fn write_footer(out: &mut String, t: &TaskInfo) {
     if t.stack_unavailable {
         out.push_str("  (stack changed during every copy; not shown)\n");
-    } else if t.frames.is_empty() && t.polls == 0 {
-        // Spawned through a helper, waiting for its first poll.
+    } else if t.not_polled_yet() {
         out.push_str("  (not polled yet)\n");
     }
     if t.hidden_frames > 0 {
