@@ -43,7 +43,7 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 10
+VERSION = 11
 ERROR_PREFIX = "async-stack: "
 
 #: The longest async frame chain followed before it is reported as corrupt.
@@ -57,7 +57,7 @@ MAX_LIST_LENGTH = 1 << 20
 #: is reported as a corrupt descriptor.
 MAX_SHARED_SLOTS = 64
 
-#: The largest join slot read (the process's has 40 bytes); a larger
+#: The largest join slot read (the process's has 48 bytes); a larger
 #: one is reported as a corrupt descriptor.
 MAX_JOIN_SLOT_SIZE = 256
 
@@ -67,7 +67,7 @@ MAX_JOIN_SLOT_SIZE = 256
 #: reported as too large to search rather than searched slowly.
 MAX_EDGES = 1 << 20
 
-#: The `Layout` fields of the descriptor, in declaration order (version 10).
+#: The `Layout` fields of the descriptor, in declaration order (version 11).
 LAYOUT_FIELDS = (
     "pointer_size",
     "frame_size", "frame_parent", "frame_site", "site_await_bit",
@@ -114,6 +114,7 @@ LAYOUT_FIELDS = (
     "hold_slot_claimed",
     "join_slot_size", "join_slot_generation", "join_slot_task",
     "join_slot_target", "join_slot_since", "join_slot_spawned_at",
+    "join_slot_awaiting",
 )
 
 #: The `Addresses` fields of the descriptor, in declaration order.
@@ -177,10 +178,22 @@ Task = collections.namedtuple(
 #: creation :class:`Location` (a `JoinHandle`'s spawn site), the acquire
 #: call's (None for a `JoinHandle`), how long it has waited, its
 #: :class:`Holder` list (exclusive first), and for a `JoinHandle` the
-#: awaited tokio task's id (else None).
-Wait = collections.namedtuple(
-    "Wait",
-    "task kind created_at waiting_at waiting_ms holders tokio_task")
+#: awaited tokio task's id (else None) and the :class:`Location` of the
+#: `.await` that polled it (None if not known): the wait holds only while
+#: one of the root's frames is suspended there (:meth:`Wait.holds_at`).
+class Wait(collections.namedtuple(
+        "Wait",
+        "task kind created_at waiting_at waiting_ms holders tokio_task "
+        "awaiting", defaults=(None,))):
+    __slots__ = ()
+
+    def holds_at(self, frames):
+        """Whether the wait holds for a root whose shown frames are
+        ``frames`` (`WaitingFor::holds_at`): always for a lock, and for a
+        `JoinHandle` polled at a known `.await` while a frame is still
+        suspended there."""
+        return self.awaiting is None or any(
+            f.awaiting_at == self.awaiting for f in frames)
 
 #: A holder of a resource: the task (0: code outside traced tasks), where
 #: it acquired it, and for how long it has held it.
@@ -188,9 +201,11 @@ Holder = collections.namedtuple("Holder", "task acquired_at held_ms")
 
 #: A resource with waits as read: its key (creation order), kind, creation
 #: site, tokio task (0: none), holders ``(task, at, since)`` (exclusive
-#: first) and waits ``(task, at, since, generation)`` in queue order. A
-#: join wait (an awaited `JoinHandle`) reads as one of kind `JoinHandle`,
-#: without holders, with its one wait (:meth:`Reader.joins`).
+#: first) and waits ``(task, at, since, generation, awaiting)`` in queue
+#: order (``awaiting``: for a join wait, the id of the await site that
+#: polled the handle, else 0). A join wait (an awaited `JoinHandle`) reads
+#: as one of kind `JoinHandle`, without holders, with its one wait
+#: (:meth:`Reader.joins`).
 Resource = collections.namedtuple(
     "Resource", "key kind created_at target holders waits")
 
@@ -615,19 +630,31 @@ class Reader:
             return "scheduled", max(woken, since)
         return "idle", since
 
-    def _task(self, raw, now, wait):
-        state, since = self._state(raw["state"], raw["wakes"], now)
+    def _copied(self, raw):
+        """``(copied, hidden, torn, words)``: a record's shown frames as
+        :func:`build_tree` gives them (none when torn), its count of hidden
+        frames, whether its stack was caught in a change, and its slot
+        words."""
         words = self._slot_words(raw)
         l = self.layout
         open_sections = (raw["foreign"] >> l.foreign_open_shift) & _mask(
             l.foreign_open_bits)
         torn = raw["seq"] % 2 == 1 or open_sections != 0
-        frames, hidden = [], 0
-        if not torn:
-            current_slot = self.current_slot(raw["current"])
-            copied, hidden = build_tree(l, words, raw["meta"], current_slot,
-                                        raw["foreign"])
-            frames = [self._tree_frame(f) for f in copied]
+        if torn:
+            return [], 0, True, words
+        current_slot = self.current_slot(raw["current"])
+        copied, hidden = build_tree(l, words, raw["meta"], current_slot,
+                                    raw["foreign"])
+        return copied, hidden, False, words
+
+    def _task(self, raw, now, waits):
+        """The :class:`Task` of one record; ``waits``: what it may wait
+        for (:meth:`waits`), of which it shows the first that holds."""
+        state, since = self._state(raw["state"], raw["wakes"], now)
+        l = self.layout
+        copied, hidden, torn, words = self._copied(raw)
+        frames = [self._tree_frame(f) for f in copied]
+        wait = next((w for w in waits or [] if w.holds_at(frames)), None)
         name = self._name(raw)
         parent = raw["parent"] or None
         site = self.sites.call(raw["spawn"] & _mask(l.spawn_site_bits))
@@ -832,9 +859,9 @@ class Reader:
                     m.u64(slot + l.hold_slot_since, what)))
         holders += self._list(address, "holds", l.hold_size,
                               (l.hold_task, l.hold_at, l.hold_since), what)
-        waits = self._list(address, "waits", l.wait_size,
-                           (l.wait_task, l.wait_at, l.wait_since,
-                            l.wait_generation), what)
+        waits = [w + (0,) for w in self._list(
+            address, "waits", l.wait_size,
+            (l.wait_task, l.wait_at, l.wait_since, l.wait_generation), what)]
         return Resource(
             m.u64(address + l.resource_key, what), kinds[kind],
             self.location(m.u64(address + l.resource_created_at, what), what),
@@ -880,7 +907,7 @@ class Reader:
         l, a, m = self.layout, self.addresses, self.memory
         fields = (l.join_slot_generation, l.join_slot_task,
                   l.join_slot_target, l.join_slot_since,
-                  l.join_slot_spawned_at)
+                  l.join_slot_spawned_at, l.join_slot_awaiting)
         if not max(fields) + 8 <= l.join_slot_size <= MAX_JOIN_SLOT_SIZE:
             raise AsyncStackError(
                 "the descriptor gives join slots of %d bytes, implausible for "
@@ -891,7 +918,7 @@ class Reader:
                                    "join-slot"):
             what = "join slot %#x" % slot
             data = m.bytes(slot, l.join_slot_size, what)
-            generation, task, target, since, spawned_at = (
+            generation, task, target, since, spawned_at, awaiting = (
                 struct.unpack_from("<Q", data, offset)[0] for offset in fields)
             if generation == 0:
                 continue
@@ -900,7 +927,7 @@ class Reader:
                 continue
             resources.append(Resource(
                 generation, "JoinHandle", self.location(spawned_at, what),
-                target, [], [(task, None, since, generation)]))
+                target, [], [(task, None, since, generation, awaiting)]))
         return resources, torn
 
     def resources(self):
@@ -927,19 +954,24 @@ class Reader:
 
     def waits(self, now):
         """What each waiting root waits for, by task id, as the dump
-        reads it (`waiting_tasks`): the resources with waits (the listed
+        reads it (`waits_by_task`): the resources with waits (the listed
         ones and the join waits, :meth:`resources`) in key order, and for
-        each task its first wait met. Times are measured against
-        ``now``; resources caught in the middle of a change are skipped
-        (:meth:`resources`)."""
+        each task every :class:`Wait` met, in that order (a dump shows the
+        first that holds, :meth:`Wait.holds_at`). A `JoinHandle` polled at
+        a known `.await` waits at that `.await`'s line. Times are measured
+        against ``now``; resources caught in the middle of a change are
+        skipped (:meth:`resources`)."""
         since = lambda ms: max(now - ms, 0)
         waiting = {}
         for r in self.resources():
             holders = [Holder(task, at, since(ms)) for task, at, ms in r.holders]
-            for task, at, ms, _ in r.waits:
-                if task and task not in waiting:
-                    waiting[task] = Wait(task, r.kind, r.created_at, at,
-                                         since(ms), holders, r.target or None)
+            for task, at, ms, _, awaiting in r.waits:
+                if task:
+                    site = self.sites.await_site(awaiting) if awaiting else None
+                    site_at = site.location if site else None
+                    waiting.setdefault(task, []).append(Wait(
+                        task, r.kind, r.created_at, at or site_at, since(ms),
+                        holders, r.target or None, site_at))
         return waiting
 
     # ---- deadlocks
@@ -956,7 +988,10 @@ class Reader:
         began); a `JoinHandle` waits for the live roots filed under the
         awaited tokio task; a name is the task's own (not its root's); a
         wait without a call site of its own (an awaited `JoinHandle`)
-        takes the `.await` of the waiter's deepest shown frame."""
+        takes the `.await` that polled it, or when that is not known the
+        `.await` of the waiter's deepest shown frame; a `JoinHandle` wait
+        polled at a known `.await` holds only while one of the waiter's
+        shown frames is suspended there (`TaskView::awaits_at`)."""
         raws = {}
         for index, record in self.records():
             raw = self._raw_task(index, record)
@@ -974,10 +1009,23 @@ class Reader:
             return raw is not None and self._state(
                 raw["state"], raw["wakes"], now)[0] == "idle"
 
-        def awaiting_at(task):
-            return deepest_await(self._task(raws[task], now, None).frames)
+        def awaiting_at(edge):
+            site = edge.wait[4] and self.sites.await_site(edge.wait[4])
+            if site:
+                return site.location
+            return deepest_await(self._task(raws[edge.waiter], now, None).frames)
 
-        resources = self.resources()
+        def holds(wait):
+            task, awaiting = wait[0], wait[4]
+            if not awaiting or task not in raws:
+                return True
+            copied = self._copied(raws[task])[0]
+            return any(site == l.slot_await_flag | awaiting and not innermost
+                       for _, site, _, innermost in copied)
+
+        l = self.layout
+        resources = [r._replace(waits=[w for w in r.waits if holds(w)])
+                     for r in self.resources()]
         found = find_deadlocks(resources, idle,
                                lambda tokio_id: sorted(roots.get(tokio_id, [])))
         reports = [format_deadlock(edges, lambda t: self._name(raws[t]),
@@ -1199,7 +1247,7 @@ def format_deadlock(edges, name, awaiting_at):
     else:
         heading = "deadlock: %d tasks wait for each other" % tasks
     return "\n\n".join([heading] + [
-        format_edge(e, name(e.waiter), lambda e=e: awaiting_at(e.waiter))
+        format_edge(e, name(e.waiter), lambda e=e: awaiting_at(e))
         for e in edges])
 
 

@@ -15,15 +15,20 @@ use std::task::{Context, Poll};
 
 pub use ::tokio::task::{AbortHandle, Id, JoinError};
 
-use crate::task::record::layout::current_task_id;
+use crate::task::record::layout::current_task_and_await;
 use crate::task::spawned;
 use crate::task::tokio_task::id_number;
+use crate::waits::join::Waiter;
 use crate::waits::join_wait::JoinWait;
 use crate::waits::resource::Registry;
 
 /// An owned permission to await a spawned task: tokio's `JoinHandle`,
 /// whose `.await` is recorded as a wait for the spawned task (its traced
-/// roots), ended when the task ends or the `.await` is dropped.
+/// roots), ended when the task ends or the `.await` is dropped. The wait
+/// is at the traced `.await` that polled the handle, and counts only
+/// while the awaiting task is suspended there: a handle raced in
+/// `select!` on `&mut handle` and kept after another branch won is no
+/// wait once the task moved on, until it is polled again.
 ///
 /// Dropping the handle detaches the task, as tokio's does.
 ///
@@ -38,8 +43,9 @@ use crate::waits::resource::Registry;
 pub struct JoinHandle<T> {
     /// Before `inner`: the wait ends before the handle goes. From the
     /// first `.await` that waits to the task's end (or the handle's drop),
-    /// so a handle polled again and again (`select!` on `&mut handle`)
-    /// records one wait.
+    /// so a handle polled again and again at one `.await` (`select!` on
+    /// `&mut handle` in a loop) records one wait; polled by another task,
+    /// or at another `.await`, it records a new one.
     wait: Option<JoinWait>,
     inner: ::tokio::task::JoinHandle<T>,
     spawned_at: &'static Location<'static>,
@@ -144,21 +150,34 @@ impl<T> JoinHandle<T> {
     /// out of line, so that each `JoinHandle<T>`'s poll stays small.
     #[inline(never)]
     fn start_wait(&mut self) {
-        let task = current_task_id().unwrap_or(0);
-        let target = id_number(self.inner.id());
-        self.wait = JoinWait::start(Registry::global(), task, target, self.spawned_at);
+        self.start_wait_by(waiter());
     }
 
-    /// A later `Pending`: the task that polls the handle waits, even if it
-    /// is not the one that first did (the handle was moved), so a new
-    /// record if it is another.
+    fn start_wait_by(&mut self, waiter: Waiter) {
+        // The old wait ends first: its slot may be the one this wait takes.
+        self.wait = None;
+        let target = id_number(self.inner.id());
+        self.wait = JoinWait::start(Registry::global(), waiter, target, self.spawned_at);
+    }
+
+    /// A later `Pending`: whoever polls the handle now waits, so a new
+    /// record if it is another task (the handle was moved) or another
+    /// `.await` (a handle raced in `select!` and kept, then awaited
+    /// elsewhere).
     #[inline(never)]
     fn follow(&mut self) {
-        let task = current_task_id().unwrap_or(0);
-        if self.wait.as_ref().is_some_and(|w| w.task() != task) {
-            self.start_wait();
+        let now = waiter();
+        if self.wait.as_ref().is_some_and(|w| w.waiter() != Some(now)) {
+            self.start_wait_by(now);
         }
     }
+}
+
+/// Who polls a handle now: the running task and the `.await` its current
+/// frame is at.
+fn waiter() -> Waiter {
+    let (task, awaiting) = current_task_and_await();
+    Waiter { task, awaiting }
 }
 
 impl<T> Future for JoinHandle<T> {

@@ -371,3 +371,196 @@ fn a_three_party_cycle_through_mutex_semaphore_and_rwlock() {
         assert_eq!(got, want);
     });
 }
+
+/// Takes `m` once told to.
+#[traced_async]
+async fn lock_when_told(m: Arc<Mutex<u8>>, ready: oneshot::Sender<u64>, go: oneshot::Receiver<()>) {
+    ready.send(task_id()).unwrap();
+    go.await.unwrap();
+    let _g = m.lock().await; // LOCK_WHEN_TOLD
+}
+
+/// Holds `m`, races the handle it is given against a branch that is
+/// ready at once (the handle is polled first, and waits), keeps the
+/// handle, waits for `release`, then awaits the handle for good, still
+/// holding `m`.
+#[traced_async]
+async fn race_and_keep(
+    m: Arc<Mutex<u8>>,
+    ready: oneshot::Sender<u64>,
+    other: oneshot::Receiver<JoinHandle<()>>,
+    release: oneshot::Receiver<()>,
+) {
+    let held = m.lock().await; // HOLD_KEPT
+    ready.send(task_id()).unwrap();
+    let mut h = other.await.unwrap();
+    tokio::select! {
+        biased;
+        _ = &mut h => unreachable!("its task waits for the lock"),
+        () = std::future::ready(()) => {}
+    }
+    release.await.unwrap(); // RELEASE
+    h.await.unwrap(); // AWAIT_KEPT
+    drop(held);
+}
+
+/// Whether the dump shows `task` suspended at the line `marker`.
+fn awaits_at(task: u64, marker: &str) -> bool {
+    let line = line_of(marker);
+    async_stack::dump().task(task).is_some_and(|t| {
+        t.frames
+            .iter()
+            .any(|f| f.awaiting_at.as_ref().is_some_and(|l| l.line == line))
+    })
+}
+
+/// Yields to the runtime until `done`, up to 1,000 turns.
+async fn until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..1000 {
+        if done() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("{what}: not after 1,000 turns");
+}
+
+#[test]
+fn a_handle_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
+    rt().block_on(async {
+        let m = Arc::new(Mutex::new(0)); // M_KEPT
+        let (ready_b, b) = oneshot::channel();
+        let (go_b, told) = oneshot::channel();
+        let hb = spawn_named("b", lock_when_told(m.clone(), ready_b, told)); // SPAWN_KEPT
+        let b = b.await.unwrap();
+        let (ready_a, a) = oneshot::channel();
+        let (give_a, get_a) = oneshot::channel();
+        let (release, released) = oneshot::channel();
+        let ha = spawn_named("a", race_and_keep(m.clone(), ready_a, get_a, released));
+        let a = a.await.unwrap();
+        // b waits for the lock a holds; a polls b's handle once, keeps it,
+        // and goes on to wait for `release`, which this test holds.
+        go_b.send(()).unwrap();
+        give_a.send(hb).unwrap();
+        until("b waits for the lock", || {
+            async_stack::dump()
+                .task(b)
+                .is_some_and(|t| t.waits.len() == 1)
+        })
+        .await;
+        until("a waits at RELEASE", || awaits_at(a, "RELEASE")).await;
+
+        // b waits for a, but a waits for this test, not for b.
+        let dump = async_stack::dump();
+        let task_a = dump.task(a).expect("a is live");
+        assert!(task_a.waits.is_empty(), "{task_a}");
+        let task_b = dump.task(b).expect("b is live");
+        assert_eq!(task_b.waits[0].resource, K::Mutex);
+        assert_eq!(task_b.waits[0].holders[0].task, a);
+        for _ in 0..10 {
+            let found = async_stack::deadlocks();
+            assert!(
+                found
+                    .iter()
+                    .all(|d| !d.tasks().contains(&a) && !d.tasks().contains(&b)),
+                "{found:?}"
+            );
+            tokio::task::yield_now().await;
+        }
+
+        // Awaited again, at another `.await`, the handle waits there: now
+        // a holds the lock b waits for, and waits for b's end.
+        release.send(()).unwrap();
+        let d = deadlock_of(&[a, b]).await;
+        let got: Vec<_> = d.edges.iter().map(edge).collect();
+        let a_edge = expected(a, "AWAIT_KEPT", K::JoinHandle, "SPAWN_KEPT", b, "", "");
+        let b_edge = expected(b, "LOCK_WHEN_TOLD", K::Mutex, "M_KEPT", a, "HOLD_KEPT", "");
+        let want = if a < b {
+            vec![a_edge, b_edge]
+        } else {
+            vec![b_edge, a_edge]
+        };
+        assert_eq!(got, want);
+        ha.abort();
+        assert!(ha.await.unwrap_err().is_cancelled());
+    });
+}
+
+#[traced_async]
+async fn never() {
+    std::future::pending::<()>().await; // NEVER
+}
+
+/// Holds `m` and waits for the handle it is given, or for a traced fn
+/// that never ends, in one `select!`.
+#[traced_async]
+async fn hold_and_select(
+    m: Arc<Mutex<u8>>,
+    ready: oneshot::Sender<u64>,
+    other: oneshot::Receiver<JoinHandle<()>>,
+) {
+    let _held = m.lock().await; // HOLD
+    ready.send(task_id()).unwrap();
+    let mut h = other.await.unwrap();
+    tokio::select! { // SELECT
+        _ = &mut h => {}
+        () = never() => {}
+    }
+}
+
+#[test]
+fn a_handle_awaited_in_select_beside_a_traced_branch_waits_at_the_select() {
+    rt().block_on(async {
+        let m = Arc::new(Mutex::new(0)); // M_SELECT
+        let (ready_b, b) = oneshot::channel();
+        let (go_b, told) = oneshot::channel();
+        let hb = spawn_named("b", lock_when_told(m.clone(), ready_b, told)); // SPAWN_TOLD
+        let hb_id = hb.id();
+        let b = b.await.unwrap();
+        let (ready_a, a) = oneshot::channel();
+        let (give_a, get_a) = oneshot::channel();
+        let ha = spawn_named("a", hold_and_select(m.clone(), ready_a, get_a));
+        let a = a.await.unwrap();
+        go_b.send(()).unwrap();
+        give_a.send(hb).unwrap();
+
+        // a's deepest frame is `never`'s, at NEVER; a waits for b at the
+        // `select!` that polls b's handle.
+        let d = deadlock_of(&[a, b]).await;
+        let got: Vec<_> = d.edges.iter().map(edge).collect();
+        let a_edge = expected(a, "SELECT", K::JoinHandle, "SPAWN_TOLD", b, "", "");
+        let b_edge = expected(b, "LOCK_WHEN_TOLD", K::Mutex, "M_SELECT", a, "HOLD", "");
+        let want = if a < b {
+            vec![a_edge, b_edge]
+        } else {
+            vec![b_edge, a_edge]
+        };
+        assert_eq!(got, want);
+
+        // The dump shows the wait at that line, under the frame at it.
+        let dump = async_stack::dump();
+        let task_a = dump.task(a).expect("a is live");
+        assert_eq!(task_a.waits.len(), 1, "{task_a}");
+        let w = &task_a.waits[0];
+        assert_eq!(w.resource, K::JoinHandle);
+        assert_eq!(
+            w.waiting_at.as_ref().map(|l| l.line),
+            Some(line_of("SELECT"))
+        );
+        let tokio_b: u64 = hb_id.to_string().parse().unwrap();
+        let text = task_a.to_string();
+        let select = format!("awaiting at {}:{}:", file!(), line_of("SELECT"));
+        let wait = format!("waiting for JoinHandle of tokio task {tokio_b} spawned at");
+        let (s, w) = (text.find(&select), text.find(&wait));
+        assert!(
+            s.is_some()
+                && w.is_some()
+                && s < w
+                && text[s.unwrap()..w.unwrap()].lines().count() == 2,
+            "the wait right under the `select!`'s frame:\n{text}"
+        );
+
+        ha.abort();
+        assert!(ha.await.unwrap_err().is_cancelled());
+    });
+}

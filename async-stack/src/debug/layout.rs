@@ -189,14 +189,16 @@ pub struct Layout {
     // A join wait (an awaited `JoinHandle`), a slot of the join arena
     // (`join_pages` in the address part): its generation (`0`: free,
     // `hold_slot_claimed`: being written, else the wait's generation, its
-    // key), the waiting task, the awaited tokio task, since when, and the
-    // spawn `Location` (null while free)
+    // key), the waiting task, the awaited tokio task, since when, the
+    // spawn `Location` (null while free), and the id of the await site
+    // the waiter polled the handle at (`0`: none known)
     pub join_slot_size: u64,
     pub join_slot_generation: u64,
     pub join_slot_task: u64,
     pub join_slot_target: u64,
     pub join_slot_since: u64,
     pub join_slot_spawned_at: u64,
+    pub join_slot_awaiting: u64,
 }
 
 /// A `Location` whose line, column and file the descriptor states, so
@@ -337,6 +339,7 @@ pub(super) const LAYOUT: Layout = Layout {
     join_slot_target: o(JoinSlot::TARGET_OFFSET),
     join_slot_since: o(JoinSlot::SINCE_OFFSET),
     join_slot_spawned_at: o(JoinSlot::SPAWNED_AT_OFFSET),
+    join_slot_awaiting: o(JoinSlot::AWAITING_OFFSET),
 };
 
 const fn current_slot_shift() -> u64 {

@@ -135,8 +135,9 @@
 //!   ones). Times are ms on the clock of `clock_monotonic`. The
 //!   lists' `version` is odd while the process was changing them: their
 //!   pointers and lengths are then not to be read. A task waits for the
-//!   first wait of its id met in key order, among the resources and the
-//!   join waits (tasks `0` are not shown).
+//!   first wait of its id met in key order that holds (see the join
+//!   waits below), among the resources and the join waits (tasks `0` are
+//!   not shown).
 //! - **Join waits** (an awaited `JoinHandle`, see `waits/join.rs`): slot
 //!   `i` (`join_slot_size` bytes) is entry `i % arena_page_entries` of
 //!   page `i / arena_page_entries` of the `join_pages` table (a page not
@@ -150,7 +151,12 @@
 //!   whose target is the awaited tokio task (`join_slot_target`), with
 //!   one wait: the waiting task (`join_slot_task`), no `at`, since when
 //!   (`join_slot_since`) and that same generation. Such resources sort
-//!   among the listed ones by key.
+//!   among the listed ones by key. A non-zero `join_slot_awaiting` is the
+//!   id of the await site at which the waiter polled the handle: the wait
+//!   is the task's only while one of its shown frames is suspended at
+//!   that `.await` (its slot word's site is that id with the await bit),
+//!   and its line is that `.await`'s; with `0`, the wait always holds and
+//!   takes the line of the frame it shows under.
 //! - **Locations** are std's `Location`s, `location_size` bytes, whose
 //!   fields are private. The probe (`location_probe`) is one whose line,
 //!   column and file length the layout part gives
@@ -255,7 +261,13 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// address and a call site an address in its body's code, so that the
 /// scripts place async frames among native frames without debug info as
 /// the walker does.
-pub const VERSION: u64 = 10;
+///
+/// Version 11: the layout part gains `join_slot_awaiting` after
+/// `join_slot_spawned_at` (the address part moves by one word): the
+/// `.await` at which a `JoinHandle` was polled, so that the scripts, like
+/// the process, drop a join wait whose waiter is no longer suspended
+/// there.
+pub const VERSION: u64 = 11;
 
 /// The descriptor. See the module docs.
 #[repr(C)]

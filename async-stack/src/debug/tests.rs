@@ -15,7 +15,7 @@ use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
 use crate::task::record::{TaskRecord, spawn};
 use crate::task::registry::{MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
 use crate::task::traced::TracedExt;
-use crate::waits::join::JoinSlot;
+use crate::waits::join::{JoinSlot, Waiter};
 use crate::waits::join_wait::JoinWait;
 use crate::waits::resource::{
     Ask, Hold, JOIN_CAPACITY, Kind, Registry, Resource, ResourceCopy, SHARED_SLOTS, Wait,
@@ -185,6 +185,7 @@ const LAYOUT_FIELDS: &[&str] = &[
     "join_slot_target",
     "join_slot_since",
     "join_slot_spawned_at",
+    "join_slot_awaiting",
 ];
 
 const ADDRESS_FIELDS: &[&str] = &[
@@ -290,6 +291,7 @@ fn the_descriptor_is_magic_version_and_every_field_in_order() {
         ("join_slot_target", JoinSlot::TARGET_OFFSET),
         ("join_slot_since", JoinSlot::SINCE_OFFSET),
         ("join_slot_spawned_at", JoinSlot::SPAWNED_AT_OFFSET),
+        ("join_slot_awaiting", JoinSlot::AWAITING_OFFSET),
     ] {
         assert_eq!(l.get(name), offset as u64, "{name}");
     }
@@ -650,6 +652,8 @@ struct ReadResource {
     holds: Vec<Record>,
     waits: Vec<Record>,
     version: u64,
+    /// A join wait's await site id (`0` for every other resource).
+    awaiting: u64,
 }
 
 /// The addresses of the entries handed out of the arena whose page
@@ -728,8 +732,9 @@ fn read_resource(r: u64) -> ReadResource {
         key: word_at(r + l.get("resource_key")),
         kind: u64::from(u8_at(r + l.get("resource_kind"))),
         created_at: loc.read(word_at(r + l.get("resource_created_at"))),
-        // Only a join wait has a target (`read_join`).
+        // Only a join wait has a target and an await site (`read_join`).
         target: 0,
+        awaiting: 0,
         exclusive: hold_slot_from_memory(r + l.get("resource_exclusive")),
         holds: shared_slots_from_memory(r)
             .into_iter()
@@ -769,6 +774,7 @@ fn read_join(slot: u64) -> Option<ReadResource> {
     let target = word_at(slot + l.get("join_slot_target"));
     let since = word_at(slot + l.get("join_slot_since"));
     let spawned_at = word_at(slot + l.get("join_slot_spawned_at"));
+    let awaiting = word_at(slot + l.get("join_slot_awaiting"));
     if spawned_at == 0 || word_at(slot + l.get("join_slot_generation")) != generation {
         return None;
     }
@@ -781,6 +787,7 @@ fn read_join(slot: u64) -> Option<ReadResource> {
         holds: Vec::new(),
         waits: vec![(task, None, since)],
         version: 0,
+        awaiting,
     })
 }
 
@@ -818,6 +825,7 @@ fn read_as(copy: &ResourceCopy) -> ReadResource {
             .map(|w| record(w.task, w.at, w.since_ms))
             .collect(),
         version: copy.version,
+        awaiting: copy.waits.iter().map(|w| u64::from(w.awaiting)).sum(),
     }
 }
 
@@ -845,7 +853,7 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
         s.hold_shared(task, [acquired, waiting][i % 2], 1 + i as u32);
     }
     let s_wait = WaitRecord::start(&s, 11, Some(waiting), Ask::Shared(1));
-    let j_wait = JoinWait::start(reg, 12, TARGET, created).expect("a free join slot");
+    let j_wait = JoinWait::start(reg, Waiter::of(12), TARGET, created).expect("a free join slot");
 
     let listed = listed_from_memory();
     let address = |r: &Arc<Resource>| Arc::as_ptr(r) as u64;

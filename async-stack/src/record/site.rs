@@ -319,6 +319,11 @@ impl AwaitSite {
         self.column
     }
 
+    /// Where the `.await` is, as dumps show it.
+    pub(crate) fn location(&self) -> crate::record::location::SourceLocation {
+        crate::record::location::SourceLocation::new_static(self.file, self.line, self.column)
+    }
+
     /// The interned id, registering the record on first use.
     #[inline]
     pub(crate) fn id(&'static self) -> u32 {

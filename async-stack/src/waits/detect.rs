@@ -72,6 +72,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::record::location::SourceLocation;
+use crate::record::site::{AwaitSite, await_site_by_id};
 use crate::waits::resource::{Hold, Kind, Registry, ResourceCopy, Wait, Waited};
 
 /// What the detector needs to know of tasks, read from the task registry
@@ -85,10 +86,18 @@ pub(crate) trait TaskView {
     /// The task's name.
     fn name(&self, task: u64) -> Option<String>;
     /// The `.await` its deepest shown frame is suspended at: for a wait
-    /// with no call site of its own (an awaited `JoinHandle`), the line
-    /// that awaits it, as a dump shows it.
+    /// with no call site of its own (an awaited `JoinHandle` polled
+    /// outside a traced `.await`), the line that awaits it, as a dump
+    /// shows it.
     fn awaiting_at(&self, _task: u64) -> Option<SourceLocation> {
         None
+    }
+    /// Whether one of the task's shown frames is suspended at the `.await`
+    /// of await site `site`: a `JoinHandle` wait recorded there holds only
+    /// while one is (a handle raced in `select!` and kept while the task
+    /// went on to other `.await`s is not awaited any more).
+    fn awaits_at(&self, _task: u64, _site: u32) -> bool {
+        true
     }
 }
 
@@ -185,7 +194,9 @@ pub(crate) fn detect<V: TaskView>(
             for e in &mut edges {
                 e.waiter_name = second.name(e.waiter);
                 if e.wait.at.is_none() {
-                    e.awaiting_at = second.awaiting_at(e.waiter);
+                    e.awaiting_at = await_site_by_id(e.wait.awaiting)
+                        .map(AwaitSite::location)
+                        .or_else(|| second.awaiting_at(e.waiter));
                 }
             }
             Found { edges }
@@ -241,7 +252,11 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
         // they are few.
         let named_behind = holders.clone().count() <= HOLDERS_NAMED_BEHIND;
         for (k, w) in r.waits.iter().enumerate() {
-            if w.task == 0 {
+            // A `JoinHandle` wait whose waiter left the `.await` that
+            // polled it is no wait (the pass-2 check that the waiter is
+            // idle and not woken keeps this true at the instant between
+            // the passes).
+            if w.task == 0 || (w.awaiting != 0 && !view.awaits_at(w.task, w.awaiting)) {
                 continue;
             }
             let out = edges.entry(w.task).or_default();

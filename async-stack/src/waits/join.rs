@@ -20,6 +20,10 @@
 //!   counter (`next_generation`), so a slot reused between the two loads
 //!   never shows the same generation twice.
 //!
+//! Besides the waiting task, the slot keeps the await site the waiter's
+//! frame was at when it polled the handle: readers count the wait only
+//! while the waiter is suspended there (see the parent module).
+//!
 //! Readers copy a slot as a resource of kind `JoinHandle` with this one
 //! wait (`Registry::copies`), and a second pass finds it unchanged if the
 //! slot still holds that generation ([`JoinSlot::holds`]). Debuggers read
@@ -34,6 +38,23 @@ use std::panic::Location;
 use crate::shim::{AtomicPtr, AtomicU64, Ordering, fence};
 use crate::waits::slot::{CLAIMED, Seen, read_whole};
 
+/// Who waits: the task whose poll polled the handle (0: outside any
+/// traced root), and the id of the await site its current frame was at
+/// (`0`: none, the handle was not polled inside a traced `.await`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Waiter {
+    pub(crate) task: u64,
+    pub(crate) awaiting: u32,
+}
+
+#[cfg(test)]
+impl Waiter {
+    /// `task`, at no known `.await`.
+    pub(crate) const fn of(task: u64) -> Waiter {
+        Waiter { task, awaiting: 0 }
+    }
+}
+
 /// A join wait read whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct JoinRead {
@@ -42,6 +63,9 @@ pub(crate) struct JoinRead {
     pub(crate) target: u64,
     pub(crate) since_ms: u64,
     pub(crate) spawned_at: &'static Location<'static>,
+    /// The await site id of the `.await` that polled the handle (`0`:
+    /// none known).
+    pub(crate) awaiting: u32,
 }
 
 /// One join wait's words (generation 0: a free slot).
@@ -56,6 +80,10 @@ pub(crate) struct JoinSlot {
     since_ms: AtomicU64,
     /// Where the awaited task was spawned; null while free.
     spawned_at: AtomicPtr<Location<'static>>,
+    /// The id of the await site the waiter polled the handle at (`0`: not
+    /// at a traced `.await`): the wait lasts only while the waiter is
+    /// suspended there (see [`crate::waits`]).
+    awaiting: AtomicU64,
 }
 
 impl JoinSlot {
@@ -70,6 +98,8 @@ impl JoinSlot {
     pub(crate) const SINCE_OFFSET: usize = offset_of!(JoinSlot, since_ms);
     #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) const SPAWNED_AT_OFFSET: usize = offset_of!(JoinSlot, spawned_at);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const AWAITING_OFFSET: usize = offset_of!(JoinSlot, awaiting);
 
     pub(crate) fn new() -> Self {
         JoinSlot {
@@ -78,15 +108,17 @@ impl JoinSlot {
             target: AtomicU64::new(0),
             since_ms: AtomicU64::new(0),
             spawned_at: AtomicPtr::new(std::ptr::null_mut()),
+            awaiting: AtomicU64::new(0),
         }
     }
 
     /// Writes the wait `generation` (a number of `next_generation`, never
-    /// used before) into the slot, whose taker alone writes it.
+    /// used before) into the slot, whose taker alone writes it. `waiter`:
+    /// the waiting task and the await site it polled the handle at.
     pub(crate) fn write(
         &self,
         generation: u64,
-        task: u64,
+        waiter: Waiter,
         target: u64,
         since_ms: u64,
         spawned_at: &'static Location<'static>,
@@ -95,7 +127,9 @@ impl JoinSlot {
         // `CLAIMED` before any field: a reader that reads a field of this
         // write then reads `CLAIMED` or the new generation, and retries.
         fence(Ordering::Release);
-        self.task.store(task, Ordering::Relaxed);
+        self.task.store(waiter.task, Ordering::Relaxed);
+        self.awaiting
+            .store(u64::from(waiter.awaiting), Ordering::Relaxed);
         self.target.store(target, Ordering::Relaxed);
         self.since_ms.store(since_ms, Ordering::Relaxed);
         self.spawned_at
@@ -103,9 +137,13 @@ impl JoinSlot {
         self.generation.store(generation, Ordering::Release);
     }
 
-    /// The waiting task, for the slot's taker (which wrote it).
-    pub(crate) fn task(&self) -> u64 {
-        self.task.load(Ordering::Relaxed)
+    /// The waiter, for the slot's taker (which wrote it).
+    pub(crate) fn waiter(&self) -> Waiter {
+        Waiter {
+            task: self.task.load(Ordering::Relaxed),
+            // Only `write` stores it, from a `u32`.
+            awaiting: self.awaiting.load(Ordering::Relaxed) as u32,
+        }
     }
 
     /// Ends the wait. Release: the next claimer's writes come after it.
@@ -123,9 +161,10 @@ impl JoinSlot {
                 self.target.load(Ordering::Relaxed),
                 self.since_ms.load(Ordering::Relaxed),
                 self.spawned_at.load(Ordering::Relaxed),
+                self.awaiting.load(Ordering::Relaxed),
             )
         });
-        let Seen::Whole(generation, (task, target, since_ms, spawned_at)) = seen else {
+        let Seen::Whole(generation, (task, target, since_ms, spawned_at, awaiting)) = seen else {
             return None;
         };
         // SAFETY: `spawned_at` only ever holds null or a
@@ -137,6 +176,8 @@ impl JoinSlot {
             target,
             since_ms,
             spawned_at,
+            // Only `write` stores it, from a `u32`.
+            awaiting: awaiting as u32,
         })
     }
 

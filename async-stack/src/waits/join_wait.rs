@@ -11,7 +11,7 @@
 
 use std::panic::Location;
 
-use crate::waits::join::JoinSlot;
+use crate::waits::join::{JoinSlot, Waiter};
 use crate::waits::resource::{Registry, next_generation, stamp};
 
 /// A recorded join wait, ended when dropped: what an awaited `JoinHandle`
@@ -23,12 +23,12 @@ pub(crate) struct JoinWait {
 }
 
 impl JoinWait {
-    /// Records that `task` waits for the tokio task `target`, spawned at
+    /// Records that `waiter` waits for the tokio task `target`, spawned at
     /// `spawned_at`; `None` if every slot is taken (the wait then goes
     /// unrecorded, as a wait outside the registry would).
     pub(crate) fn start(
         registry: &'static Registry,
-        task: u64,
+        waiter: Waiter,
         target: u64,
         spawned_at: &'static Location<'static>,
     ) -> Option<JoinWait> {
@@ -42,20 +42,26 @@ impl JoinWait {
             joins.release(index);
             return None;
         };
-        slot.write(next_generation(), task, target, stamp(task), spawned_at);
+        slot.write(
+            next_generation(),
+            waiter,
+            target,
+            stamp(waiter.task),
+            spawned_at,
+        );
         Some(JoinWait {
             registry,
             index: index as u32,
         })
     }
 
-    /// The waiting task, as recorded (in the slot, which only this wait
-    /// writes: a `JoinHandle` stays as small as before).
-    pub(crate) fn task(&self) -> u64 {
+    /// The waiter, as recorded (in the slot, which only this wait writes:
+    /// a `JoinHandle` stays as small as before).
+    pub(crate) fn waiter(&self) -> Option<Waiter> {
         self.registry
             .joins()
             .get(self.index as usize)
-            .map_or(0, JoinSlot::task)
+            .map(JoinSlot::waiter)
     }
 }
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use crate::shim::{AtomicU64, Ordering};
 use crate::waits::detect::{TaskView, detect};
+use crate::waits::join::Waiter;
 use crate::waits::join_wait::JoinWait;
 use crate::waits::resource::{
     Ask, HoldSlot, Kind, Owner, Registry, Resource, ResourceCopy, SharedPlace, WaitRecord,
@@ -270,25 +271,27 @@ fn waits_without_an_owner_keep_their_resource_alive_until_the_last_ends() {
 
 /// A join wait ends and another starts in the same slot, on another
 /// thread, while a reader copies the registry's waits: the reader sees
-/// each wait whole (its task with its own target and spawn site) or not
-/// at all, and only the second after its start.
+/// each wait whole (its task with its own `.await`, target and spawn
+/// site) or not at all, and only the second after its start.
 #[test]
 fn a_join_slot_is_only_ever_read_whole() {
     loom::model(|| {
         let reg = registry();
         let here = Location::caller();
         let there = Location::caller();
-        let first = JoinWait::start(reg, 1, 100, here).expect("a free join slot");
+        let at = |task, awaiting| Waiter { task, awaiting };
+        let first = JoinWait::start(reg, at(1, 10), 100, here).expect("a free join slot");
         let writer = loom::thread::spawn(move || {
             drop(first);
-            JoinWait::start(reg, 2, 200, there)
+            JoinWait::start(reg, at(2, 20), 200, there)
         });
         let copies = reg.copies();
         assert!(copies.len() <= 1, "one slot, one wait at a time");
         for (_, c) in copies {
-            let seen = (c.waits[0].task, c.target, c.created_at.line());
+            let w = c.waits[0];
+            let seen = (w.task, w.awaiting, c.target, c.created_at.line());
             assert!(
-                seen == (1, Some(100), here.line()) || seen == (2, Some(200), there.line()),
+                seen == (1, 10, Some(100), here.line()) || seen == (2, 20, Some(200), there.line()),
                 "{seen:?}"
             );
         }

@@ -38,7 +38,14 @@
 //!   tokio's queue) and removed when it ends: acquired, or the future
 //!   dropped (`select!`, `abort`, a timeout). Waits are kept in queue order
 //!   under the resource's lock, which also counts every change of the
-//!   resource's lists (its *version*). A resource is listed in the
+//!   resource's lists (its *version*). A `JoinHandle`'s wait also keeps
+//!   the await site its waiter's frame was at when it polled the handle
+//!   (the handle records a new wait when polled by another task or at
+//!   another `.await`): readers count it only while one of the waiter's
+//!   shown frames is suspended at that `.await`, so a handle raced in
+//!   `select!` and kept while the task went on is no wait. The double
+//!   collect below keeps that true at the instant it reports: a member is
+//!   idle and not woken between the passes, so its stack did not move. A resource is listed in the
 //!   `Registry` at its first wait, and stays listed until its *owner* (the
 //!   wrapper) is dropped, or until its last wait ends
 //!   if that comes later: the registry is locked twice in a resource's

@@ -14,6 +14,8 @@
 use std::collections::HashMap;
 use std::panic::Location;
 
+use crate::record::location::SourceLocation;
+use crate::record::site::{AwaitSite, await_site_by_id};
 use crate::waits::resource::{Ask, Kind, Registry};
 
 /// A holder of the resource a task waits for.
@@ -43,11 +45,43 @@ pub(crate) struct WaitingFor {
     pub(crate) holders: Vec<Holder>,
     /// For a `JoinHandle`: the tokio id of the awaited task.
     pub(crate) tokio_task: Option<u64>,
+    /// For a `JoinHandle`: the `.await` that polled it, if known. The wait
+    /// holds only while the task is suspended there (see
+    /// [`WaitingFor::holds_at`]).
+    pub(crate) awaiting: Option<SourceLocation>,
+}
+
+impl WaitingFor {
+    /// Whether the wait holds for a task whose frames are suspended at the
+    /// `.await`s `awaits` (file, line, column): always for a lock, and for
+    /// a `JoinHandle` polled at a known `.await` while a frame is still
+    /// suspended there (a handle raced in `select!` and kept while its
+    /// task went on is not awaited any more).
+    pub(crate) fn holds_at<'a>(
+        &self,
+        mut awaits: impl Iterator<Item = (&'a str, u32, u32)>,
+    ) -> bool {
+        match &self.awaiting {
+            None => true,
+            Some(a) => awaits.any(|at| at == (&*a.file, a.line, a.column)),
+        }
+    }
 }
 
 /// The first wait of each waiting task, by task id.
 pub(crate) fn waiting_tasks(registry: &Registry) -> HashMap<u64, WaitingFor> {
-    let mut out = HashMap::new();
+    waits_by_task(registry)
+        .into_iter()
+        .filter_map(|(task, waits)| Some((task, waits.into_iter().next()?)))
+        .collect()
+}
+
+/// The waits of each waiting task that a reader may show, by task id, in
+/// the order of the resources' keys: a reader shows the first one that
+/// holds (see [`WaitingFor::holds_at`]), so none is kept after one that
+/// always holds, nor after one at the same `.await`.
+pub(crate) fn waits_by_task(registry: &Registry) -> HashMap<u64, Vec<WaitingFor>> {
+    let mut out: HashMap<u64, Vec<WaitingFor>> = HashMap::new();
     if registry.is_empty() {
         return out;
     }
@@ -64,7 +98,20 @@ pub(crate) fn waiting_tasks(registry: &Registry) -> HashMap<u64, WaitingFor> {
             })
             .collect();
         for w in copy.waits.iter().filter(|w| w.task != 0) {
-            out.entry(w.task).or_insert_with(|| WaitingFor {
+            let awaiting = (w.awaiting != 0)
+                .then(|| await_site_by_id(w.awaiting))
+                .flatten()
+                .map(AwaitSite::location);
+            let waits = out.entry(w.task).or_default();
+            // A later wait is never shown after one that always holds, or
+            // after one at the same `.await` (a `join_all` of handles).
+            if waits
+                .iter()
+                .any(|x| x.awaiting.is_none() || x.awaiting == awaiting)
+            {
+                continue;
+            }
+            waits.push(WaitingFor {
                 kind: copy.kind,
                 created_at: copy.created_at,
                 waiting_at: w.at,
@@ -76,6 +123,7 @@ pub(crate) fn waiting_tasks(registry: &Registry) -> HashMap<u64, WaitingFor> {
                 },
                 holders: holders.clone(),
                 tokio_task: copy.target,
+                awaiting,
             });
         }
     }

@@ -74,9 +74,11 @@ pub struct WaitEdge {
     /// The waiting task's name, if it has one.
     pub waiter_name: Option<String>,
     /// Where it waits: the line of the `lock()` or `acquire()` call; for
-    /// an awaited `JoinHandle`, the `.await` the waiter's deepest traced
-    /// frame is suspended at (`None` if that frame is not at an `.await`
-    /// it recorded).
+    /// an awaited `JoinHandle`, the traced `.await` that polled it (the
+    /// line of the `select!` or `join!` it is raced or joined in), or,
+    /// polled outside any traced `.await`, the `.await` the waiter's
+    /// deepest traced frame is suspended at (`None` if that frame is not
+    /// at an `.await` it recorded).
     pub waiting_at: Option<SourceLocation>,
     /// What it waits for.
     pub resource: ResourceKind,

@@ -90,6 +90,10 @@ pub(crate) struct Wait {
     pub(crate) ask: Ask,
     pub(crate) since_ms: u64,
     pub(crate) generation: u64,
+    /// For a `JoinHandle`: the id of the await site the waiter polled the
+    /// handle at (`0`: none known, and always for a lock). The wait holds
+    /// only while the waiter is suspended there.
+    pub(crate) awaiting: u32,
 }
 
 /// A new generation: unique for the life of the process, never 0.
@@ -667,6 +671,7 @@ impl Resource {
             ask,
             since_ms: stamp(task),
             generation,
+            awaiting: 0,
         };
         let mut lists = lock(&self.lists);
         if lists.index.is_none() {
@@ -1263,6 +1268,7 @@ fn join_copy(read: JoinRead) -> ResourceCopy {
             ask: Ask::Finish,
             since_ms: read.since_ms,
             generation: read.generation,
+            awaiting: read.awaiting,
         }],
         version: 0,
         slots_seen: [SlotSeen::default(); SHARED_SLOTS],

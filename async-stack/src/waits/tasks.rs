@@ -74,13 +74,7 @@ impl TaskView for Tasks {
     /// the order a dump lists frames: the frame a dump shows the wait
     /// under).
     fn awaiting_at(&self, task: u64) -> Option<SourceLocation> {
-        let &(index, _) = self.tasks.get(&task)?;
-        let r = registry::record(index)?;
-        let mut copy = StackCopy::default();
-        let raw = r.read(index, &mut copy, crate::clock::now_ms())?;
-        if raw.id != task || !raw.stack_copied {
-            return None;
-        }
+        let copy = self.stack(task)?;
         let (_, deepest) = copy
             .frames
             .iter()
@@ -90,7 +84,23 @@ impl TaskView for Tasks {
         if deepest.innermost || !site.is_await() {
             return None;
         }
-        let a = await_site_by_id(site.id())?;
-        Some(SourceLocation::new_static(a.file(), a.line(), a.column()))
+        Some(await_site_by_id(site.id())?.location())
+    }
+
+    fn awaits_at(&self, task: u64, site: u32) -> bool {
+        let at = SiteId::at_await(site).raw();
+        self.stack(task)
+            .is_some_and(|copy| copy.frames.iter().any(|f| !f.innermost && f.site == at))
+    }
+}
+
+impl Tasks {
+    /// A copy of the live task's published stack, if it reads whole.
+    fn stack(&self, task: u64) -> Option<StackCopy> {
+        let &(index, _) = self.tasks.get(&task)?;
+        let r = registry::record(index)?;
+        let mut copy = StackCopy::default();
+        let raw = r.read(index, &mut copy, crate::clock::now_ms())?;
+        (raw.id == task && raw.stack_copied).then_some(copy)
     }
 }

@@ -7,6 +7,7 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use crate::waits::detect::{TaskView, Via, detect};
+use crate::waits::join::Waiter;
 use crate::waits::join_wait::JoinWait;
 use crate::waits::query::waiting_tasks;
 use crate::waits::resource::{
@@ -20,6 +21,8 @@ use crate::waits::resource::{
 struct View {
     busy: Vec<u64>,
     roots: HashMap<u64, Vec<u64>>,
+    /// `(task, await site)`: the task is not suspended at that `.await`.
+    away: Vec<(u64, u32)>,
 }
 
 impl TaskView for View {
@@ -31,6 +34,9 @@ impl TaskView for View {
     }
     fn name(&self, task: u64) -> Option<String> {
         Some(format!("t{task}"))
+    }
+    fn awaits_at(&self, task: u64, site: u32) -> bool {
+        !self.away.contains(&(task, site))
     }
 }
 
@@ -343,8 +349,8 @@ fn a_task_queued_twice_reaches_itself_through_the_waiter_between() {
 #[test]
 fn a_join_handle_waits_for_every_root_of_its_task() {
     let reg = registry();
-    let _w1 = JoinWait::start(reg, 1, 100, at()).expect("a free join slot");
-    let _w2 = JoinWait::start(reg, 2, 200, at()).expect("a free join slot");
+    let _w1 = JoinWait::start(reg, Waiter::of(1), 100, at()).expect("a free join slot");
+    let _w2 = JoinWait::start(reg, Waiter::of(2), 200, at()).expect("a free join slot");
     let mut view = View::default();
     view.roots.insert(100, vec![2, 5]);
     view.roots.insert(200, vec![1]);
@@ -366,6 +372,35 @@ fn a_join_handle_waits_for_every_root_of_its_task() {
     assert!(detect(reg, |_| View::default()).is_empty());
 }
 
+/// A join wait recorded at an `.await` counts only while its waiter is
+/// suspended there: once the waiter went on (a handle raced in `select!`
+/// and kept), the cycle through that wait is none. One recorded at no
+/// known `.await` always counts.
+#[test]
+fn a_join_wait_counts_only_while_its_waiter_is_at_its_await() {
+    let reg = registry();
+    let waiter = Waiter {
+        task: 1,
+        awaiting: 7,
+    };
+    let _w1 = JoinWait::start(reg, waiter, 100, at()).expect("a free join slot");
+    let _w2 = JoinWait::start(reg, Waiter::of(2), 200, at()).expect("a free join slot");
+    let mut view = View::default();
+    view.roots.insert(100, vec![2]);
+    view.roots.insert(200, vec![1]);
+    let found = detect(reg, |_| view.clone());
+    assert_eq!(pairs(&found), [vec![(1, 2), (2, 1)]]);
+    assert_eq!(found[0].edges[0].wait.awaiting, 7);
+    view.away.push((1, 7));
+    assert!(detect(reg, |_| view.clone()).is_empty());
+    // Task 2's wait has no `.await` to leave.
+    view.away = vec![(1, 8), (2, 0)];
+    assert_eq!(
+        pairs(&detect(reg, |_| view.clone())),
+        [vec![(1, 2), (2, 1)]]
+    );
+}
+
 /// Join waits sit in slots of the registry's join arena, not in listed
 /// resources: readers copy each as a `JoinHandle` resource with its one
 /// wait, in order of creation among the listed resources; its end frees
@@ -375,10 +410,10 @@ fn join_waits_read_in_order_of_creation_and_free_their_slot() {
     let reg = registry();
     assert!(reg.is_empty());
     let a = resource(reg, Kind::Mutex);
-    let j1 = JoinWait::start(reg, 7, 100, at()).expect("a free join slot");
+    let j1 = JoinWait::start(reg, Waiter::of(7), 100, at()).expect("a free join slot");
     let _wa = WaitRecord::start(&a, 8, Some(at()), Ask::Exclusive);
     let spawned_at = at();
-    let j2 = JoinWait::start(reg, 9, 200, spawned_at).expect("a free join slot");
+    let j2 = JoinWait::start(reg, Waiter::of(9), 200, spawned_at).expect("a free join slot");
     assert!(!reg.is_empty());
     assert_eq!(reg.listed().len(), 1, "join waits are not listed");
     let seen: Vec<(Kind, u64)> = reg
@@ -409,7 +444,7 @@ fn join_waits_read_in_order_of_creation_and_free_their_slot() {
         reg.copies().iter().map(|(_, c)| c.waits[0].task).collect()
     };
     assert_eq!(tasks(reg), [8, 9]);
-    let j3 = JoinWait::start(reg, 10, 300, at()).expect("a free join slot");
+    let j3 = JoinWait::start(reg, Waiter::of(10), 300, at()).expect("a free join slot");
     assert_eq!(reg.joins().len(), 2, "the freed slot was reused");
     assert_eq!(tasks(reg), [8, 9, 10]);
     drop((j2, j3));
@@ -423,8 +458,8 @@ fn join_waits_read_in_order_of_creation_and_free_their_slot() {
 fn a_join_wait_replaced_between_the_passes_is_not_reported() {
     let reg = registry();
     let spawned_at = at();
-    let w1 = std::cell::RefCell::new(JoinWait::start(reg, 1, 100, spawned_at));
-    let _w2 = JoinWait::start(reg, 2, 200, spawned_at).expect("a free join slot");
+    let w1 = std::cell::RefCell::new(JoinWait::start(reg, Waiter::of(1), 100, spawned_at));
+    let _w2 = JoinWait::start(reg, Waiter::of(2), 200, spawned_at).expect("a free join slot");
     let mut view = View::default();
     view.roots.insert(100, vec![2]);
     view.roots.insert(200, vec![1]);
@@ -434,7 +469,7 @@ fn a_join_wait_replaced_between_the_passes_is_not_reported() {
         if passes.get() == 2 {
             let mut w1 = w1.borrow_mut();
             *w1 = None;
-            *w1 = JoinWait::start(reg, 1, 100, spawned_at);
+            *w1 = JoinWait::start(reg, Waiter::of(1), 100, spawned_at);
             assert!(w1.is_some());
         }
         view.clone()
@@ -455,13 +490,13 @@ fn a_join_wait_past_the_last_slot_goes_unrecorded() {
     let reg = registry();
     let capacity = reg.joins().capacity;
     let waits: Vec<JoinWait> = (0..capacity as u64)
-        .map(|t| JoinWait::start(reg, t + 1, 1, at()).expect("a free join slot"))
+        .map(|t| JoinWait::start(reg, Waiter::of(t + 1), 1, at()).expect("a free join slot"))
         .collect();
-    assert!(JoinWait::start(reg, 0, 1, at()).is_none());
+    assert!(JoinWait::start(reg, Waiter::of(0), 1, at()).is_none());
     assert_eq!(reg.copies().len(), capacity);
     drop(waits);
     assert!(reg.copies().is_empty());
-    assert!(JoinWait::start(reg, 1, 1, at()).is_some());
+    assert!(JoinWait::start(reg, Waiter::of(1), 1, at()).is_some());
     assert_eq!(reg.joins().len(), capacity, "no slot past the capacity");
 }
 
@@ -801,10 +836,10 @@ fn a_thread_gives_its_spare_join_slot_back_when_it_ends() {
     let reg = registry();
     for _ in 0..3 {
         std::thread::spawn(move || {
-            let w = JoinWait::start(reg, 1, 100, at()).expect("a free join slot");
+            let w = JoinWait::start(reg, Waiter::of(1), 100, at()).expect("a free join slot");
             drop(w);
             // Kept as this thread's spare, and taken again.
-            let w = JoinWait::start(reg, 1, 100, at()).expect("a free join slot");
+            let w = JoinWait::start(reg, Waiter::of(1), 100, at()).expect("a free join slot");
             drop(w);
         })
         .join()

@@ -50,7 +50,10 @@
 //!   `permit` each hold one of a `Semaphore`'s two permits, and
 //!   `acquirer` waits for one; `starved` waits for a `Semaphore` of no
 //!   permits; `joiner` awaits the `JoinHandle` of `awaited`, which never
-//!   ends. It writes `task-ids.txt` and `tokio-ids.txt` (each label with
+//!   ends; `racer` polled the handle of `raced` (which never ends) in a
+//!   `select!` that another branch won, kept it, and parked elsewhere;
+//!   `selector` waits in a `select!` for the handle of `selected` (which
+//!   never ends) or for `waits_never`, a traced fn. It writes `task-ids.txt` and `tokio-ids.txt` (each label with
 //!   its async-stack and tokio task ids) and `dump.txt`, then stops on
 //!   the main thread, outside any poll.
 //! - `waits-len`, `waits-torn`: as `waits`, then, after writing the dump,
@@ -357,6 +360,47 @@ async fn waits_joiner(awaited: async_stack::tokio::JoinHandle<()>) {
     let _ = awaited.await; // joiner waits
 }
 
+#[traced_async]
+async fn waits_raced() {
+    parked("raced");
+    std::future::pending::<()>().await; // raced parks
+}
+
+/// Polls `raced`'s handle in a `select!` that another branch wins at
+/// once, keeps it, and parks elsewhere: it waits for nothing.
+#[traced_async]
+async fn waits_racer(mut raced: async_stack::tokio::JoinHandle<()>) {
+    tokio::select! {
+        biased;
+        _ = &mut raced => {}
+        () = std::future::ready(()) => {}
+    }
+    parked("racer");
+    std::future::pending::<()>().await; // racer parks
+}
+
+#[traced_async]
+async fn waits_selected() {
+    parked("selected");
+    std::future::pending::<()>().await; // selected parks
+}
+
+#[traced_async]
+async fn waits_never() {
+    std::future::pending::<()>().await; // never parks
+}
+
+/// Waits for `selected`'s end, or for a traced fn that never ends, in
+/// one `select!`.
+#[traced_async]
+async fn waits_selector(mut selected: async_stack::tokio::JoinHandle<()>) {
+    parked("selector");
+    tokio::select! { // selector waits
+        _ = &mut selected => {}
+        () = waits_never() => {}
+    }
+}
+
 /// Notes `handle`'s tokio id as `label`'s, then yields until its task
 /// parked (the tasks of `ids` park one after the other).
 async fn parked_task(
@@ -407,6 +451,14 @@ fn waits_mode(mode: &str) {
         parked_task(&mut ids, "awaited", &awaited).await;
         let h = spawn_named("joiner", waits_joiner(awaited));
         parked_task(&mut ids, "joiner", &h).await;
+        let raced = spawn_named("raced", waits_raced()); // racer races
+        parked_task(&mut ids, "raced", &raced).await;
+        let h = spawn_named("racer", waits_racer(raced));
+        parked_task(&mut ids, "racer", &h).await;
+        let selected = spawn_named("selected", waits_selected()); // selector selects
+        parked_task(&mut ids, "selected", &selected).await;
+        let h = spawn_named("selector", waits_selector(selected));
+        parked_task(&mut ids, "selector", &h).await;
         (outside, ids)
     });
     write(

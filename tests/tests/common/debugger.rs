@@ -1065,6 +1065,26 @@ fn waits_entries(
         spawned("locker"),
     ]
     .join("\n");
+    let selector = [
+        header("selector"),
+        "    debuggee::waits_never [async]".to_owned(),
+        format!(
+            "        awaiting at {}",
+            at("await; // never parks", "await")
+        ),
+        "  debuggee::waits_selector [async]".to_owned(),
+        format!(
+            "      awaiting at {}",
+            at("tokio::select! { // selector waits", "select")
+        ),
+        format!(
+            "      waiting for JoinHandle of tokio task {} spawned at {}, for <T>",
+            tokio["selected"],
+            at("spawn_named(\"selected\"", "spawn_named"),
+        ),
+        spawned("selector"),
+    ]
+    .join("\n");
     BTreeMap::from([
         (
             "holder",
@@ -1146,6 +1166,27 @@ fn waits_entries(
                 )),
             ),
         ),
+        (
+            "raced",
+            one("raced", "waits_raced", "await; // raced parks", None),
+        ),
+        // Its handle of `raced` waits no more: it went on to park.
+        (
+            "racer",
+            one("racer", "waits_racer", "await; // racer parks", None),
+        ),
+        (
+            "selected",
+            one(
+                "selected",
+                "waits_selected",
+                "await; // selected parks",
+                None,
+            ),
+        ),
+        // The wait under the frame at the `select!` that polls the handle,
+        // not under the deeper frame of its other branch.
+        ("selector", selector),
     ])
 }
 
@@ -1184,11 +1225,12 @@ pub fn check_waits(tool: Tool) {
         let table = run.section("TASKS");
         assert_eq!(task_rows(&table).len(), want.len(), "{what}:\n{table}");
         assert!(!table.contains("waiting for"), "{what}:\n{table}");
-        // Six tasks wait (`locker`, `writer`, `queued`, `acquirer`,
-        // `starved`, `joiner`), each for a task free to go on.
+        // Seven tasks wait (`locker`, `writer`, `queued`, `acquirer`,
+        // `starved`, `joiner`, `selector`), each for a task free to go on;
+        // `racer` does not.
         assert_eq!(
             run.section("DEADLOCKS"),
-            "no deadlock among 6 waiting tasks",
+            "no deadlock among 7 waiting tasks",
             "{what}: async-deadlocks:\n{run}"
         );
     }
@@ -1369,12 +1411,14 @@ pub fn check_waits_corruption(tool: Tool) {
     let tokio = labelled_ids(&files["tokio-ids.txt"]);
     for (label, want) in waits_entries(&task, &tokio) {
         // The lines of the untouched stop, without the wait, and a note
-        // for the five resources with waits.
+        // for the seven resources with waits (four locks, three join
+        // waits: `racer`'s too, which a reader can tell from no other
+        // until it reads it).
         let mut lines: Vec<&str> = want
             .lines()
             .filter(|l| !l.trim_start().starts_with("waiting for "))
             .collect();
-        let note = "  (5 resources with waits caught in the middle of a change; \
+        let note = "  (7 resources with waits caught in the middle of a change; \
                     their waits not shown)";
         lines.insert(lines.len() - 1, note);
         let got = run.section(&format!("TASK-{label}"));
@@ -1385,11 +1429,11 @@ pub fn check_waits_corruption(tool: Tool) {
             task[label]
         );
     }
-    // No wait read, and the five resources named as skipped.
+    // No wait read, and the seven resources named as skipped.
     assert_eq!(
         run.section("DEADLOCKS"),
         "no deadlock among 0 waiting tasks\n\
-         (5 resources with waits caught in the middle of a change; their waits not shown)",
+         (7 resources with waits caught in the middle of a change; their waits not shown)",
         "async-deadlocks:\n{run}"
     );
 

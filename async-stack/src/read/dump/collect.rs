@@ -25,7 +25,7 @@ use crate::task::stack::{CopiedFrame, StackCopy};
 use crate::task::tokio_task::TokioTask;
 use crate::waits::query::WaitingFor;
 #[cfg(not(async_stack_loom))]
-use crate::waits::{query::waiting_tasks, resource::Registry};
+use crate::waits::{query::waits_by_task, resource::Registry};
 
 /// Reads task records into the dump model, reusing from record to record
 /// one clock reading, one stack copy, and one snapshot of the site tables.
@@ -187,7 +187,7 @@ fn dump_frame(f: &CopiedFrame, sites: &Sites) -> DumpFrame {
         depth: f.depth,
         function: function_of(call),
         defined_at: call.map(|c| SourceLocation::new_static(c.file(), c.line(), c.column())),
-        awaiting_at: awaiting.map(|a| SourceLocation::new_static(a.file(), a.line(), a.column())),
+        awaiting_at: awaiting.map(AwaitSite::location),
         running: f.running,
     }
 }
@@ -364,7 +364,7 @@ pub(super) fn for_each_entry(
 /// What the waiting roots wait for, read once per dump (see
 /// [`crate::waits`]): nothing to read while nobody waits.
 struct Waits {
-    waiting: HashMap<u64, WaitingFor>,
+    waiting: HashMap<u64, Vec<WaitingFor>>,
     now_ms: u64,
 }
 
@@ -372,7 +372,7 @@ impl Waits {
     fn now() -> Self {
         // Under loom the waits-for graph has only its models.
         #[cfg(not(async_stack_loom))]
-        let waiting = waiting_tasks(Registry::global());
+        let waiting = waits_by_task(Registry::global());
         #[cfg(async_stack_loom)]
         let waiting = HashMap::new();
         Waits {
@@ -387,15 +387,30 @@ impl Waits {
             return;
         }
         let since = |ms: u64| self.now_ms.saturating_sub(ms);
-        for id in &t.branches {
-            let Some(w) = self.waiting.get(id) else {
+        for &id in &t.branches {
+            let Some(waits) = self.waiting.get(&id) else {
+                continue;
+            };
+            // The first wait that holds: a `JoinHandle` only while the
+            // root is suspended at the `.await` that polled it.
+            let frames = &t.frames[t.frames_of(id)];
+            let awaits = || {
+                frames.iter().filter_map(|f| {
+                    let at = f.awaiting_at.as_ref()?;
+                    Some((&*at.file, at.line, at.column))
+                })
+            };
+            let Some(w) = waits.iter().find(|w| w.holds_at(awaits())) else {
                 continue;
             };
             t.waits.push(ResourceWait {
-                task: *id,
+                task: id,
                 resource: w.kind.into(),
                 created_at: SourceLocation::of(w.created_at),
-                waiting_at: w.waiting_at.map(SourceLocation::of),
+                waiting_at: w
+                    .waiting_at
+                    .map(SourceLocation::of)
+                    .or_else(|| w.awaiting.clone()),
                 waiting_ms: since(w.since_ms),
                 holders: w
                     .holders
@@ -411,8 +426,9 @@ impl Waits {
                 tokio_task: w.tokio_task,
             });
         }
-        // A wait without a line of its own is at the `.await` of the frame
-        // it shows under.
+        // A wait without a line of its own (a `JoinHandle` polled outside
+        // a traced `.await`) is at the `.await` of the frame it shows
+        // under.
         let lines: Vec<(usize, Option<SourceLocation>)> = t
             .wait_frames()
             .iter()

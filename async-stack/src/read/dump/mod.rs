@@ -223,7 +223,10 @@ pub struct ResourceWait {
     /// Where the resource was created (for a `JoinHandle`, where its task
     /// was spawned).
     pub created_at: SourceLocation,
-    /// The `lock()`, `acquire()` or `JoinHandle` call it waits at.
+    /// The `lock()` or `acquire()` call it waits at; for a `JoinHandle`,
+    /// the traced `.await` that polled it, which the root is suspended at
+    /// (a handle raced in `select!` and kept while the root went on is no
+    /// wait), or the `.await` of the frame the wait shows under.
     pub waiting_at: Option<SourceLocation>,
     /// How long it has waited, in milliseconds (coarse clock).
     pub waiting_ms: u64,
@@ -265,28 +268,35 @@ impl TaskInfo {
         self.polls == 0 && self.frames.is_empty() && !self.stack_unavailable
     }
 
+    /// The frames of the root `branch` (one of `branches`): its range of
+    /// `frames` when every root has frames, else all of them.
+    pub(crate) fn frames_of(&self, branch: u64) -> std::ops::Range<usize> {
+        let starts = || (0..self.frames.len()).filter(|&i| self.frames[i].depth == 0);
+        let whole = 0..self.frames.len();
+        if starts().count() != self.branches.len() {
+            return whole;
+        }
+        match self.branches.iter().position(|&b| b == branch) {
+            Some(k) => {
+                let mut from = starts().skip(k);
+                let start = from.next().unwrap_or(self.frames.len());
+                start..from.next().unwrap_or(self.frames.len())
+            }
+            None => whole,
+        }
+    }
+
     /// The frame under which each of the task's waits shows (an index
-    /// into `frames`): in the wait's root (the branch of `branches` it
-    /// names, when every root has frames), the deepest frame awaiting at
-    /// the wait's line, else the deepest frame; `None` when the root shows
-    /// no frame. Text dumps place wait lines there, and a wait with no
-    /// line of its own (an awaited `JoinHandle`) takes that frame's
-    /// `.await` as its `waiting_at`.
+    /// into `frames`): in the wait's root (see [`TaskInfo::frames_of`]),
+    /// the deepest frame awaiting at the wait's line, else the deepest
+    /// frame; `None` when the root shows no frame. Text dumps place wait
+    /// lines there.
     pub(crate) fn wait_frames(&self) -> Vec<(Option<usize>, &ResourceWait)> {
         let frames = &self.frames;
-        let starts: Vec<usize> = (0..frames.len())
-            .filter(|&i| frames[i].depth == 0)
-            .collect();
-        let whole = 0..frames.len();
         self.waits
             .iter()
             .map(|w| {
-                let range = match self.branches.iter().position(|&b| b == w.task) {
-                    Some(k) if starts.len() == self.branches.len() => {
-                        starts[k]..starts.get(k + 1).copied().unwrap_or(frames.len())
-                    }
-                    _ => whole.clone(),
-                };
+                let range = self.frames_of(w.task);
                 let same_line = |i: &usize| {
                     let f = &frames[*i];
                     matches!((&f.awaiting_at, &w.waiting_at), (Some(a), Some(b)) if a.file == b.file && a.line == b.line)

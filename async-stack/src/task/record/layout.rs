@@ -7,6 +7,7 @@ use std::cell::UnsafeCell;
 use crate::record::current::{self, Active, OpaqueRecord};
 use crate::record::frame::AsyncStackFrame;
 use crate::shim::{AtomicPtr, AtomicU32, AtomicU64, Ordering, fence};
+use crate::task::place;
 use crate::task::stack::words::{INLINE_SLOTS, foreign};
 
 /// The packed `state` word.
@@ -414,6 +415,31 @@ pub fn current_task_id() -> Option<u64> {
     current::with(|a| TaskRecord::running(a).map(|r| r.id.load(Ordering::Relaxed)))
         .flatten()
         .filter(|&id| id != 0)
+}
+
+/// The id of the task whose poll is running on this thread (`0`: none),
+/// and the id of the await site its current frame is at (`0`: none, the
+/// frame runs between two `.await`s, or it has no slot in the task's
+/// published stack, so readers could not see it there): where a future
+/// polled now is awaited, for a wait that lasts only while its waiter
+/// stays there.
+// Its caller is the `JoinHandle` of feature `tokio`.
+#[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+pub(crate) fn current_task_and_await() -> (u64, u32) {
+    current::with(|a| {
+        let Some(r) = TaskRecord::running(a) else {
+            return (0, 0);
+        };
+        let task = r.id.load(Ordering::Relaxed);
+        // SAFETY: per the invariant of `current`, a non-null frame is one
+        // whose poll is on this thread's stack, hence alive.
+        let site = unsafe { a.frame().as_ref() }
+            .filter(|f| place::own(f.place.load(Ordering::Relaxed)) != current::NO_SLOT)
+            .and_then(AsyncStackFrame::await_site)
+            .map_or(0, |s| s.id());
+        (task, site)
+    })
+    .unwrap_or((0, 0))
 }
 
 #[cfg(all(test, not(async_stack_loom)))]
