@@ -63,6 +63,13 @@ fn expected(
     )
 }
 
+/// The edges of a deadlock of two, in the order a report lists them:
+/// from the smaller task id.
+fn from_smallest(mut edges: [Seen; 2]) -> Vec<Seen> {
+    edges.sort_by_key(|e| e.0);
+    edges.to_vec()
+}
+
 /// What an edge says, in a form to compare.
 fn edge(e: &WaitEdge) -> Seen {
     assert_eq!(e.created_at.file, file!());
@@ -120,12 +127,7 @@ fn a_lock_order_inversion_names_both_tasks_and_all_four_lines() {
         // a holds m1 and waits for m2; b holds m2 and waits for m1.
         let a_edge = expected(a, "SECOND_LOCK", K::Mutex, "M2", b, "FIRST_LOCK", "");
         let b_edge = expected(b, "SECOND_LOCK", K::Mutex, "M1", a, "FIRST_LOCK", "");
-        let want = if a < b {
-            vec![a_edge, b_edge]
-        } else {
-            vec![b_edge, a_edge]
-        };
-        assert_eq!(got, want);
+        assert_eq!(got, from_smallest([a_edge, b_edge]));
         let names: Vec<_> = d.edges.iter().map(|e| e.waiter_name.clone()).collect();
         let want_names = if a < b { ["a", "b"] } else { ["b", "a"] };
         assert_eq!(names, want_names.map(|n| Some(n.to_owned())));
@@ -261,12 +263,7 @@ fn two_tasks_awaiting_each_others_handles() {
         // The line of each handle's `.await`, from the waiter's frame.
         let a_edge = expected(a, "AWAIT_HANDLE", K::JoinHandle, "SPAWN_B", b, "", "");
         let b_edge = expected(b, "AWAIT_HANDLE", K::JoinHandle, "SPAWN_A", a, "", "");
-        let want = if a < b {
-            vec![a_edge, b_edge]
-        } else {
-            vec![b_edge, a_edge]
-        };
-        assert_eq!(got, want);
+        assert_eq!(got, from_smallest([a_edge, b_edge]));
         let spawn_b = line_of("SPAWN_B");
         let text = d.to_string();
         let want = format!("for the end of task {b}, spawned at {}:{spawn_b}:", file!());
@@ -475,12 +472,7 @@ fn a_handle_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         let a_edge = expected(a, "AWAIT_KEPT", K::JoinHandle, "SPAWN_KEPT", b, "", "");
         let b_edge = expected(b, "LOCK_WHEN_TOLD", K::Mutex, "M_KEPT", a, "HOLD_KEPT", "");
-        let want = if a < b {
-            vec![a_edge, b_edge]
-        } else {
-            vec![b_edge, a_edge]
-        };
-        assert_eq!(got, want);
+        assert_eq!(got, from_smallest([a_edge, b_edge]));
         ha.abort();
         assert!(ha.await.unwrap_err().is_cancelled());
     });
@@ -530,12 +522,7 @@ fn a_handle_awaited_in_select_beside_a_traced_branch_waits_at_the_select() {
         let got: Vec<_> = d.edges.iter().map(edge).collect();
         let a_edge = expected(a, "SELECT", K::JoinHandle, "SPAWN_TOLD", b, "", "");
         let b_edge = expected(b, "LOCK_WHEN_TOLD", K::Mutex, "M_SELECT", a, "HOLD", "");
-        let want = if a < b {
-            vec![a_edge, b_edge]
-        } else {
-            vec![b_edge, a_edge]
-        };
-        assert_eq!(got, want);
+        assert_eq!(got, from_smallest([a_edge, b_edge]));
 
         // The dump shows the wait at that line, under the frame at it.
         let dump = async_stack::dump();
