@@ -255,8 +255,14 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
             // A `JoinHandle` wait whose waiter left the `.await` that
             // polled it is no wait (the pass-2 check that the waiter is
             // idle and not woken keeps this true at the instant between
-            // the passes).
-            if w.task == 0 || (w.awaiting != 0 && !view.awaits_at(w.task, w.awaiting)) {
+            // the passes). A waiter that is not idle is free whatever it
+            // waits for: its stack is not read.
+            let left = |w: &Wait| {
+                w.awaiting != 0
+                    && view.idle(w.task).is_some()
+                    && !view.awaits_at(w.task, w.awaiting)
+            };
+            if w.task == 0 || left(w) {
                 continue;
             }
             let out = edges.entry(w.task).or_default();
