@@ -109,6 +109,7 @@ LAYOUT_FIELDS = (
     "hold_slot_since",
     "hold_size", "hold_task", "hold_at", "hold_since",
     "wait_size", "wait_task", "wait_at", "wait_since", "wait_generation",
+    "wait_awaiting",
     "kind_mutex", "kind_rwlock", "kind_semaphore", "kind_join_handle",
     "resource_shared", "shared_slots", "shared_slot_size", "shared_slot_hold",
     "hold_slot_claimed",
@@ -177,10 +178,11 @@ Task = collections.namedtuple(
 #: the resource's kind (`Mutex`, `RwLock`, `Semaphore`, `JoinHandle`), its
 #: creation :class:`Location` (a `JoinHandle`'s spawn site), the acquire
 #: call's (None for a `JoinHandle`), how long it has waited, its
-#: :class:`Holder` list (exclusive first), and for a `JoinHandle` the
-#: awaited tokio task's id (else None) and the :class:`Location` of the
-#: `.await` that polled it (None if not known): the wait holds only while
-#: one of the root's frames is suspended there (:meth:`Wait.holds_at`).
+#: :class:`Holder` list (exclusive first), for a `JoinHandle` the awaited
+#: tokio task's id (else None), and the :class:`Location` of the `.await`
+#: that polled the acquire future or the handle (None if not known): the
+#: wait holds only while one of the root's frames is suspended there
+#: (:meth:`Wait.holds_at`).
 class Wait(collections.namedtuple(
         "Wait",
         "task kind created_at waiting_at waiting_ms holders tokio_task "
@@ -189,9 +191,9 @@ class Wait(collections.namedtuple(
 
     def holds_at(self, frames):
         """Whether the wait holds for a root whose shown frames are
-        ``frames`` (`WaitingFor::holds_at`): always for a lock, and for a
-        `JoinHandle` polled at a known `.await` while a frame is still
-        suspended there."""
+        ``frames`` (`WaitingFor::holds_at`): one polled at a known `.await`
+        while a frame is still suspended there, and one polled at no known
+        `.await` always."""
         return self.awaiting is None or any(
             f.awaiting_at == self.awaiting for f in frames)
 
@@ -202,8 +204,8 @@ Holder = collections.namedtuple("Holder", "task acquired_at held_ms")
 #: A resource with waits as read: its key (creation order), kind, creation
 #: site, tokio task (0: none), holders ``(task, at, since)`` (exclusive
 #: first) and waits ``(task, at, since, generation, awaiting)`` in queue
-#: order (``awaiting``: for a join wait, the id of the await site that
-#: polled the handle, else 0). A join wait (an awaited `JoinHandle`) reads
+#: order (``awaiting``: the id of the await site that polled the acquire
+#: future or the handle, 0 if none is known). A join wait (an awaited `JoinHandle`) reads
 #: as one of kind `JoinHandle`, without holders, with its one wait
 #: (:meth:`Reader.joins`).
 Resource = collections.namedtuple(
@@ -859,9 +861,11 @@ class Reader:
                     m.u64(slot + l.hold_slot_since, what)))
         holders += self._list(address, "holds", l.hold_size,
                               (l.hold_task, l.hold_at, l.hold_since), what)
-        waits = [w + (0,) for w in self._list(
+        # `awaiting` is a `u32`: the word read there holds 4 more bytes.
+        waits = [w[:4] + (w[4] & 0xFFFFFFFF,) for w in self._list(
             address, "waits", l.wait_size,
-            (l.wait_task, l.wait_at, l.wait_since, l.wait_generation), what)]
+            (l.wait_task, l.wait_at, l.wait_since, l.wait_generation,
+             l.wait_awaiting), what)]
         return Resource(
             m.u64(address + l.resource_key, what), kinds[kind],
             self.location(m.u64(address + l.resource_created_at, what), what),
@@ -989,9 +993,10 @@ class Reader:
         awaited tokio task; a name is the task's own (not its root's); a
         wait without a call site of its own (an awaited `JoinHandle`)
         takes the `.await` that polled it, or when that is not known the
-        `.await` of the waiter's deepest shown frame; a `JoinHandle` wait
-        polled at a known `.await` holds only while one of the waiter's
-        shown frames is suspended there (`TaskView::awaits_at`)."""
+        `.await` of the waiter's deepest shown frame; a wait polled at a
+        known `.await` holds only while one of the waiter's shown frames is
+        suspended there (`TaskView::awaits_at`), though a lock's still
+        queues the waiters behind it."""
         raws = {}
         for index, record in self.records():
             raw = self._raw_task(index, record)
@@ -1024,13 +1029,14 @@ class Reader:
                        for _, site, _, innermost in copied)
 
         l = self.layout
-        resources = [r._replace(waits=[w for w in r.waits if holds(w)])
-                     for r in self.resources()]
+        resources = self.resources()
         found = find_deadlocks(resources, idle,
-                               lambda tokio_id: sorted(roots.get(tokio_id, [])))
+                               lambda tokio_id: sorted(roots.get(tokio_id, [])),
+                               lambda w: not idle(w[0]) or holds(w))
         reports = [format_deadlock(edges, lambda t: self._name(raws[t]),
                                    awaiting_at) for edges in found]
-        waiting = {w[0] for r in resources for w in r.waits if w[0]}
+        waiting = {w[0] for r in resources for w in r.waits
+                   if w[0] and holds(w)}
         return reports, len(waiting)
 
 
@@ -1052,7 +1058,7 @@ _RANK = {"holds": 0, "queued": 1, "task": 2}
 HOLDERS_NAMED_BEHIND = 8
 
 
-def find_deadlocks(resources, idle, roots_of):
+def find_deadlocks(resources, idle, roots_of, holds=lambda wait: True):
     """The deadlocks among the waits of ``resources`` (in key order), as
     `waits::detect` finds them (a port: the same rules, the same order),
     each a list of :class:`Edge` in report order.
@@ -1067,13 +1073,15 @@ def find_deadlocks(resources, idle, roots_of):
     task with a free blocker, until none is left; the strongly connected
     components of what is left that no edge leaves are the deadlocks, in
     the order Tarjan's algorithm completes them (from the smallest id),
-    each ordered by :func:`cycle_first`. Raises past :data:`MAX_EDGES`
-    edges."""
+    each ordered by :func:`cycle_first`. A wait for which ``holds(wait)``
+    is false (its waiter left the `.await` that polled it) has no edges of
+    its own, but still queues the waiters behind it. Raises past
+    :data:`MAX_EDGES` edges."""
     edges, count = {}, 0
     for r in resources:
         for k, wait in enumerate(r.waits):
             task = wait[0]
-            if task == 0:
+            if task == 0 or not holds(wait):
                 continue
             out = edges.setdefault(task, [])
             before = len(out)

@@ -15,12 +15,11 @@ use std::task::{Context, Poll};
 
 pub use ::tokio::task::{AbortHandle, Id, JoinError};
 
-use crate::task::record::layout::current_task_and_await;
 use crate::task::spawned;
 use crate::task::tokio_task::id_number;
-use crate::waits::join::Waiter;
 use crate::waits::join_wait::JoinWait;
 use crate::waits::resource::Registry;
+use crate::waits::waiter::Waiter;
 
 /// An owned permission to await a spawned task: tokio's `JoinHandle`,
 /// whose `.await` is recorded as a wait for the spawned task (its traced
@@ -150,7 +149,7 @@ impl<T> JoinHandle<T> {
     /// out of line, so that each `JoinHandle<T>`'s poll stays small.
     #[inline(never)]
     fn start_wait(&mut self) {
-        self.start_wait_by(waiter());
+        self.start_wait_by(Waiter::now());
     }
 
     fn start_wait_by(&mut self, waiter: Waiter) {
@@ -166,18 +165,11 @@ impl<T> JoinHandle<T> {
     /// elsewhere).
     #[inline(never)]
     fn follow(&mut self) {
-        let now = waiter();
+        let now = Waiter::now();
         if self.wait.as_ref().is_some_and(|w| w.waiter() != Some(now)) {
             self.start_wait_by(now);
         }
     }
-}
-
-/// Who polls a handle now: the running task and the `.await` its current
-/// frame is at.
-fn waiter() -> Waiter {
-    let (task, awaiting) = current_task_and_await();
-    Waiter { task, awaiting }
 }
 
 impl<T> Future for JoinHandle<T> {

@@ -551,3 +551,95 @@ fn a_handle_awaited_in_select_beside_a_traced_branch_waits_at_the_select() {
         assert!(ha.await.unwrap_err().is_cancelled());
     });
 }
+
+/// Holds `mine`, then waits for `theirs` once told to.
+#[traced_async]
+async fn hold_then_lock(
+    mine: Arc<Mutex<u8>>,
+    theirs: Arc<Mutex<u8>>,
+    ready: oneshot::Sender<u64>,
+    go: oneshot::Receiver<()>,
+) {
+    let _mine = mine.lock().await; // HOLD_THEN
+    ready.send(task_id()).unwrap();
+    go.await.unwrap();
+    let _theirs = theirs.lock().await; // THEN_LOCK
+}
+
+/// Holds `mine`, races an acquire of `theirs` against a branch that is
+/// ready at once (the acquire is polled first, and queues), keeps the
+/// acquire, waits for `release`, then awaits the acquire for good.
+#[traced_async]
+async fn race_lock_and_keep(
+    mine: Arc<Mutex<u8>>,
+    theirs: Arc<Mutex<u8>>,
+    ready: oneshot::Sender<u64>,
+    release: oneshot::Receiver<()>,
+) {
+    let _mine = mine.lock().await; // HOLD_RACER
+    ready.send(task_id()).unwrap();
+    let mut acquire = std::pin::pin!(theirs.lock()); // RACED_LOCK
+    tokio::select! {
+        biased;
+        _ = &mut acquire => unreachable!("its lock is held"),
+        () = std::future::ready(()) => {}
+    }
+    release.await.unwrap(); // LOCK_RELEASE
+    let _theirs = acquire.await; // LOCK_KEPT
+}
+
+#[test]
+fn an_acquire_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
+    rt().block_on(async {
+        let m1 = Arc::new(Mutex::new(0)); // RACE_M1
+        let m2 = Arc::new(Mutex::new(0)); // RACE_M2
+        let (ready_b, b) = oneshot::channel();
+        let (go_b, told) = oneshot::channel();
+        let _hb = spawn_named("b", hold_then_lock(m2.clone(), m1.clone(), ready_b, told));
+        let b = b.await.unwrap();
+        let (ready_a, a) = oneshot::channel();
+        let (release, released) = oneshot::channel();
+        let ha = spawn_named(
+            "a",
+            race_lock_and_keep(m1.clone(), m2.clone(), ready_a, released),
+        );
+        let a = a.await.unwrap();
+        go_b.send(()).unwrap();
+        until("b waits for a's lock", || {
+            async_stack::dump()
+                .task(b)
+                .is_some_and(|t| t.waits.len() == 1)
+        })
+        .await;
+        until("a waits at LOCK_RELEASE", || awaits_at(a, "LOCK_RELEASE")).await;
+
+        // a's acquire is still queued for b's lock, but a waits for this
+        // test: no deadlock, and the dump shows a waiting for nothing.
+        let dump = async_stack::dump();
+        let task_a = dump.task(a).expect("a is live");
+        assert!(task_a.waits.is_empty(), "{task_a}");
+        assert_eq!(dump.task(b).expect("b is live").waits[0].holders[0].task, a);
+        for _ in 0..10 {
+            let found = async_stack::deadlocks();
+            assert!(
+                found
+                    .iter()
+                    .all(|d| !d.tasks().contains(&a) && !d.tasks().contains(&b)),
+                "{found:?}"
+            );
+            tokio::task::yield_now().await;
+        }
+
+        // Awaited again, the acquire waits there: a real deadlock now.
+        release.send(()).unwrap();
+        let d = deadlock_of(&[a, b]).await;
+        let got: Vec<_> = d.edges.iter().map(edge).collect();
+        let a_edge = expected(a, "RACED_LOCK", K::Mutex, "RACE_M2", b, "HOLD_THEN", "");
+        let b_edge = expected(b, "THEN_LOCK", K::Mutex, "RACE_M1", a, "HOLD_RACER", "");
+        assert_eq!(got, from_smallest([a_edge, b_edge]));
+        let task_a = async_stack::dump().task(a).expect("a is live").clone();
+        assert_eq!(task_a.waits.len(), 1, "{task_a}");
+        ha.abort();
+        assert!(ha.await.unwrap_err().is_cancelled());
+    });
+}

@@ -163,14 +163,16 @@ pub struct Layout {
     pub hold_task: u64,
     pub hold_at: u64,
     pub hold_since: u64,
-    // A wait, an element of the `waits` list (`at`: null for none), and
-    // its generation (unique, in the order waits started), which orders a
-    // task's waits in a deadlock report
+    // A wait, an element of the `waits` list (`at`: null for none), its
+    // generation (unique, in the order waits started), which orders a
+    // task's waits in a deadlock report, and the id of the await site
+    // its waiter polled the acquire at (a `u32`; `0`: none known)
     pub wait_size: u64,
     pub wait_task: u64,
     pub wait_at: u64,
     pub wait_since: u64,
     pub wait_generation: u64,
+    pub wait_awaiting: u64,
     // The values of `resource_kind`
     pub kind_mutex: u64,
     pub kind_rwlock: u64,
@@ -324,6 +326,7 @@ pub(super) const LAYOUT: Layout = Layout {
     wait_at: o(offset_of!(Wait, at)),
     wait_since: o(offset_of!(Wait, since_ms)),
     wait_generation: o(offset_of!(Wait, generation)),
+    wait_awaiting: o(offset_of!(Wait, awaiting)),
     kind_mutex: Kind::Mutex as u64,
     kind_rwlock: Kind::RwLock as u64,
     kind_semaphore: Kind::Semaphore as u64,

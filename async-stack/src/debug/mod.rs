@@ -131,8 +131,10 @@
 //!   `holds_len` holds of `hold_size` bytes at `holds`. The waits, in queue order, are an array of `waits_len`
 //!   waits of `wait_size` bytes at `waits`: the waiting task, the
 //!   `Location` of the acquire call (`at`, `0` for a `JoinHandle`),
-//!   since when, and its `generation` (unique; later waits have larger
-//!   ones). Times are ms on the clock of `clock_monotonic`. The
+//!   since when, its `generation` (unique; later waits have larger
+//!   ones), and the id of the await site the acquire future was polled
+//!   at (`awaiting`, a `u32`; see the join waits below for what it
+//!   means). Times are ms on the clock of `clock_monotonic`. The
 //!   lists' `version` is odd while the process was changing them: their
 //!   pointers and lengths are then not to be read. A task waits for the
 //!   first wait of its id met in key order that holds (see the join
@@ -262,11 +264,12 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// scripts place async frames among native frames without debug info as
 /// the walker does.
 ///
-/// Version 11: the layout part gains `join_slot_awaiting` after
-/// `join_slot_spawned_at` (the address part moves by one word): the
-/// `.await` at which a `JoinHandle` was polled, so that the scripts, like
-/// the process, drop a join wait whose waiter is no longer suspended
-/// there.
+/// Version 11: the layout part gains `wait_awaiting` after
+/// `wait_generation` (every later field moves by one word) and
+/// `join_slot_awaiting` after `join_slot_spawned_at` (the address part
+/// moves by two words): the `.await` at which an acquire future or a
+/// `JoinHandle` was polled, so that the scripts, like the process, drop
+/// a wait whose waiter is no longer suspended there.
 pub const VERSION: u64 = 11;
 
 /// The descriptor. See the module docs.

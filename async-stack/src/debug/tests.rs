@@ -15,12 +15,13 @@ use crate::record::threads::{THREAD_COUNT, THREAD_PAGES};
 use crate::task::record::{TaskRecord, spawn};
 use crate::task::registry::{MAX_TASKS, RECORD_COUNT, RECORD_PAGES};
 use crate::task::traced::TracedExt;
-use crate::waits::join::{JoinSlot, Waiter};
+use crate::waits::join::JoinSlot;
 use crate::waits::join_wait::JoinWait;
 use crate::waits::resource::{
     Ask, Hold, JOIN_CAPACITY, Kind, Registry, Resource, ResourceCopy, SHARED_SLOTS, Wait,
     WaitRecord,
 };
+use crate::waits::waiter::Waiter;
 
 /// The descriptor as the scripts see it: an array of words.
 struct Raw {
@@ -170,6 +171,7 @@ const LAYOUT_FIELDS: &[&str] = &[
     "wait_at",
     "wait_since",
     "wait_generation",
+    "wait_awaiting",
     "kind_mutex",
     "kind_rwlock",
     "kind_semaphore",
@@ -652,7 +654,7 @@ struct ReadResource {
     holds: Vec<Record>,
     waits: Vec<Record>,
     version: u64,
-    /// A join wait's await site id (`0` for every other resource).
+    /// The await site ids of its waits, added up.
     awaiting: u64,
 }
 
@@ -732,9 +734,8 @@ fn read_resource(r: u64) -> ReadResource {
         key: word_at(r + l.get("resource_key")),
         kind: u64::from(u8_at(r + l.get("resource_kind"))),
         created_at: loc.read(word_at(r + l.get("resource_created_at"))),
-        // Only a join wait has a target and an await site (`read_join`).
+        // Only a join wait has a target (`read_join`).
         target: 0,
-        awaiting: 0,
         exclusive: hold_slot_from_memory(r + l.get("resource_exclusive")),
         holds: shared_slots_from_memory(r)
             .into_iter()
@@ -756,6 +757,20 @@ fn read_resource(r: u64) -> ReadResource {
             "wait_since",
         ),
         version: word_at(r + l.get("resource_version")),
+        // A `u32` in each wait.
+        awaiting: {
+            let (base, n) = (
+                word_at(r + l.get("resource_waits")),
+                word_at(r + l.get("resource_waits_len")),
+            );
+            (0..n)
+                .map(|i| {
+                    u64::from(u32_at(
+                        base + i * l.get("wait_size") + l.get("wait_awaiting"),
+                    ))
+                })
+                .sum()
+        },
     }
 }
 
@@ -845,15 +860,18 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     let (created, acquired, waiting) = (Location::caller(), Location::caller(), Location::caller());
     let m = Arc::new(Resource::new(Kind::Mutex, created, reg));
     m.exclusive.acquire(7, acquired, 100);
-    let m_wait = WaitRecord::start(&m, 9, Some(waiting), Ask::Exclusive);
+    // The waits' await sites are numbers no site table checks here.
+    let at_await = |task, awaiting| Waiter { task, awaiting };
+    let m_wait = WaitRecord::start(&m, at_await(9, 0x5151), Some(waiting), Ask::Exclusive);
     let s = Arc::new(Resource::new(Kind::Semaphore, created, reg));
     // Its shared slots, then its list.
     let holders = [0, 5, 6, 7, 8, 9];
     for (i, task) in holders.into_iter().enumerate() {
         s.hold_shared(task, [acquired, waiting][i % 2], 1 + i as u32);
     }
-    let s_wait = WaitRecord::start(&s, 11, Some(waiting), Ask::Shared(1));
-    let j_wait = JoinWait::start(reg, Waiter::of(12), TARGET, created).expect("a free join slot");
+    let s_wait = WaitRecord::start(&s, Waiter::of(11), Some(waiting), Ask::Shared(1));
+    let j_wait =
+        JoinWait::start(reg, at_await(12, 0x5252), TARGET, created).expect("a free join slot");
 
     let listed = listed_from_memory();
     let address = |r: &Arc<Resource>| Arc::as_ptr(r) as u64;
@@ -867,6 +885,7 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     assert_eq!(read.created_at, location(created));
     assert_eq!(read.exclusive, Some((7, Some(location(acquired)), 100)));
     assert_eq!(read.waits[0].0, 9);
+    assert_eq!(read.awaiting, 0x5151);
     assert_eq!(read.version % 2, 0, "no change under way");
     let read = read_resource(address(&s));
     assert_eq!(read.kind, l.get("kind_semaphore"));
@@ -904,6 +923,7 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     );
     assert_eq!(read.created_at, location(created), "the spawn site");
     assert_eq!(read.waits, [(12, None, read.waits[0].2)]);
+    assert_eq!(read.awaiting, 0x5252);
     assert!(read.key > m.copy().waits[0].generation, "started later");
 
     // Waits ended: out of the slots.

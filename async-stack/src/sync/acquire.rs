@@ -13,6 +13,7 @@ use crate::task::record::layout::current_task_id;
 use crate::waits::resource::{
     Ask, Kind, Owner, Registry, Resource, SharedPlace, WaitRecord, stamp,
 };
+use crate::waits::waiter::Waiter;
 
 /// A wrapper's resource: of `kind`, created at the caller's location, in
 /// the process's registry, owned by the wrapper (listed from its first
@@ -154,8 +155,9 @@ where
             Poll::Pending => {
                 match this.wait {
                     // The task that polls it waits, even if it is not the
-                    // one that first did (the future was moved).
-                    Some(wait) => wait.follow(current_task()),
+                    // one that first did (the future was moved), at the
+                    // `.await` that polls it now.
+                    Some(wait) => wait.follow(Waiter::now()),
                     None => {
                         if let Some(resource) = this.resource.as_ref() {
                             let at: &'static Location<'static> = this.at;
@@ -177,7 +179,7 @@ fn start(
     at: &'static Location<'static>,
     ask: Ask,
 ) {
-    *wait = Some(WaitRecord::start(resource, current_task(), Some(at), ask));
+    *wait = Some(WaitRecord::start(resource, Waiter::now(), Some(at), ask));
 }
 
 /// An exclusive hold; dropping it ends the hold. A guard declares it

@@ -13,7 +13,11 @@
 //! acquired-at site.
 //!
 //! A guard moved to another task still counts as its acquirer's; a wait
-//! counts as the wait of whichever task polls the acquire future.
+//! counts as the wait of whichever task polls the acquire future, at the
+//! `.await` that polls it, and only while that task is suspended there:
+//! an acquire raced in `select!` on `&mut` and kept after another branch
+//! won keeps its place in the queue, but is no wait of its task's once
+//! the task went on elsewhere.
 //!
 //! # Differences from `tokio::sync`
 //!

@@ -93,9 +93,9 @@ pub(crate) trait TaskView {
         None
     }
     /// Whether one of the task's shown frames is suspended at the `.await`
-    /// of await site `site`: a `JoinHandle` wait recorded there holds only
-    /// while one is (a handle raced in `select!` and kept while the task
-    /// went on to other `.await`s is not awaited any more).
+    /// of await site `site`: a wait recorded there holds only while one is
+    /// (an acquire future or a handle raced in `select!` and kept while
+    /// the task went on to other `.await`s is not awaited any more).
     fn awaits_at(&self, _task: u64, _site: u32) -> bool {
         true
     }
@@ -252,11 +252,12 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
         // they are few.
         let named_behind = holders.clone().count() <= HOLDERS_NAMED_BEHIND;
         for (k, w) in r.waits.iter().enumerate() {
-            // A `JoinHandle` wait whose waiter left the `.await` that
-            // polled it is no wait (the pass-2 check that the waiter is
-            // idle and not woken keeps this true at the instant between
-            // the passes). A waiter that is not idle is free whatever it
-            // waits for: its stack is not read.
+            // A wait whose waiter left the `.await` that polled it is no
+            // wait of its (the pass-2 check that the waiter is idle and not
+            // woken keeps this true at the instant between the passes),
+            // though it still queues the waiters behind it. A waiter that
+            // is not idle is free whatever it waits for: its stack is not
+            // read.
             let left = |w: &Wait| {
                 w.awaiting != 0
                     && view.idle(w.task).is_some()

@@ -37,23 +37,7 @@ use std::panic::Location;
 
 use crate::shim::{AtomicPtr, AtomicU64, Ordering, fence};
 use crate::waits::slot::{CLAIMED, Seen, read_whole};
-
-/// Who waits: the task whose poll polled the handle (0: outside any
-/// traced root), and the id of the await site its current frame was at
-/// (`0`: none, the handle was not polled inside a traced `.await`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Waiter {
-    pub(crate) task: u64,
-    pub(crate) awaiting: u32,
-}
-
-#[cfg(test)]
-impl Waiter {
-    /// `task`, at no known `.await`.
-    pub(crate) const fn of(task: u64) -> Waiter {
-        Waiter { task, awaiting: 0 }
-    }
-}
+use crate::waits::waiter::Waiter;
 
 /// A join wait read whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -11,8 +11,9 @@
 
 use std::panic::Location;
 
-use crate::waits::join::{JoinSlot, Waiter};
+use crate::waits::join::JoinSlot;
 use crate::waits::resource::{Registry, next_generation, stamp};
+use crate::waits::waiter::Waiter;
 
 /// A recorded join wait, ended when dropped: what an awaited `JoinHandle`
 /// keeps from its first `Pending` to its end.

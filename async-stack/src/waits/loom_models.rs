@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use crate::shim::{AtomicU64, Ordering};
 use crate::waits::detect::{TaskView, detect};
-use crate::waits::join::Waiter;
 use crate::waits::join_wait::JoinWait;
 use crate::waits::resource::{
     Ask, HoldSlot, Kind, Owner, Registry, Resource, ResourceCopy, SharedPlace, WaitRecord,
 };
+use crate::waits::waiter::Waiter;
 
 /// Every task idle, never woken; no tokio tasks.
 struct Idle;
@@ -52,13 +52,13 @@ fn a_cycle_never_whole_at_one_instant_is_never_reported() {
         let a = mutex(reg);
         a.exclusive.acquire(1, Location::caller(), 0);
         b.exclusive.acquire(2, Location::caller(), 0);
-        let _w3 = WaitRecord::start(&a, 3, None, Ask::Exclusive);
-        let w1 = WaitRecord::start(&b, 1, None, Ask::Exclusive);
+        let _w3 = WaitRecord::start(&a, Waiter::of(3), None, Ask::Exclusive);
+        let w1 = WaitRecord::start(&b, Waiter::of(1), None, Ask::Exclusive);
         let writer = {
             let a = a.clone();
             loom::thread::spawn(move || {
                 drop(w1);
-                WaitRecord::start(&a, 2, None, Ask::Exclusive)
+                WaitRecord::start(&a, Waiter::of(2), None, Ask::Exclusive)
             })
         };
         let found = detect(reg, |_| Idle);
@@ -76,8 +76,8 @@ fn a_wait_that_ended_is_never_reported() {
         let (a, b) = (mutex(reg), mutex(reg));
         a.exclusive.acquire(1, Location::caller(), 0);
         b.exclusive.acquire(2, Location::caller(), 0);
-        let _w2 = WaitRecord::start(&a, 2, None, Ask::Exclusive);
-        let w1 = WaitRecord::start(&b, 1, None, Ask::Exclusive);
+        let _w2 = WaitRecord::start(&a, Waiter::of(2), None, Ask::Exclusive);
+        let w1 = WaitRecord::start(&b, Waiter::of(1), None, Ask::Exclusive);
         let ended = Arc::new(AtomicU64::new(0));
         let writer = {
             let ended = ended.clone();
@@ -212,7 +212,7 @@ fn the_owner_and_the_last_wait_racing_a_reader_unlist_it_before_it_is_freed() {
         let reg = registry();
         let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), reg));
         owner.exclusive.acquire(1, Location::caller(), 0);
-        let w = WaitRecord::start(&owner, 2, None, Ask::Exclusive);
+        let w = WaitRecord::start(&owner, Waiter::of(2), None, Ask::Exclusive);
         let waiter = loom::thread::spawn(move || drop(w));
         let dropper = loom::thread::spawn(move || drop(owner));
         for r in reg.listed() {
@@ -236,7 +236,7 @@ fn a_first_wait_racing_the_owners_drop_is_unlisted_by_its_end() {
         let owner = Owner::new(Resource::new(Kind::Mutex, Location::caller(), reg));
         let resource = Arc::clone(&owner);
         let dropper = loom::thread::spawn(move || drop(owner));
-        let w = WaitRecord::start(&resource, 2, None, Ask::Exclusive);
+        let w = WaitRecord::start(&resource, Waiter::of(2), None, Ask::Exclusive);
         assert!(!reg.is_empty());
         drop(w);
         dropper.join().unwrap();
@@ -254,8 +254,8 @@ fn waits_without_an_owner_keep_their_resource_alive_until_the_last_ends() {
     loom::model(|| {
         let reg = registry();
         let m = mutex(reg);
-        let w1 = WaitRecord::start(&m, 1, None, Ask::Exclusive);
-        let w2 = WaitRecord::start(&m, 2, None, Ask::Exclusive);
+        let w1 = WaitRecord::start(&m, Waiter::of(1), None, Ask::Exclusive);
+        let w2 = WaitRecord::start(&m, Waiter::of(2), None, Ask::Exclusive);
         drop(m);
         let first = loom::thread::spawn(move || drop(w1));
         let second = loom::thread::spawn(move || drop(w2));

@@ -38,12 +38,14 @@
 //!   tokio's queue) and removed when it ends: acquired, or the future
 //!   dropped (`select!`, `abort`, a timeout). Waits are kept in queue order
 //!   under the resource's lock, which also counts every change of the
-//!   resource's lists (its *version*). A `JoinHandle`'s wait also keeps
-//!   the await site its waiter's frame was at when it polled the handle
-//!   (the handle records a new wait when polled by another task or at
-//!   another `.await`): readers count it only while one of the waiter's
-//!   shown frames is suspended at that `.await`, so a handle raced in
-//!   `select!` and kept while the task went on is no wait. The double
+//!   resource's lists (its *version*). A wait also keeps the await site
+//!   its waiter's frame was at when it polled the acquire future or the
+//!   `JoinHandle` (a wait polled by another task or at another `.await`
+//!   moves there; a `JoinHandle` records a new one): readers count it
+//!   only while one of the waiter's shown frames is suspended at that
+//!   `.await`, so a future raced in `select!` and kept while the task
+//!   went on is no wait of the task's (a lock's still queues the waiters
+//!   behind it). The double
 //!   collect below keeps that true at the instant it reports: a member is
 //!   idle and not woken between the passes, so its stack did not move. A resource is listed in the
 //!   `Registry` at its first wait, and stays listed until its *owner* (the
@@ -99,6 +101,7 @@ pub(crate) mod resource;
 mod slot;
 #[cfg(not(async_stack_loom))]
 pub(crate) mod tasks;
+pub(crate) mod waiter;
 
 #[cfg(all(test, async_stack_loom))]
 mod loom_models;

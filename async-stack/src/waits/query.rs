@@ -45,18 +45,18 @@ pub(crate) struct WaitingFor {
     pub(crate) holders: Vec<Holder>,
     /// For a `JoinHandle`: the tokio id of the awaited task.
     pub(crate) tokio_task: Option<u64>,
-    /// For a `JoinHandle`: the `.await` that polled it, if known. The wait
-    /// holds only while the task is suspended there (see
+    /// The `.await` that polled the acquire future or the `JoinHandle`, if
+    /// known. The wait holds only while the task is suspended there (see
     /// [`WaitingFor::holds_at`]).
     pub(crate) awaiting: Option<SourceLocation>,
 }
 
 impl WaitingFor {
     /// Whether the wait holds for a task whose frames are suspended at the
-    /// `.await`s `awaits` (file, line, column): always for a lock, and for
-    /// a `JoinHandle` polled at a known `.await` while a frame is still
-    /// suspended there (a handle raced in `select!` and kept while its
-    /// task went on is not awaited any more).
+    /// `.await`s `awaits` (file, line, column): one polled at a known
+    /// `.await` while a frame is still suspended there (an acquire future
+    /// or a handle raced in `select!` and kept while its task went on is
+    /// not awaited any more), and one polled at no known `.await` always.
     pub(crate) fn holds_at<'a>(
         &self,
         mut awaits: impl Iterator<Item = (&'a str, u32, u32)>,

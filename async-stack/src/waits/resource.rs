@@ -44,6 +44,7 @@ use crate::task::registry::MAX_TASKS;
 use crate::waits::join::{JoinRead, JoinSlot};
 pub(crate) use crate::waits::slot::CLAIMED;
 use crate::waits::slot::{Seen, read_whole};
+use crate::waits::waiter::Waiter;
 
 /// What a resource is, as reports name it. A `u8` of fixed values: the
 /// debug descriptor gives them to debuggers.
@@ -90,9 +91,9 @@ pub(crate) struct Wait {
     pub(crate) ask: Ask,
     pub(crate) since_ms: u64,
     pub(crate) generation: u64,
-    /// For a `JoinHandle`: the id of the await site the waiter polled the
-    /// handle at (`0`: none known, and always for a lock). The wait holds
-    /// only while the waiter is suspended there.
+    /// The id of the await site the waiter polled the acquire future or
+    /// `JoinHandle` at (`0`: none known). The wait holds only while the
+    /// waiter is suspended there.
     pub(crate) awaiting: u32,
 }
 
@@ -660,18 +661,18 @@ impl Resource {
     #[inline(always)]
     fn start_wait(
         self: &Arc<Self>,
-        task: u64,
+        waiter: Waiter,
         at: Option<&'static Location<'static>>,
         ask: Ask,
     ) -> u64 {
         let generation = next_generation();
         let wait = Wait {
-            task,
+            task: waiter.task,
             at,
             ask,
-            since_ms: stamp(task),
+            since_ms: stamp(waiter.task),
             generation,
-            awaiting: 0,
+            awaiting: waiter.awaiting,
         };
         let mut lists = lock(&self.lists);
         if lists.index.is_none() {
@@ -716,14 +717,15 @@ impl Resource {
     }
 
     /// The wait `generation` is now `task`'s (see [`WaitRecord::follow`]).
-    fn move_wait(&self, generation: u64, task: u64) {
+    fn move_wait(&self, generation: u64, waiter: Waiter) {
         let mut lists = lock(&self.lists);
         if let Some(i) = lists.waits.iter().position(|w| w.generation == generation) {
             self.edit(&mut lists, Edited::Waits, |l| {
                 let w = &mut l.waits[i];
-                w.task = task;
+                w.task = waiter.task;
+                w.awaiting = waiter.awaiting;
                 if w.since_ms == 0 {
-                    w.since_ms = stamp(task);
+                    w.since_ms = stamp(waiter.task);
                 }
             });
         }
@@ -867,8 +869,8 @@ pub(crate) struct WaitRecord {
     /// From `Arc::as_ptr`.
     resource: NonNull<Resource>,
     generation: u64,
-    /// The waiting task, as recorded.
-    task: u64,
+    /// The waiter, as recorded.
+    waiter: Waiter,
 }
 
 // SAFETY: a record only reads its resource through a shared reference
@@ -879,39 +881,40 @@ unsafe impl Send for WaitRecord {}
 unsafe impl Sync for WaitRecord {}
 
 impl WaitRecord {
-    /// Records a wait of `task` for `resource`.
+    /// Records a wait of `waiter` for `resource`.
     #[inline]
     pub(crate) fn start(
         resource: &Arc<Resource>,
-        task: u64,
+        waiter: Waiter,
         at: Option<&'static Location<'static>>,
         ask: Ask,
     ) -> Self {
         WaitRecord {
-            generation: resource.start_wait(task, at, ask),
+            generation: resource.start_wait(waiter, at, ask),
             resource: NonNull::from(&**resource),
-            task,
+            waiter,
         }
     }
 
-    /// Makes the wait `task`'s if it is another's: the acquire future was
-    /// moved to (and polled by) another task since it started waiting. Its
-    /// place in the queue stays.
+    /// Makes the wait `waiter`'s if it is another's: the acquire future
+    /// was moved to (and polled by) another task since it started
+    /// waiting, or polled at another `.await`. Its place in the queue
+    /// stays.
     #[inline]
-    pub(crate) fn follow(&mut self, task: u64) {
-        if self.task != task {
-            self.move_to(task);
+    pub(crate) fn follow(&mut self, waiter: Waiter) {
+        if self.waiter != waiter {
+            self.move_to(waiter);
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn move_to(&mut self, task: u64) {
+    fn move_to(&mut self, waiter: Waiter) {
         // SAFETY: as in `end`: the wait is still listed, so the resource
         // is alive.
         let resource = unsafe { self.resource.as_ref() };
-        resource.move_wait(self.generation, task);
-        self.task = task;
+        resource.move_wait(self.generation, waiter);
+        self.waiter = waiter;
     }
 
     /// Ends the wait: out of line, so that dropping an `Option` of a

@@ -7,13 +7,13 @@ use std::panic::Location;
 use std::sync::Arc;
 
 use crate::waits::detect::{TaskView, Via, detect};
-use crate::waits::join::Waiter;
 use crate::waits::join_wait::JoinWait;
 use crate::waits::query::waiting_tasks;
 use crate::waits::resource::{
     Ask, HoldSlot, Kind, Owner, Registry, Resource, SHARED_SLOTS, SharedPlace, SharedSlot,
     WaitRecord,
 };
+use crate::waits::waiter::Waiter;
 
 /// Every task idle with no wakes, unless listed as busy; tokio tasks map
 /// to the listed roots.
@@ -65,8 +65,8 @@ fn inversion(reg: &'static Registry) -> (Arc<Resource>, Arc<Resource>, WaitRecor
     let (a, b) = (resource(reg, Kind::Mutex), resource(reg, Kind::Mutex));
     a.exclusive.acquire(1, at(), 0);
     b.exclusive.acquire(2, at(), 0);
-    let w1 = WaitRecord::start(&b, 1, Some(at()), Ask::Exclusive);
-    let w2 = WaitRecord::start(&a, 2, Some(at()), Ask::Exclusive);
+    let w1 = WaitRecord::start(&b, Waiter::of(1), Some(at()), Ask::Exclusive);
+    let w2 = WaitRecord::start(&a, Waiter::of(2), Some(at()), Ask::Exclusive);
     (a, b, w1, w2)
 }
 
@@ -88,7 +88,12 @@ fn idle_listed_resources_hide_no_deadlock() {
     let idle: Vec<Owner> = (0..3)
         .map(|_| {
             let m = owned(reg, Kind::Mutex);
-            drop(WaitRecord::start(&m, 9, Some(at()), Ask::Exclusive));
+            drop(WaitRecord::start(
+                &m,
+                Waiter::of(9),
+                Some(at()),
+                Ask::Exclusive,
+            ));
             m
         })
         .collect();
@@ -122,7 +127,7 @@ fn a_busy_task_or_an_unknown_holder_frees_the_cycle() {
     let reg = registry();
     let m = resource(reg, Kind::Mutex);
     m.exclusive.acquire(0, at(), 0);
-    let _w = WaitRecord::start(&m, 1, Some(at()), Ask::Exclusive);
+    let _w = WaitRecord::start(&m, Waiter::of(1), Some(at()), Ask::Exclusive);
     assert!(
         detect(reg, |_| View::default()).is_empty(),
         "task 0 could let it go"
@@ -141,7 +146,12 @@ fn a_wait_that_ends_between_the_passes_is_not_reported() {
             // Between the passes: task 1 stops waiting (cancelled)...
             drop(wait.borrow_mut().take());
             // ...and waits again, with a new generation.
-            *wait.borrow_mut() = Some(WaitRecord::start(&b, 1, Some(at()), Ask::Exclusive));
+            *wait.borrow_mut() = Some(WaitRecord::start(
+                &b,
+                Waiter::of(1),
+                Some(at()),
+                Ask::Exclusive,
+            ));
         }
         View::default()
     });
@@ -190,8 +200,8 @@ fn a_semaphore_waits_for_every_holder_of_permits() {
     s.hold_shared(2, at(), 1);
     let free = s.hold_shared(3, at(), 1);
     m.exclusive.acquire(1, at(), 0);
-    let _ws = WaitRecord::start(&s, 1, Some(at()), Ask::Shared(1));
-    let _wm = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
+    let _ws = WaitRecord::start(&s, Waiter::of(1), Some(at()), Ask::Shared(1));
+    let _wm = WaitRecord::start(&m, Waiter::of(2), Some(at()), Ask::Exclusive);
     // Task 3 runs: it could give its permit back.
     assert!(detect(reg, |_| View::default()).is_empty());
     s.release_shared(free);
@@ -206,8 +216,8 @@ fn a_reader_behind_a_waiting_writer_waits_for_it() {
     let reg = registry();
     let l = resource(reg, Kind::RwLock);
     l.hold_shared(1, at(), 1);
-    let _w2 = WaitRecord::start(&l, 2, Some(at()), Ask::Exclusive);
-    let _w1 = WaitRecord::start(&l, 1, Some(at()), Ask::Shared(1));
+    let _w2 = WaitRecord::start(&l, Waiter::of(2), Some(at()), Ask::Exclusive);
+    let _w1 = WaitRecord::start(&l, Waiter::of(1), Some(at()), Ask::Shared(1));
     let found = detect(reg, |_| View::default());
     // The cycle through the writer first, then the reader's own hold.
     assert_eq!(pairs(&found), [vec![(1, 2), (2, 1), (1, 1)]]);
@@ -218,7 +228,7 @@ fn a_reader_behind_a_waiting_writer_waits_for_it() {
 fn a_task_stuck_behind_a_deadlock_is_not_one_of_its_own() {
     let reg = registry();
     let (a, _b, _w1, _w2) = inversion(reg);
-    let _w3 = WaitRecord::start(&a, 3, Some(at()), Ask::Exclusive);
+    let _w3 = WaitRecord::start(&a, Waiter::of(3), Some(at()), Ask::Exclusive);
     assert_eq!(
         pairs(&detect(reg, |_| View::default())),
         [vec![(1, 2), (2, 1)]]
@@ -236,7 +246,7 @@ fn a_waiter_is_queued_behind_the_waiter_directly_ahead_only() {
         m.exclusive.acquire(1, at(), 0);
         let waits: Vec<WaitRecord> = (2..=n + 1)
             .chain([1])
-            .map(|t| WaitRecord::start(&m, t, Some(at()), Ask::Exclusive))
+            .map(|t| WaitRecord::start(&m, Waiter::of(t), Some(at()), Ask::Exclusive))
             .collect();
         let found = detect(reg, |_| View::default());
         assert_eq!(found.len(), 1);
@@ -279,7 +289,7 @@ fn waiters_behind_the_first_reach_many_holders_through_the_queue() {
     let holders: Vec<_> = (1..=10).map(|t| s.hold_shared(t, at(), 1)).collect();
     let waits: Vec<WaitRecord> = (11..=2_010)
         .chain(1..=10)
-        .map(|t| WaitRecord::start(&s, t, Some(at()), Ask::Shared(1)))
+        .map(|t| WaitRecord::start(&s, Waiter::of(t), Some(at()), Ask::Shared(1)))
         .collect();
     let found = detect(reg, |_| View::default());
     assert_eq!(found.len(), 1);
@@ -310,11 +320,11 @@ fn an_unknown_waiter_ahead_frees_the_queue_behind_it() {
     let (m, m2) = (resource(reg, Kind::Mutex), resource(reg, Kind::Mutex));
     m.exclusive.acquire(1, at(), 0);
     m2.exclusive.acquire(3, at(), 0);
-    let _w1 = WaitRecord::start(&m2, 1, Some(at()), Ask::Exclusive);
-    let _w2 = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
-    let w0 = WaitRecord::start(&m, 0, Some(at()), Ask::Exclusive);
-    let _w4 = WaitRecord::start(&m, 4, Some(at()), Ask::Exclusive);
-    let _w3 = WaitRecord::start(&m, 3, Some(at()), Ask::Exclusive);
+    let _w1 = WaitRecord::start(&m2, Waiter::of(1), Some(at()), Ask::Exclusive);
+    let _w2 = WaitRecord::start(&m, Waiter::of(2), Some(at()), Ask::Exclusive);
+    let w0 = WaitRecord::start(&m, Waiter::of(0), Some(at()), Ask::Exclusive);
+    let _w4 = WaitRecord::start(&m, Waiter::of(4), Some(at()), Ask::Exclusive);
+    let _w3 = WaitRecord::start(&m, Waiter::of(3), Some(at()), Ask::Exclusive);
     assert!(
         detect(reg, |_| View::default()).is_empty(),
         "task 0 could take `m` and let it go"
@@ -335,9 +345,9 @@ fn a_task_queued_twice_reaches_itself_through_the_waiter_between() {
     let reg = registry();
     let s = resource(reg, Kind::Semaphore);
     s.hold_shared(1, at(), 1);
-    let _first = WaitRecord::start(&s, 1, Some(at()), Ask::Shared(1));
-    let _w2 = WaitRecord::start(&s, 2, Some(at()), Ask::Shared(1));
-    let _second = WaitRecord::start(&s, 1, Some(at()), Ask::Shared(1));
+    let _first = WaitRecord::start(&s, Waiter::of(1), Some(at()), Ask::Shared(1));
+    let _w2 = WaitRecord::start(&s, Waiter::of(2), Some(at()), Ask::Shared(1));
+    let _second = WaitRecord::start(&s, Waiter::of(1), Some(at()), Ask::Shared(1));
     // The cycle through 2, then by waiter and wait: 1's first wait, its
     // second, and 2's queued edge.
     assert_eq!(
@@ -411,7 +421,7 @@ fn join_waits_read_in_order_of_creation_and_free_their_slot() {
     assert!(reg.is_empty());
     let a = resource(reg, Kind::Mutex);
     let j1 = JoinWait::start(reg, Waiter::of(7), 100, at()).expect("a free join slot");
-    let _wa = WaitRecord::start(&a, 8, Some(at()), Ask::Exclusive);
+    let _wa = WaitRecord::start(&a, Waiter::of(8), Some(at()), Ask::Exclusive);
     let spawned_at = at();
     let j2 = JoinWait::start(reg, Waiter::of(9), 200, spawned_at).expect("a free join slot");
     assert!(!reg.is_empty());
@@ -524,14 +534,14 @@ fn listed_resources_read_in_order_of_creation_and_sit_in_slots_for_debuggers() {
     );
     let keys = |reg: &Registry| reg.listed().iter().map(|r| r.key).collect::<Vec<_>>();
     let ptr = |r: &Arc<Resource>| Arc::as_ptr(r);
-    let wc = WaitRecord::start(&c, 1, Some(at()), Ask::Shared(1));
-    let wa = WaitRecord::start(&a, 2, Some(at()), Ask::Exclusive);
-    let wa2 = WaitRecord::start(&a, 4, Some(at()), Ask::Exclusive);
+    let wc = WaitRecord::start(&c, Waiter::of(1), Some(at()), Ask::Shared(1));
+    let wa = WaitRecord::start(&a, Waiter::of(2), Some(at()), Ask::Exclusive);
+    let wa2 = WaitRecord::start(&a, Waiter::of(4), Some(at()), Ask::Exclusive);
     assert_eq!(keys(reg), [a.key, c.key]);
     assert_eq!(reg.slots(), [ptr(&c), ptr(&a)], "one slot a resource");
     drop(wc);
     assert_eq!(reg.slots(), [std::ptr::null(), ptr(&a)]);
-    let wb = WaitRecord::start(&b, 3, Some(at()), Ask::Exclusive);
+    let wb = WaitRecord::start(&b, Waiter::of(3), Some(at()), Ask::Exclusive);
     assert_eq!(reg.slots(), [ptr(&b), ptr(&a)], "index 0 reused");
     assert_eq!(keys(reg), [a.key, b.key]);
     drop(wa);
@@ -556,7 +566,7 @@ fn an_owned_resource_stays_listed_until_its_owner_goes_and_shows_nothing_meanwhi
     let ptr = Arc::as_ptr(&m);
     m.exclusive.acquire(1, at(), 0);
     for waiter in [2, 3] {
-        let w = WaitRecord::start(&m, waiter, Some(at()), Ask::Exclusive);
+        let w = WaitRecord::start(&m, Waiter::of(waiter), Some(at()), Ask::Exclusive);
         assert!(!reg.is_empty());
         assert_eq!(
             waiting_tasks(reg).keys().copied().collect::<Vec<_>>(),
@@ -578,7 +588,7 @@ fn an_owned_resource_stays_listed_until_its_owner_goes_and_shows_nothing_meanwhi
     assert!(reg.listed().is_empty());
     assert!(reg.is_empty());
     let s = owned(reg, Kind::Semaphore);
-    let w = WaitRecord::start(&s, 4, Some(at()), Ask::Shared(1));
+    let w = WaitRecord::start(&s, Waiter::of(4), Some(at()), Ask::Shared(1));
     assert_eq!(reg.slots(), [Arc::as_ptr(&s)], "slot 0 reused");
     drop(w);
     drop(s);
@@ -593,8 +603,8 @@ fn the_last_wait_unlists_a_resource_whose_owner_went_first() {
     let m = owned(reg, Kind::Mutex);
     let resource = Arc::clone(&m);
     m.exclusive.acquire(1, at(), 0);
-    let w2 = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
-    let w3 = WaitRecord::start(&m, 3, Some(at()), Ask::Exclusive);
+    let w2 = WaitRecord::start(&m, Waiter::of(2), Some(at()), Ask::Exclusive);
+    let w3 = WaitRecord::start(&m, Waiter::of(3), Some(at()), Ask::Exclusive);
     drop(m);
     assert_eq!(waiting_tasks(reg).len(), 2, "its waits still show");
     drop(w2);
@@ -615,8 +625,8 @@ fn the_waits_keep_their_resource_alive_and_the_last_frees_it() {
     let reg = registry();
     let m = owned(reg, Kind::Mutex);
     let weak = Arc::downgrade(&m);
-    let w2 = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
-    let w3 = WaitRecord::start(&m, 3, Some(at()), Ask::Exclusive);
+    let w2 = WaitRecord::start(&m, Waiter::of(2), Some(at()), Ask::Exclusive);
+    let w3 = WaitRecord::start(&m, Waiter::of(3), Some(at()), Ask::Exclusive);
     drop(m);
     assert_eq!(
         weak.strong_count(),
@@ -631,7 +641,7 @@ fn the_waits_keep_their_resource_alive_and_the_last_frees_it() {
 
     let unowned = resource(reg, Kind::Semaphore);
     let weak = Arc::downgrade(&unowned);
-    let w = WaitRecord::start(&unowned, 4, Some(at()), Ask::Shared(1));
+    let w = WaitRecord::start(&unowned, Waiter::of(4), Some(at()), Ask::Shared(1));
     drop(unowned);
     assert_eq!(reg.listed()[0].copy().waits.len(), 1);
     drop(w);
@@ -648,7 +658,12 @@ fn a_leaked_wait_keeps_its_resource_alive_and_listed() {
     let m = owned(reg, Kind::Mutex);
     let ptr = Arc::as_ptr(&m);
     m.exclusive.acquire(1, at(), 0);
-    std::mem::forget(WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive));
+    std::mem::forget(WaitRecord::start(
+        &m,
+        Waiter::of(2),
+        Some(at()),
+        Ask::Exclusive,
+    ));
     drop(m);
     assert_eq!(reg.slots(), [ptr]);
     let listed = reg.listed();
@@ -665,7 +680,7 @@ fn the_dump_query_names_the_holders() {
     let held_at = at();
     m.exclusive.acquire(7, held_at, 40);
     let wait_at = at();
-    let _w = WaitRecord::start(&m, 9, Some(wait_at), Ask::Exclusive);
+    let _w = WaitRecord::start(&m, Waiter::of(9), Some(wait_at), Ask::Exclusive);
     let w = &waiting_tasks(reg)[&9];
     assert_eq!(
         (w.kind, w.waiting_at, w.permits),
@@ -802,8 +817,8 @@ fn a_slot_caught_mid_claim_blocks_any_report_through_it_and_hides_no_other_holde
     assert!(l.claim_only(1));
     assert!(!l.claim_only(1), "a claimed slot is nobody else's");
     m.exclusive.acquire(1, at(), 0);
-    let _wl = WaitRecord::start(&l, 1, Some(at()), Ask::Exclusive);
-    let _wm = WaitRecord::start(&m, 2, Some(at()), Ask::Exclusive);
+    let _wl = WaitRecord::start(&l, Waiter::of(1), Some(at()), Ask::Exclusive);
+    let _wm = WaitRecord::start(&m, Waiter::of(2), Some(at()), Ask::Exclusive);
 
     let copy = l.copy();
     assert!(copy.unsettled);

@@ -391,8 +391,8 @@ impl Waits {
             let Some(waits) = self.waiting.get(&id) else {
                 continue;
             };
-            // The first wait that holds: a `JoinHandle` only while the
-            // root is suspended at the `.await` that polled it.
+            // The first wait that holds: only while the root is suspended
+            // at the `.await` that polled it, if one did.
             let frames = &t.frames[t.frames_of(id)];
             let awaits = || {
                 frames.iter().filter_map(|f| {

@@ -423,7 +423,7 @@ pub fn current_task_id() -> Option<u64> {
 /// published stack, so readers could not see it there): where a future
 /// polled now is awaited, for a wait that lasts only while its waiter
 /// stays there.
-// Its caller is the `JoinHandle` of feature `tokio`.
+// Its callers are the waits of feature `tokio`.
 #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 pub(crate) fn current_task_and_await() -> (u64, u32) {
     current::with(|a| {
