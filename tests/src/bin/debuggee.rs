@@ -52,6 +52,8 @@
 //!   permits; `joiner` awaits the `JoinHandle` of `awaited`, which never
 //!   ends; `racer` polled the handle of `raced` (which never ends) in a
 //!   `select!` that another branch won, kept it, and parked elsewhere;
+//!   `lracer` did the same with an acquire of the `Mutex`, which stays
+//!   queued behind `locker`'s;
 //!   `selector` waits in a `select!` for the handle of `selected` (which
 //!   never ends) or for `waits_never`, a traced fn. It writes `task-ids.txt` and `tokio-ids.txt` (each label with
 //!   its async-stack and tokio task ids) and `dump.txt`, then stops on
@@ -379,6 +381,21 @@ async fn waits_racer(mut raced: async_stack::tokio::JoinHandle<()>) {
     std::future::pending::<()>().await; // racer parks
 }
 
+/// Polls an acquire of `m` (which `holder` holds) in a `select!` that
+/// another branch wins at once, keeps it (queued behind `locker`), and
+/// parks elsewhere: it waits for nothing.
+#[traced_async]
+async fn waits_lock_racer(m: Lock) {
+    let mut acquire = std::pin::pin!(m.lock());
+    tokio::select! {
+        biased;
+        _ = &mut acquire => {}
+        () = std::future::ready(()) => {}
+    }
+    parked("lracer");
+    std::future::pending::<()>().await; // lracer parks
+}
+
 #[traced_async]
 async fn waits_selected() {
     parked("selected");
@@ -455,6 +472,8 @@ fn waits_mode(mode: &str) {
         parked_task(&mut ids, "raced", &raced).await;
         let h = spawn_named("racer", waits_racer(raced));
         parked_task(&mut ids, "racer", &h).await;
+        let h = spawn_named("lracer", waits_lock_racer(mutex.clone()));
+        parked_task(&mut ids, "lracer", &h).await;
         let selected = spawn_named("selected", waits_selected()); // selector selects
         parked_task(&mut ids, "selected", &selected).await;
         let h = spawn_named("selector", waits_selector(selected));

@@ -1175,6 +1175,11 @@ fn waits_entries(
             "racer",
             one("racer", "waits_racer", "await; // racer parks", None),
         ),
+        // Its acquire stays queued, but it waits for nothing either.
+        (
+            "lracer",
+            one("lracer", "waits_lock_racer", "await; // lracer parks", None),
+        ),
         (
             "selected",
             one(
@@ -1227,7 +1232,7 @@ pub fn check_waits(tool: Tool) {
         assert!(!table.contains("waiting for"), "{what}:\n{table}");
         // Seven tasks wait (`locker`, `writer`, `queued`, `acquirer`,
         // `starved`, `joiner`, `selector`), each for a task free to go on;
-        // `racer` does not.
+        // `racer` and `lracer` do not.
         assert_eq!(
             run.section("DEADLOCKS"),
             "no deadlock among 7 waiting tasks",
