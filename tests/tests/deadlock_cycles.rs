@@ -411,6 +411,28 @@ fn awaits_at(task: u64, marker: &str) -> bool {
     })
 }
 
+/// Task `a`, which holds the `Mutex` task `b` waits for, waits for
+/// nothing in the dump, and no deadlock holds either (checked over ten
+/// turns of the runtime).
+async fn waits_for_nothing_b_waits_for_it(a: u64, b: u64) {
+    let dump = async_stack::dump();
+    let task_a = dump.task(a).expect("a is live");
+    assert!(task_a.waits.is_empty(), "{task_a}");
+    let task_b = dump.task(b).expect("b is live");
+    assert_eq!(task_b.waits[0].resource, K::Mutex);
+    assert_eq!(task_b.waits[0].holders[0].task, a);
+    for _ in 0..10 {
+        let found = async_stack::deadlocks();
+        assert!(
+            found
+                .iter()
+                .all(|d| !d.tasks().contains(&a) && !d.tasks().contains(&b)),
+            "{found:?}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 /// Yields to the runtime until `done`, up to 1,000 turns.
 async fn until(what: &str, done: impl Fn() -> bool) {
     for _ in 0..1000 {
@@ -448,22 +470,7 @@ fn a_handle_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
         until("a waits at RELEASE", || awaits_at(a, "RELEASE")).await;
 
         // b waits for a, but a waits for this test, not for b.
-        let dump = async_stack::dump();
-        let task_a = dump.task(a).expect("a is live");
-        assert!(task_a.waits.is_empty(), "{task_a}");
-        let task_b = dump.task(b).expect("b is live");
-        assert_eq!(task_b.waits[0].resource, K::Mutex);
-        assert_eq!(task_b.waits[0].holders[0].task, a);
-        for _ in 0..10 {
-            let found = async_stack::deadlocks();
-            assert!(
-                found
-                    .iter()
-                    .all(|d| !d.tasks().contains(&a) && !d.tasks().contains(&b)),
-                "{found:?}"
-            );
-            tokio::task::yield_now().await;
-        }
+        waits_for_nothing_b_waits_for_it(a, b).await;
 
         // Awaited again, at another `.await`, the handle waits there: now
         // a holds the lock b waits for, and waits for b's end.
@@ -614,21 +621,8 @@ fn an_acquire_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
         until("a waits at LOCK_RELEASE", || awaits_at(a, "LOCK_RELEASE")).await;
 
         // a's acquire is still queued for b's lock, but a waits for this
-        // test: no deadlock, and the dump shows a waiting for nothing.
-        let dump = async_stack::dump();
-        let task_a = dump.task(a).expect("a is live");
-        assert!(task_a.waits.is_empty(), "{task_a}");
-        assert_eq!(dump.task(b).expect("b is live").waits[0].holders[0].task, a);
-        for _ in 0..10 {
-            let found = async_stack::deadlocks();
-            assert!(
-                found
-                    .iter()
-                    .all(|d| !d.tasks().contains(&a) && !d.tasks().contains(&b)),
-                "{found:?}"
-            );
-            tokio::task::yield_now().await;
-        }
+        // test, not for b.
+        waits_for_nothing_b_waits_for_it(a, b).await;
 
         // Awaited again, the acquire waits there: a real deadlock now.
         release.send(()).unwrap();
