@@ -1020,13 +1020,19 @@ class Reader:
                 return site.location
             return deepest_await(self._task(raws[edge.waiter], now, None).frames)
 
+        # The `.await`s each waiter's shown frames are suspended at, read
+        # once a task (a task may have many waits).
+        suspended = {}
+
         def holds(wait):
             task, awaiting = wait[0], wait[4]
             if not awaiting or task not in raws:
                 return True
-            copied = self._copied(raws[task])[0]
-            return any(site == l.slot_await_flag | awaiting and not innermost
-                       for _, site, _, innermost in copied)
+            if task not in suspended:
+                suspended[task] = {
+                    site for _, site, _, innermost in self._copied(raws[task])[0]
+                    if not innermost}
+            return l.slot_await_flag | awaiting in suspended[task]
 
         l = self.layout
         resources = self.resources()
