@@ -1,12 +1,14 @@
 //! The detector's view of tasks ([`TaskView`]), read from the task
 //! registry: one pass over the records, without a lock.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::record::location::SourceLocation;
 use crate::record::site::{SiteId, await_site_by_id};
 use crate::shim::Ordering;
 use crate::task::TaskState;
+use crate::task::record::read::DUMP_READ_TRIES;
 use crate::task::registry;
 use crate::task::stack::reader::StackCopy;
 use crate::waits::detect::{Interest, TaskView};
@@ -18,6 +20,9 @@ pub(crate) struct Tasks {
     tasks: HashMap<u64, (u32, Option<u64>)>,
     /// Live roots by tokio task id, in record order.
     roots: HashMap<u64, Vec<u64>>,
+    /// Scratch for the stacks read, one at a time (no allocation a read
+    /// once it has grown).
+    scratch: RefCell<StackCopy>,
 }
 
 impl Tasks {
@@ -74,33 +79,42 @@ impl TaskView for Tasks {
     /// the order a dump lists frames: the frame a dump shows the wait
     /// under).
     fn awaiting_at(&self, task: u64) -> Option<SourceLocation> {
-        let copy = self.stack(task)?;
-        let (_, deepest) = copy
-            .frames
-            .iter()
-            .enumerate()
-            .max_by_key(|&(i, f)| (f.depth, i))?;
-        let site = SiteId::from_raw(deepest.site);
-        if deepest.innermost || !site.is_await() {
-            return None;
-        }
+        let site = self.with_stack(task, |copy| {
+            let (_, deepest) = copy
+                .frames
+                .iter()
+                .enumerate()
+                .max_by_key(|&(i, f)| (f.depth, i))?;
+            let site = SiteId::from_raw(deepest.site);
+            (!deepest.innermost && site.is_await()).then_some(site)
+        })??;
         Some(await_site_by_id(site.id())?.location())
     }
 
     fn awaits_at(&self, task: u64, site: u32) -> bool {
         let at = SiteId::at_await(site).raw();
-        self.stack(task)
-            .is_some_and(|copy| copy.frames.iter().any(|f| !f.innermost && f.site == at))
+        self.with_stack(task, |copy| {
+            copy.frames.iter().any(|f| !f.innermost && f.site == at)
+        })
+        .unwrap_or(false)
     }
 }
 
 impl Tasks {
-    /// A copy of the live task's published stack, if it reads whole.
-    fn stack(&self, task: u64) -> Option<StackCopy> {
+    /// `f` of the live task's published stack, if it reads whole.
+    fn with_stack<T>(&self, task: u64, f: impl FnOnce(&StackCopy) -> T) -> Option<T> {
         let &(index, _) = self.tasks.get(&task)?;
         let r = registry::record(index)?;
-        let mut copy = StackCopy::default();
-        let raw = r.read(index, &mut copy, crate::clock::now_ms())?;
-        (raw.id == task && raw.stack_copied).then_some(copy)
+        let mut copy = self.scratch.borrow_mut();
+        // Only the stack: not the name, parent or spawn site (no reference
+        // to the name taken and dropped again).
+        let raw = r.read_tries_with(
+            index,
+            &mut copy,
+            crate::clock::now_ms(),
+            DUMP_READ_TRIES,
+            |_, _| false,
+        )?;
+        (raw.id == task && raw.stack_copied).then(|| f(&copy))
     }
 }
