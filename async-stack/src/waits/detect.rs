@@ -240,6 +240,15 @@ fn confirmed<V: TaskView>(
 /// `n * m` edges for the same answer.
 const HOLDERS_NAMED_BEHIND: usize = 8;
 
+/// Whether the waiter of `w` left the `.await` that polled it: the wait
+/// is then no wait of its (the pass-2 check that the waiter is idle and
+/// not woken keeps this true at the instant between the passes), though
+/// it still queues the waiters behind it. A waiter that is not idle is
+/// free whatever it waits for: its stack is not read.
+fn left<V: TaskView>(w: &Wait, view: &V) -> bool {
+    w.awaiting != 0 && view.idle(w.task).is_some() && !view.awaits_at(w.task, w.awaiting)
+}
+
 /// The minimal deadlocks of one pass.
 fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candidate> {
     // Every edge, by waiter; resource indices by waiter.
@@ -252,18 +261,7 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
         // they are few.
         let named_behind = holders.clone().count() <= HOLDERS_NAMED_BEHIND;
         for (k, w) in r.waits.iter().enumerate() {
-            // A wait whose waiter left the `.await` that polled it is no
-            // wait of its (the pass-2 check that the waiter is idle and not
-            // woken keeps this true at the instant between the passes),
-            // though it still queues the waiters behind it. A waiter that
-            // is not idle is free whatever it waits for: its stack is not
-            // read.
-            let left = |w: &Wait| {
-                w.awaiting != 0
-                    && view.idle(w.task).is_some()
-                    && !view.awaits_at(w.task, w.awaiting)
-            };
-            if w.task == 0 || left(w) {
+            if w.task == 0 || left(w, view) {
                 continue;
             }
             let out = edges.entry(w.task).or_default();

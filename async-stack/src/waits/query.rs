@@ -53,17 +53,17 @@ pub(crate) struct WaitingFor {
 
 impl WaitingFor {
     /// Whether the wait holds for a task whose frames are suspended at the
-    /// `.await`s `awaits` (file, line, column): one polled at a known
-    /// `.await` while a frame is still suspended there (an acquire future
-    /// or a handle raced in `select!` and kept while its task went on is
-    /// not awaited any more), and one polled at no known `.await` always.
+    /// `.await`s `awaits`: one polled at a known `.await` while a frame is
+    /// still suspended there (an acquire future or a handle raced in
+    /// `select!` and kept while its task went on is not awaited any more),
+    /// and one polled at no known `.await` always.
     pub(crate) fn holds_at<'a>(
         &self,
-        mut awaits: impl Iterator<Item = (&'a str, u32, u32)>,
+        mut awaits: impl Iterator<Item = &'a SourceLocation>,
     ) -> bool {
         match &self.awaiting {
             None => true,
-            Some(a) => awaits.any(|at| at == (&*a.file, a.line, a.column)),
+            Some(a) => awaits.any(|at| at == a),
         }
     }
 }
@@ -98,10 +98,8 @@ pub(crate) fn waits_by_task(registry: &Registry) -> HashMap<u64, Vec<WaitingFor>
             })
             .collect();
         for w in copy.waits.iter().filter(|w| w.task != 0) {
-            let awaiting = (w.awaiting != 0)
-                .then(|| await_site_by_id(w.awaiting))
-                .flatten()
-                .map(AwaitSite::location);
+            // Id 0 (none known) names no site.
+            let awaiting = await_site_by_id(w.awaiting).map(AwaitSite::location);
             let waits = out.entry(w.task).or_default();
             // A later wait is never shown after one that always holds, or
             // after one at the same `.await` (a `join_all` of handles).

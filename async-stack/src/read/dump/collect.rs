@@ -394,12 +394,7 @@ impl Waits {
             // The first wait that holds: only while the root is suspended
             // at the `.await` that polled it, if one did.
             let frames = &t.frames[t.frames_of(id)];
-            let awaits = || {
-                frames.iter().filter_map(|f| {
-                    let at = f.awaiting_at.as_ref()?;
-                    Some((&*at.file, at.line, at.column))
-                })
-            };
+            let awaits = || frames.iter().filter_map(|f| f.awaiting_at.as_ref());
             let Some(w) = waits.iter().find(|w| w.holds_at(awaits())) else {
                 continue;
             };
