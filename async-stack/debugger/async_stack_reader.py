@@ -45,6 +45,10 @@ DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
 VERSION = 11
 ERROR_PREFIX = "async-stack: "
+#: The await site id of a wait polled between two `.await`s of its frame
+#: (`futures::poll!`, `now_or_never()`): no site has it, and the wait holds
+#: at none (the Rust side's `NOT_AT_AWAIT`).
+NOT_AT_AWAIT = 0xFFFFFFFF
 
 #: The longest async frame chain followed before it is reported as corrupt.
 MAX_CHAIN_DEPTH = 1024
@@ -970,7 +974,8 @@ class Reader:
         for r in self.resources():
             holders = [Holder(task, at, since(ms)) for task, at, ms in r.holders]
             for task, at, ms, _, awaiting in r.waits:
-                if task:
+                # Polled between two `.await`s: awaited at none of them.
+                if task and awaiting != NOT_AT_AWAIT:
                     site = self.sites.await_site(awaiting) if awaiting else None
                     site_at = site.location if site else None
                     waiting.setdefault(task, []).append(Wait(
@@ -1081,13 +1086,16 @@ def find_deadlocks(resources, idle, roots_of, holds=lambda wait: True):
     the order Tarjan's algorithm completes them (from the smallest id),
     each ordered by :func:`cycle_first`. A wait for which ``holds(wait)``
     is false (its waiter left the `.await` that polled it) has no edges of
-    its own, but still queues the waiters behind it. Raises past
+    its own, but still queues the waiters behind it, the first of which
+    then waits for every waiter ahead up to the nearest whose wait holds,
+    and, when there is none, for the holders too. Raises past
     :data:`MAX_EDGES` edges."""
     edges, count = {}, 0
     for r in resources:
+        left = [w[0] != 0 and not holds(w) for w in r.waits]
         for k, wait in enumerate(r.waits):
             task = wait[0]
-            if task == 0 or not holds(wait):
+            if task == 0 or left[k]:
                 continue
             out = edges.setdefault(task, [])
             before = len(out)
@@ -1095,13 +1103,19 @@ def find_deadlocks(resources, idle, roots_of, holds=lambda wait: True):
                 for root in roots_of(r.target) if r.target else []:
                     out.append(Edge(task, wait, r, root, "task", None))
             else:
-                # Behind the first waiter, past HOLDERS_NAMED_BEHIND
-                # holders, the chain alone reaches them (as in Rust).
-                if k == 0 or len(r.holders) <= HOLDERS_NAMED_BEHIND:
+                # The waiter directly ahead, or, past waits whose task
+                # left them (no edges of their own), every waiter up to
+                # the nearest one that did not. Behind that one, past
+                # HOLDERS_NAMED_BEHIND holders, the chain alone reaches
+                # them (as in Rust).
+                nearest = next((j for j in range(k - 1, -1, -1)
+                                if not left[j]), None)
+                if (k == 0 or len(r.holders) <= HOLDERS_NAMED_BEHIND
+                        or nearest is None):
                     out.extend(Edge(task, wait, r, h[0], "holds", h)
                                for h in r.holders)
-                if k > 0:
-                    ahead = r.waits[k - 1]
+                for j in range(k - 1, (nearest or 0) - 1, -1):
+                    ahead = r.waits[j]
                     out.append(Edge(task, wait, r, ahead[0], "queued", ahead))
             if len(out) == before:
                 out.append(Edge(task, wait, r, 0, "task", None))

@@ -573,23 +573,39 @@ async fn hold_then_lock(
     let _theirs = theirs.lock().await; // THEN_LOCK
 }
 
-/// Holds `mine`, races an acquire of `theirs` against a branch that is
-/// ready at once (the acquire is polled first, and queues), keeps the
-/// acquire, waits for `release`, then awaits the acquire for good.
+/// How a kept acquire is polled first.
+#[derive(Clone, Copy)]
+enum FirstPoll {
+    /// Raced in a `select!` against a branch that is ready at once.
+    Select,
+    /// Polled once between two `.await`s (`now_or_never()`).
+    Once,
+}
+
+/// Holds `mine`, polls an acquire of `theirs` once as `first` says (it
+/// queues), keeps the acquire, waits for `release`, then awaits the
+/// acquire for good.
 #[traced_async]
 async fn race_lock_and_keep(
     mine: Arc<Mutex<u8>>,
     theirs: Arc<Mutex<u8>>,
     ready: oneshot::Sender<u64>,
     release: oneshot::Receiver<()>,
+    first: FirstPoll,
 ) {
     let _mine = mine.lock().await; // HOLD_RACER
     ready.send(task_id()).unwrap();
     let mut acquire = std::pin::pin!(theirs.lock()); // RACED_LOCK
-    tokio::select! {
-        biased;
-        _ = &mut acquire => unreachable!("its lock is held"),
-        () = std::future::ready(()) => {}
+    match first {
+        FirstPoll::Select => tokio::select! {
+            biased;
+            _ = &mut acquire => unreachable!("its lock is held"),
+            () = std::future::ready(()) => {}
+        },
+        FirstPoll::Once => {
+            let got = futures::FutureExt::now_or_never(acquire.as_mut());
+            assert!(got.is_none(), "its lock is held");
+        }
     }
     release.await.unwrap(); // LOCK_RELEASE
     let _theirs = acquire.await; // LOCK_KEPT
@@ -597,6 +613,18 @@ async fn race_lock_and_keep(
 
 #[test]
 fn an_acquire_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
+    kept_acquire_waits_only_where_it_is_awaited_again(FirstPoll::Select);
+}
+
+#[test]
+fn an_acquire_polled_once_between_awaits_and_kept_waits_only_where_it_is_awaited() {
+    kept_acquire_waits_only_where_it_is_awaited_again(FirstPoll::Once);
+}
+
+/// A task holds a lock and polls an acquire of another task's lock once
+/// (`first`), keeps it and waits for this test: no wait of its, no
+/// deadlock; then it awaits the acquire: a deadlock.
+fn kept_acquire_waits_only_where_it_is_awaited_again(first: FirstPoll) {
     rt().block_on(async {
         let m1 = Arc::new(Mutex::new(0)); // RACE_M1
         let m2 = Arc::new(Mutex::new(0)); // RACE_M2
@@ -608,7 +636,7 @@ fn an_acquire_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
         let (release, released) = oneshot::channel();
         let ha = spawn_named(
             "a",
-            race_lock_and_keep(m1.clone(), m2.clone(), ready_a, released),
+            race_lock_and_keep(m1.clone(), m2.clone(), ready_a, released, first),
         );
         let a = a.await.unwrap();
         go_b.send(()).unwrap();
@@ -635,5 +663,101 @@ fn an_acquire_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
         assert_eq!(task_a.waits.len(), 1, "{task_a}");
         ha.abort();
         assert!(ha.await.unwrap_err().is_cancelled());
+    });
+}
+
+/// Holds one permit of `s` until `done`.
+#[traced_async]
+async fn hold_permit(s: Arc<Semaphore>, ready: oneshot::Sender<()>, done: oneshot::Receiver<()>) {
+    let _permit = s.acquire().await.unwrap();
+    ready.send(()).unwrap();
+    let _ = done.await;
+}
+
+/// Queues for two permits of `s`, keeps that acquire (its place in the
+/// queue) once told to go on, waits for `m`, then for the permits.
+#[traced_async]
+async fn keep_permits_then_lock(
+    s: Arc<Semaphore>,
+    m: Arc<Mutex<u8>>,
+    ready: oneshot::Sender<u64>,
+    go: oneshot::Receiver<()>,
+) {
+    let mut acquire = std::pin::pin!(s.acquire_many(2));
+    tokio::select! {
+        biased;
+        _ = &mut acquire => unreachable!("one permit is left"),
+        () = std::future::ready(()) => {}
+    }
+    ready.send(task_id()).unwrap();
+    go.await.unwrap();
+    let _m = m.lock().await; // LOCK_AFTER_KEEP
+    let _permits = acquire.await;
+}
+
+/// Holds `m`, then queues for a permit of `s`.
+#[traced_async]
+async fn hold_then_permit(m: Arc<Mutex<u8>>, s: Arc<Semaphore>, ready: oneshot::Sender<u64>) {
+    let _m = m.lock().await;
+    ready.send(task_id()).unwrap();
+    let _permit = s.acquire().await.unwrap();
+}
+
+/// The queue of a `Semaphore` that nine free tasks hold: `a` kept an
+/// acquire ahead of `x` and then waits for `x`'s lock. `x` waits for the
+/// holders (through `a`'s place in the queue, which holds no wait of
+/// `a`'s any more), who are free: no deadlock, and every task ends once
+/// the holders let go.
+#[test]
+fn a_kept_acquire_ahead_in_a_queue_does_not_cut_the_waiters_behind_from_the_holders() {
+    rt().block_on(async {
+        const HOLDERS: usize = 9; // past the 8 holders each waiter names
+        let s = Arc::new(Semaphore::new(HOLDERS + 1));
+        let m = Arc::new(Mutex::new(0));
+        let mut release = Vec::new();
+        for i in 0..HOLDERS {
+            let (ready, held) = oneshot::channel();
+            let (done, wait) = oneshot::channel();
+            let _h = spawn_named(format!("holder {i}"), hold_permit(s.clone(), ready, wait));
+            held.await.unwrap();
+            release.push(done);
+        }
+        let (ready_a, a) = oneshot::channel();
+        let (go_a, told) = oneshot::channel();
+        let ha = spawn_named(
+            "a",
+            keep_permits_then_lock(s.clone(), m.clone(), ready_a, told),
+        );
+        let a = a.await.unwrap();
+        let (ready_x, x) = oneshot::channel();
+        let hx = spawn_named("x", hold_then_permit(m.clone(), s.clone(), ready_x));
+        let x = x.await.unwrap();
+        go_a.send(()).unwrap();
+        until("x queues behind a", || {
+            async_stack::dump()
+                .task(x)
+                .is_some_and(|t| t.waits.len() == 1)
+        })
+        .await;
+        until("a waits for x's lock", || awaits_at(a, "LOCK_AFTER_KEEP")).await;
+        let dump = async_stack::dump();
+        let task_a = dump.task(a).expect("a is live");
+        assert_eq!(task_a.waits.len(), 1, "{task_a}");
+        assert_eq!(task_a.waits[0].resource, K::Mutex, "{task_a}");
+        for _ in 0..10 {
+            let found = async_stack::deadlocks();
+            assert!(
+                found
+                    .iter()
+                    .all(|d| !d.tasks().contains(&a) && !d.tasks().contains(&x)),
+                "{found:?}"
+            );
+            tokio::task::yield_now().await;
+        }
+        for done in release {
+            done.send(()).unwrap();
+        }
+        hx.await.unwrap();
+        ha.await.unwrap();
     });
 }

@@ -107,6 +107,14 @@ impl CallSite {
         self
     }
 
+    /// Whether frames of this call site record their `.await`s: those of
+    /// a `#[traced_async]` body, whose expansion gives every call site a
+    /// path ([`with_path`](Self::with_path)); a `.traced()` future records
+    /// none, so where it awaits is not known.
+    pub(crate) fn records_awaits(&self) -> bool {
+        self.path.is_some()
+    }
+
     /// The function's path from [`with_path`](Self::with_path), without the
     /// nested item and the `{{closure}}`s it may sit in: the `async fn`
     /// body's, and those of the `async` blocks that another attribute below

@@ -48,7 +48,11 @@
 //!   since every waiter of the queue has its own edge to the one directly
 //!   ahead; unless a waiter between them is the unknown task `0`, which
 //!   has no edges of its own. The chain then reaches `0` there, a free
-//!   task, as the full graph does from `k` directly.
+//!   task, as the full graph does from `k` directly. A wait whose task
+//!   left the `.await` that polled it has no edges of its own either, so
+//!   the waiter behind it has edges past it, to every waiter ahead up to
+//!   the nearest wait that holds (and, if none does, to the holders): the
+//!   path goes on from there.
 //! - So a task reaches a free task in one graph exactly when it does in
 //!   the other: the stuck set is the same. No unknown task is queued ahead
 //!   of a stuck task's waits, so among stuck tasks, who reaches whom is
@@ -74,6 +78,7 @@ use std::sync::Arc;
 use crate::record::location::SourceLocation;
 use crate::record::site::{AwaitSite, await_site_by_id};
 use crate::waits::resource::{Hold, Kind, Registry, ResourceCopy, Wait, Waited};
+use crate::waits::waiter::NOT_AT_AWAIT;
 
 /// What the detector needs to know of tasks, read from the task registry
 /// (or made up by a model).
@@ -240,13 +245,16 @@ fn confirmed<V: TaskView>(
 /// `n * m` edges for the same answer.
 const HOLDERS_NAMED_BEHIND: usize = 8;
 
-/// Whether the waiter of `w` left the `.await` that polled it: the wait
-/// is then no wait of its (the pass-2 check that the waiter is idle and
+/// Whether the waiter of `w` left the `.await` that polled it (or polled
+/// it between two `.await`s, [`NOT_AT_AWAIT`]: an idle task is suspended
+/// at none of them): the wait is then no wait of its (the pass-2 check that the waiter is idle and
 /// not woken keeps this true at the instant between the passes), though
 /// it still queues the waiters behind it. A waiter that is not idle is
 /// free whatever it waits for: its stack is not read.
 fn left<V: TaskView>(w: &Wait, view: &V) -> bool {
-    w.awaiting != 0 && view.idle(w.task).is_some() && !view.awaits_at(w.task, w.awaiting)
+    w.awaiting != 0
+        && view.idle(w.task).is_some()
+        && (w.awaiting == NOT_AT_AWAIT || !view.awaits_at(w.task, w.awaiting))
 }
 
 /// The minimal deadlocks of one pass.
@@ -260,8 +268,13 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
         // own edges to them only name them in its report, kept while
         // they are few.
         let named_behind = holders.clone().count() <= HOLDERS_NAMED_BEHIND;
+        let left_waits: Vec<bool> = r
+            .waits
+            .iter()
+            .map(|w| w.task != 0 && left(w, view))
+            .collect();
         for (k, w) in r.waits.iter().enumerate() {
-            if w.task == 0 || left(w, view) {
+            if w.task == 0 || left_waits[k] {
                 continue;
             }
             let out = edges.entry(w.task).or_default();
@@ -286,7 +299,14 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
                     any = true;
                 }
             } else {
-                if k == 0 || named_behind {
+                // Only the waiter directly ahead (see the module's docs,
+                // on queues), or, when its task left that wait (which then
+                // has no edges of its own to carry the chain on), every
+                // waiter ahead up to the nearest one that did not; when
+                // that is the unknown task, this wait is free, as it was
+                // with an edge to every waiter ahead.
+                let nearest = (0..k).rev().find(|&j| !left_waits[j]);
+                if k == 0 || named_behind || nearest.is_none() {
                     for h in holders.clone() {
                         edge(h.task, Via::Holds(*h));
                         any = true;
@@ -296,10 +316,7 @@ fn candidates<V: TaskView>(copies: &[Arc<ResourceCopy>], view: &V) -> Vec<Candid
                     // A holder the copy could not read: nobody known.
                     edge(0, Via::Task);
                 }
-                // Only the waiter directly ahead (see the module's docs,
-                // on queues); when that is the unknown task, this wait is
-                // free, as it was with an edge to every waiter ahead.
-                if let Some(ahead) = r.waits[..k].last() {
+                for ahead in r.waits[nearest.unwrap_or(0)..k].iter().rev() {
                     edge(ahead.task, Via::QueuedAhead(*ahead));
                     any = true;
                 }

@@ -17,6 +17,7 @@ use std::panic::Location;
 use crate::record::location::SourceLocation;
 use crate::record::site::{AwaitSite, await_site_by_id};
 use crate::waits::resource::{Ask, Kind, Registry};
+use crate::waits::waiter::NOT_AT_AWAIT;
 
 /// A holder of the resource a task waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +98,13 @@ pub(crate) fn waits_by_task(registry: &Registry) -> HashMap<u64, Vec<WaitingFor>
                 permits: h.permits,
             })
             .collect();
-        for w in copy.waits.iter().filter(|w| w.task != 0) {
+        // A wait polled between two `.await`s holds at none: a task is
+        // never suspended there.
+        for w in copy
+            .waits
+            .iter()
+            .filter(|w| w.task != 0 && w.awaiting != NOT_AT_AWAIT)
+        {
             // Id 0 (none known) names no site.
             let awaiting = await_site_by_id(w.awaiting).map(AwaitSite::location);
             let waits = out.entry(w.task).or_default();

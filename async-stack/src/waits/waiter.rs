@@ -2,11 +2,15 @@
 //! or a `JoinHandle`, and the `.await` that polled it, which the wait
 //! lasts at.
 
+pub(crate) use crate::task::record::layout::NOT_AT_AWAIT;
 use crate::task::record::layout::current_task_and_await;
 
 /// Who waits: the task whose poll polled the future (`0`: outside any
 /// traced root), and the id of the await site its current frame was at
-/// (`0`: none, the future was not polled inside a traced `.await`).
+/// (`0`: not known, the frame has no slot a reader could see it in, or
+/// is a `.traced()` future's, which records no `.await`s;
+/// [`NOT_AT_AWAIT`]: the frame polled it between two `.await`s, as
+/// `futures::poll!` or `now_or_never()` do, and awaits it nowhere).
 ///
 /// Readers count a wait only while the waiter's task is suspended at
 /// that `.await` (see [`crate::waits`]): a future raced in `select!` on

@@ -52,7 +52,8 @@
 //!   permits; `joiner` awaits the `JoinHandle` of `awaited`, which never
 //!   ends; `racer` polled the handle of `raced` (which never ends) in a
 //!   `select!` that another branch won, kept it, and parked elsewhere;
-//!   `lracer` did the same with an acquire of the `Mutex`, which stays
+//!   `lracer` did the same with an acquire of the `Mutex` (and polled
+//!   another once between two `.await`s), which stays
 //!   queued behind `locker`'s;
 //!   `selector` waits in a `select!` for the handle of `selected` (which
 //!   never ends) or for `waits_never`, a traced fn. It writes `task-ids.txt` and `tokio-ids.txt` (each label with
@@ -382,10 +383,18 @@ async fn waits_racer(mut raced: async_stack::tokio::JoinHandle<()>) {
 }
 
 /// Polls an acquire of `m` (which `holder` holds) in a `select!` that
-/// another branch wins at once, keeps it (queued behind `locker`), and
-/// parks elsewhere: it waits for nothing.
+/// another branch wins at once, and another once between two `.await`s,
+/// keeps both (queued behind `locker`), and parks elsewhere: it waits for
+/// nothing.
 #[traced_async]
 async fn waits_lock_racer(m: Lock) {
+    // Before any `.await` or `select!` (whose site stays the frame's
+    // until its next `.await`).
+    let mut once = std::pin::pin!(m.lock());
+    let polled = once
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+    assert!(polled.is_pending(), "`holder` holds it");
     let mut acquire = std::pin::pin!(m.lock());
     tokio::select! {
         biased;

@@ -417,12 +417,20 @@ pub fn current_task_id() -> Option<u64> {
         .filter(|&id| id != 0)
 }
 
+/// The await site id of a wait polled between two `.await`s of its
+/// frame (see [`current_task_and_await`]): no site has it, so readers find
+/// its task never suspended there.
+pub(crate) const NOT_AT_AWAIT: u32 = u32::MAX;
+
 /// The id of the task whose poll is running on this thread (`0`: none),
-/// and the id of the await site its current frame is at (`0`: none, the
-/// frame runs between two `.await`s, or it has no slot in the task's
-/// published stack, so readers could not see it there): where a future
+/// and the id of the await site its current frame is at: where a future
 /// polled now is awaited, for a wait that lasts only while its waiter
-/// stays there.
+/// stays there. `0` when that is not known (no task, or a frame without a
+/// slot in the task's published stack, which readers could not see
+/// there, or a `.traced()` future, which records no `.await`s);
+/// [`NOT_AT_AWAIT`] when a `#[traced_async]` body runs between two
+/// `.await`s (a future polled once there, by `futures::poll!` or
+/// `now_or_never()`, is awaited nowhere).
 // Its callers are the waits of feature `tokio`.
 #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
 pub(crate) fn current_task_and_await() -> (u64, u32) {
@@ -435,8 +443,13 @@ pub(crate) fn current_task_and_await() -> (u64, u32) {
         // whose poll is on this thread's stack, hence alive.
         let site = unsafe { a.frame().as_ref() }
             .filter(|f| place::own(f.place.load(Ordering::Relaxed)) != current::NO_SLOT)
-            .and_then(AsyncStackFrame::await_site)
-            .map_or(0, |s| s.id());
+            .map_or(0, |f| match f.await_site() {
+                Some(s) => s.id(),
+                // Between two `.await`s of a body that records them.
+                None if f.call_site().records_awaits() => NOT_AT_AWAIT,
+                // A `.traced()` future: where it awaits is not known.
+                None => 0,
+            });
         (task, site)
     })
     .unwrap_or((0, 0))
