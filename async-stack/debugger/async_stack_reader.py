@@ -43,11 +43,13 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 11
+VERSION = 12
 ERROR_PREFIX = "async-stack: "
-#: The await site id of a wait polled between two `.await`s of its frame
-#: (`futures::poll!`, `now_or_never()`): no site has it, and the wait holds
-#: at none (the Rust side's `NOT_AT_AWAIT`).
+#: A wait's ``awaiting`` word holds the id of the await site that polled
+#: it in its low 32 bits and the birth of the frame suspended there in its
+#: high 32 (0: not known). This one is a wait polled between two `.await`s
+#: of its frame (`futures::poll!`, `now_or_never()`): no site has its id,
+#: and the wait holds at none (the Rust side's `NOT_AT_AWAIT`).
 NOT_AT_AWAIT = 0xFFFFFFFF
 
 #: The longest async frame chain followed before it is reported as corrupt.
@@ -184,22 +186,34 @@ Task = collections.namedtuple(
 #: call's (None for a `JoinHandle`), how long it has waited, its
 #: :class:`Holder` list (exclusive first), for a `JoinHandle` the awaited
 #: tokio task's id (else None), and the :class:`Location` of the `.await`
-#: that polled the acquire future or the handle (None if not known): the
-#: wait holds only while one of the root's frames is suspended there
-#: (:meth:`Wait.holds_at`).
+#: that polled the acquire future or the handle (None if not known), and
+#: the wait's ``awaiting`` word (that `.await` and the birth of the frame
+#: that was there, :data:`NOT_AT_AWAIT`; 0: not known): the wait holds only
+#: while that frame is still suspended there (:meth:`Wait.holds_in`).
 class Wait(collections.namedtuple(
         "Wait",
         "task kind created_at waiting_at waiting_ms holders tokio_task "
-        "awaiting", defaults=(None,))):
+        "awaiting frame", defaults=(None, 0))):
     __slots__ = ()
 
-    def holds_at(self, frames):
+    def holds_in(self, copied, await_flag):
         """Whether the wait holds for a root whose shown frames are
-        ``frames`` (`WaitingFor::holds_at`): one polled at a known `.await`
-        while a frame is still suspended there, and one polled at no known
-        `.await` always."""
-        return self.awaiting is None or any(
-            f.awaiting_at == self.awaiting for f in frames)
+        ``copied`` (:func:`build_tree`'s, `WaitingFor::holds_in`): one
+        polled at a known `.await` while the frame that was there still
+        is (not another frame at the same `.await`), and one polled at no
+        known `.await` always. ``await_flag``: the await bit of a slot's
+        site field."""
+        return not self.frame or suspended_in(self.frame, copied, await_flag)
+
+
+def suspended_in(awaiting, copied, await_flag):
+    """Whether the frame that a wait's known ``awaiting`` word names is
+    among ``copied`` (:func:`build_tree`'s frames) still suspended at the
+    `.await` it names (`waiter::suspended_in`): another frame at the same
+    `.await` is not it."""
+    site = await_flag | (awaiting & 0xFFFFFFFF)
+    return any(not innermost and (s, birth) == (site, awaiting >> 32)
+               for _, s, _, innermost, birth in copied)
 
 #: A holder of a resource: the task (0: code outside traced tasks), where
 #: it acquired it, and for how long it has held it.
@@ -209,7 +223,9 @@ Holder = collections.namedtuple("Holder", "task acquired_at held_ms")
 #: site, tokio task (0: none), holders ``(task, at, since)`` (exclusive
 #: first) and waits ``(task, at, since, generation, awaiting)`` in queue
 #: order (``awaiting``: the id of the await site that polled the acquire
-#: future or the handle, 0 if none is known). A join wait (an awaited `JoinHandle`) reads
+#: future or the handle and the birth of the frame that was there, see
+#: :data:`NOT_AT_AWAIT`; 0 if none is known). A join wait (an awaited
+#: `JoinHandle`) reads
 #: as one of kind `JoinHandle`, without holders, with its one wait
 #: (:meth:`Reader.joins`).
 Resource = collections.namedtuple(
@@ -660,7 +676,8 @@ class Reader:
         l = self.layout
         copied, hidden, torn, words = self._copied(raw)
         frames = [self._tree_frame(f) for f in copied]
-        wait = next((w for w in waits or [] if w.holds_at(frames)), None)
+        wait = next((w for w in waits or []
+                     if w.holds_in(copied, l.slot_await_flag)), None)
         name = self._name(raw)
         parent = raw["parent"] or None
         site = self.sites.call(raw["spawn"] & _mask(l.spawn_site_bits))
@@ -673,7 +690,7 @@ class Reader:
                     None, [raw["id"]], [wait] if wait else [])
 
     def _tree_frame(self, copied):
-        depth, site, running, innermost = copied
+        depth, site, running, innermost, _ = copied
         call, at = self.sites.of_slot(site)
         awaiting = at.location if at is not None and not innermost else None
         return TreeFrame(depth, call.function if call else "<unknown>",
@@ -865,11 +882,10 @@ class Reader:
                     m.u64(slot + l.hold_slot_since, what)))
         holders += self._list(address, "holds", l.hold_size,
                               (l.hold_task, l.hold_at, l.hold_since), what)
-        # `awaiting` is a `u32`: the word read there holds 4 more bytes.
-        waits = [w[:4] + (w[4] & 0xFFFFFFFF,) for w in self._list(
+        waits = self._list(
             address, "waits", l.wait_size,
             (l.wait_task, l.wait_at, l.wait_since, l.wait_generation,
-             l.wait_awaiting), what)]
+             l.wait_awaiting), what)
         return Resource(
             m.u64(address + l.resource_key, what), kinds[kind],
             self.location(m.u64(address + l.resource_created_at, what), what),
@@ -965,7 +981,7 @@ class Reader:
         reads it (`waits_by_task`): the resources with waits (the listed
         ones and the join waits, :meth:`resources`) in key order, and for
         each task every :class:`Wait` met, in that order (a dump shows the
-        first that holds, :meth:`Wait.holds_at`). A `JoinHandle` polled at
+        first that holds, :meth:`Wait.holds_in`). A `JoinHandle` polled at
         a known `.await` waits at that `.await`'s line. Times are measured
         against ``now``; resources caught in the middle of a change are
         skipped (:meth:`resources`)."""
@@ -976,11 +992,12 @@ class Reader:
             for task, at, ms, _, awaiting in r.waits:
                 # Polled between two `.await`s: awaited at none of them.
                 if task and awaiting != NOT_AT_AWAIT:
-                    site = self.sites.await_site(awaiting) if awaiting else None
+                    site = (self.sites.await_site(awaiting & 0xFFFFFFFF)
+                            if awaiting else None)
                     site_at = site.location if site else None
                     waiting.setdefault(task, []).append(Wait(
                         task, r.kind, r.created_at, at or site_at, since(ms),
-                        holders, r.target or None, site_at))
+                        holders, r.target or None, site_at, awaiting))
         return waiting
 
     # ---- deadlocks
@@ -1020,13 +1037,14 @@ class Reader:
                 raw["state"], raw["wakes"], now)[0] == "idle"
 
         def awaiting_at(edge):
-            site = edge.wait[4] and self.sites.await_site(edge.wait[4])
+            site = edge.wait[4] and self.sites.await_site(
+                edge.wait[4] & 0xFFFFFFFF)
             if site:
                 return site.location
             return deepest_await(self._task(raws[edge.waiter], now, None).frames)
 
-        # The `.await`s each waiter's shown frames are suspended at, read
-        # once a task (a task may have many waits).
+        # Each waiter's shown frames, read once a task (a task may have
+        # many waits).
         suspended = {}
 
         def holds(wait):
@@ -1034,10 +1052,8 @@ class Reader:
             if not awaiting or task not in raws:
                 return True
             if task not in suspended:
-                suspended[task] = {
-                    site for _, site, _, innermost in self._copied(raws[task])[0]
-                    if not innermost}
-            return l.slot_await_flag | awaiting in suspended[task]
+                suspended[task] = self._copied(raws[task])[0]
+            return suspended_in(awaiting, suspended[task], l.slot_await_flag)
 
         l = self.layout
         resources = self.resources()
@@ -1329,7 +1345,7 @@ def merge_branches(tokio_id, branches):
 
 def build_tree(layout, words, meta, current_slot, foreign):
     """A port of `StackCopy::build`: the shown frames of a published stack
-    as ``(depth, site, running, innermost)`` in pre-order (siblings in
+    as ``(depth, site, running, innermost, birth)`` in pre-order (siblings in
     birth order), and the count of hidden live frames. ``current_slot`` is
     the slot the task's current-frame word carries (`no_slot`: none)."""
     l = layout
@@ -1353,7 +1369,8 @@ def build_tree(layout, words, meta, current_slot, foreign):
            for i in range(1, count)):
         running = current_slot < count
         return [(i, site_of(words[i]), running and i <= current_slot,
-                 i == current_slot) for i in range(count)], hidden
+                 i == current_slot, birth_of(words[i]))
+                for i in range(count)], hidden
 
     children = {}
     for slot in range(1, count):
@@ -1375,7 +1392,8 @@ def build_tree(layout, words, meta, current_slot, foreign):
             continue
         visited.add(slot)
         slots.append(slot)
-        frames.append([depth, site_of(words[slot]), False, slot == current_slot])
+        frames.append([depth, site_of(words[slot]), False, slot == current_slot,
+                       birth_of(words[slot])])
         for kid in reversed(children.get(slot, [])):
             parents[kid] = slot
             stack.append((kid, depth + 1))

@@ -13,6 +13,7 @@ use async_stack::sync::{Mutex, RwLock, Semaphore};
 use async_stack::tokio::{JoinHandle, spawn_named};
 use async_stack::{ResourceKind, WaitEdge, traced_async};
 use tokio::sync::oneshot;
+use tokio::sync::oneshot::error::RecvError;
 
 use common::{deadlock_of, task_id};
 
@@ -580,6 +581,16 @@ enum FirstPoll {
     Select,
     /// Polled once between two `.await`s (`now_or_never()`).
     Once,
+    /// Raced in a `select!` through a generic helper, [`run`], which the
+    /// task then calls again to wait for something else at the same
+    /// `.await` line.
+    Helper,
+}
+
+/// Awaits `f`: one `.await` line for whatever it is called with.
+#[traced_async]
+async fn run<F: std::future::Future>(f: F) -> F::Output {
+    f.await
 }
 
 /// Holds `mine`, polls an acquire of `theirs` once as `first` says (it
@@ -606,7 +617,18 @@ async fn race_lock_and_keep(
             let got = futures::FutureExt::now_or_never(acquire.as_mut());
             assert!(got.is_none(), "its lock is held");
         }
+        FirstPoll::Helper => tokio::select! {
+            biased;
+            _ = run(&mut acquire) => unreachable!("its lock is held"),
+            () = std::future::ready(()) => {}
+        },
     }
+    type Release =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), RecvError>> + Send>>;
+    let release: Release = match first {
+        FirstPoll::Helper => Box::pin(run(release)),
+        _ => Box::pin(release),
+    };
     release.await.unwrap(); // LOCK_RELEASE
     let _theirs = acquire.await; // LOCK_KEPT
 }
@@ -619,6 +641,11 @@ fn an_acquire_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
 #[test]
 fn an_acquire_polled_once_between_awaits_and_kept_waits_only_where_it_is_awaited() {
     kept_acquire_waits_only_where_it_is_awaited_again(FirstPoll::Once);
+}
+
+#[test]
+fn an_acquire_kept_from_a_helper_waits_not_where_the_helper_waits_again() {
+    kept_acquire_waits_only_where_it_is_awaited_again(FirstPoll::Helper);
 }
 
 /// A task holds a lock and polls an acquire of another task's lock once

@@ -270,7 +270,13 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// moves by two words): the `.await` at which an acquire future or a
 /// `JoinHandle` was polled, so that the scripts, like the process, drop
 /// a wait whose waiter is no longer suspended there.
-pub const VERSION: u64 = 11;
+///
+/// Version 12: no field moves; `wait_awaiting` and `join_slot_awaiting`
+/// are whole words: the await site's id in the low 32 bits (`u32::MAX`:
+/// polled between two `.await`s, awaited nowhere) and the birth of the
+/// frame suspended there in the high 32, so that the scripts, like the
+/// process, do not take another frame at the same `.await` for it.
+pub const VERSION: u64 = 12;
 
 /// The descriptor. See the module docs.
 #[repr(C)]

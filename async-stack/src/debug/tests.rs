@@ -757,18 +757,14 @@ fn read_resource(r: u64) -> ReadResource {
             "wait_since",
         ),
         version: word_at(r + l.get("resource_version")),
-        // A `u32` in each wait.
+        // A word in each wait: the await site's id and the frame's birth.
         awaiting: {
             let (base, n) = (
                 word_at(r + l.get("resource_waits")),
                 word_at(r + l.get("resource_waits_len")),
             );
             (0..n)
-                .map(|i| {
-                    u64::from(u32_at(
-                        base + i * l.get("wait_size") + l.get("wait_awaiting"),
-                    ))
-                })
+                .map(|i| word_at(base + i * l.get("wait_size") + l.get("wait_awaiting")))
                 .sum()
         },
     }
@@ -840,7 +836,7 @@ fn read_as(copy: &ResourceCopy) -> ReadResource {
             .map(|w| record(w.task, w.at, w.since_ms))
             .collect(),
         version: copy.version,
-        awaiting: copy.waits.iter().map(|w| u64::from(w.awaiting)).sum(),
+        awaiting: copy.waits.iter().map(|w| w.awaiting).sum(),
     }
 }
 
@@ -862,7 +858,12 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     m.exclusive.acquire(7, acquired, 100);
     // The waits' await sites are numbers no site table checks here.
     let at_await = |task, awaiting| Waiter { task, awaiting };
-    let m_wait = WaitRecord::start(&m, at_await(9, 0x5151), Some(waiting), Ask::Exclusive);
+    let m_wait = WaitRecord::start(
+        &m,
+        at_await(9, 0x0007_0000_5151),
+        Some(waiting),
+        Ask::Exclusive,
+    );
     let s = Arc::new(Resource::new(Kind::Semaphore, created, reg));
     // Its shared slots, then its list.
     let holders = [0, 5, 6, 7, 8, 9];
@@ -870,8 +871,8 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
         s.hold_shared(task, [acquired, waiting][i % 2], 1 + i as u32);
     }
     let s_wait = WaitRecord::start(&s, Waiter::of(11), Some(waiting), Ask::Shared(1));
-    let j_wait =
-        JoinWait::start(reg, at_await(12, 0x5252), TARGET, created).expect("a free join slot");
+    let j_wait = JoinWait::start(reg, at_await(12, 0x0008_0000_5252), TARGET, created)
+        .expect("a free join slot");
 
     let listed = listed_from_memory();
     let address = |r: &Arc<Resource>| Arc::as_ptr(r) as u64;
@@ -885,7 +886,7 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     assert_eq!(read.created_at, location(created));
     assert_eq!(read.exclusive, Some((7, Some(location(acquired)), 100)));
     assert_eq!(read.waits[0].0, 9);
-    assert_eq!(read.awaiting, 0x5151);
+    assert_eq!(read.awaiting, 0x0007_0000_5151);
     assert_eq!(read.version % 2, 0, "no change under way");
     let read = read_resource(address(&s));
     assert_eq!(read.kind, l.get("kind_semaphore"));
@@ -923,7 +924,7 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     );
     assert_eq!(read.created_at, location(created), "the spawn site");
     assert_eq!(read.waits, [(12, None, read.waits[0].2)]);
-    assert_eq!(read.awaiting, 0x5252);
+    assert_eq!(read.awaiting, 0x0008_0000_5252);
     assert!(read.key > m.copy().waits[0].generation, "started later");
 
     // Waits ended: out of the slots.

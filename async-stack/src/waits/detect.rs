@@ -78,7 +78,7 @@ use std::sync::Arc;
 use crate::record::location::SourceLocation;
 use crate::record::site::{AwaitSite, await_site_by_id};
 use crate::waits::resource::{Hold, Kind, Registry, ResourceCopy, Wait, Waited};
-use crate::waits::waiter::NOT_AT_AWAIT;
+use crate::waits::waiter::{NOT_AT_AWAIT, awaited_site};
 
 /// What the detector needs to know of tasks, read from the task registry
 /// (or made up by a model).
@@ -97,11 +97,14 @@ pub(crate) trait TaskView {
     fn awaiting_at(&self, _task: u64) -> Option<SourceLocation> {
         None
     }
-    /// Whether one of the task's shown frames is suspended at the `.await`
-    /// of await site `site`: a wait recorded there holds only while one is
-    /// (an acquire future or a handle raced in `select!` and kept while
-    /// the task went on to other `.await`s is not awaited any more).
-    fn awaits_at(&self, _task: u64, _site: u32) -> bool {
+    /// Whether the task's shown frame that `awaiting` names (its birth) is
+    /// still suspended at the `.await` it names (its site, see
+    /// [`Waiter::awaiting`](crate::waits::waiter::Waiter)): a wait
+    /// recorded there holds only while it is (an acquire future or a
+    /// handle raced in `select!` and kept while the task went on to other
+    /// `.await`s is not awaited any more, nor when another frame reached
+    /// the same `.await`).
+    fn awaits_at(&self, _task: u64, _awaiting: u64) -> bool {
         true
     }
 }
@@ -199,7 +202,7 @@ pub(crate) fn detect<V: TaskView>(
             for e in &mut edges {
                 e.waiter_name = second.name(e.waiter);
                 if e.wait.at.is_none() {
-                    e.awaiting_at = await_site_by_id(e.wait.awaiting)
+                    e.awaiting_at = await_site_by_id(awaited_site(e.wait.awaiting))
                         .map(AwaitSite::location)
                         .or_else(|| second.awaiting_at(e.waiter));
                 }

@@ -49,7 +49,7 @@ pub(crate) struct JoinRead {
     pub(crate) spawned_at: &'static Location<'static>,
     /// The await site id of the `.await` that polled the handle (`0`:
     /// none known).
-    pub(crate) awaiting: u32,
+    pub(crate) awaiting: u64,
 }
 
 /// One join wait's words (generation 0: a free slot).
@@ -112,8 +112,7 @@ impl JoinSlot {
         // write then reads `CLAIMED` or the new generation, and retries.
         fence(Ordering::Release);
         self.task.store(waiter.task, Ordering::Relaxed);
-        self.awaiting
-            .store(u64::from(waiter.awaiting), Ordering::Relaxed);
+        self.awaiting.store(waiter.awaiting, Ordering::Relaxed);
         self.target.store(target, Ordering::Relaxed);
         self.since_ms.store(since_ms, Ordering::Relaxed);
         self.spawned_at
@@ -126,7 +125,7 @@ impl JoinSlot {
         Waiter {
             task: self.task.load(Ordering::Relaxed),
             // Only `write` stores it, from a `u32`.
-            awaiting: self.awaiting.load(Ordering::Relaxed) as u32,
+            awaiting: self.awaiting.load(Ordering::Relaxed),
         }
     }
 
@@ -161,7 +160,7 @@ impl JoinSlot {
             since_ms,
             spawned_at,
             // Only `write` stores it, from a `u32`.
-            awaiting: awaiting as u32,
+            awaiting,
         })
     }
 

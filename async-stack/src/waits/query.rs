@@ -16,8 +16,9 @@ use std::panic::Location;
 
 use crate::record::location::SourceLocation;
 use crate::record::site::{AwaitSite, await_site_by_id};
+use crate::task::stack::CopiedFrame;
 use crate::waits::resource::{Ask, Kind, Registry};
-use crate::waits::waiter::NOT_AT_AWAIT;
+use crate::waits::waiter::{NOT_AT_AWAIT, awaited_site, suspended_in};
 
 /// A holder of the resource a task waits for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,25 +48,24 @@ pub(crate) struct WaitingFor {
     /// For a `JoinHandle`: the tokio id of the awaited task.
     pub(crate) tokio_task: Option<u64>,
     /// The `.await` that polled the acquire future or the `JoinHandle`, if
-    /// known. The wait holds only while the task is suspended there (see
-    /// [`WaitingFor::holds_at`]).
+    /// known. The wait holds only while the frame that was there still is
+    /// (see [`WaitingFor::holds_in`]).
     pub(crate) awaiting: Option<SourceLocation>,
+    /// That `.await` and that frame, as the wait records them
+    /// ([`Waiter::awaiting`](crate::waits::waiter::Waiter); `0`: not
+    /// known).
+    pub(crate) frame: u64,
 }
 
 impl WaitingFor {
-    /// Whether the wait holds for a task whose frames are suspended at the
-    /// `.await`s `awaits`: one polled at a known `.await` while a frame is
-    /// still suspended there (an acquire future or a handle raced in
-    /// `select!` and kept while its task went on is not awaited any more),
-    /// and one polled at no known `.await` always.
-    pub(crate) fn holds_at<'a>(
-        &self,
-        mut awaits: impl Iterator<Item = &'a SourceLocation>,
-    ) -> bool {
-        match &self.awaiting {
-            None => true,
-            Some(a) => awaits.any(|at| at == a),
-        }
+    /// Whether the wait holds for a root whose published stack reads as
+    /// `frames`: one polled at a known `.await` while the frame that was
+    /// there still is (an acquire future or a handle raced in `select!`
+    /// and kept while its task went on is not awaited any more, nor is it
+    /// by another frame that reached the same `.await`), and one polled at
+    /// no known `.await` always.
+    pub(crate) fn holds_in(&self, frames: &[CopiedFrame]) -> bool {
+        self.frame == 0 || suspended_in(self.frame, frames)
     }
 }
 
@@ -79,8 +79,8 @@ pub(crate) fn waiting_tasks(registry: &Registry) -> HashMap<u64, WaitingFor> {
 
 /// The waits of each waiting task that a reader may show, by task id, in
 /// the order of the resources' keys: a reader shows the first one that
-/// holds (see [`WaitingFor::holds_at`]), so none is kept after one that
-/// always holds, nor after one at the same `.await`.
+/// holds (see [`WaitingFor::holds_in`]), so none is kept after one that
+/// always holds, nor after one of the same frame at the same `.await`.
 pub(crate) fn waits_by_task(registry: &Registry) -> HashMap<u64, Vec<WaitingFor>> {
     let mut out: HashMap<u64, Vec<WaitingFor>> = HashMap::new();
     if registry.is_empty() {
@@ -106,14 +106,11 @@ pub(crate) fn waits_by_task(registry: &Registry) -> HashMap<u64, Vec<WaitingFor>
             .filter(|w| w.task != 0 && w.awaiting != NOT_AT_AWAIT)
         {
             // Id 0 (none known) names no site.
-            let awaiting = await_site_by_id(w.awaiting).map(AwaitSite::location);
+            let awaiting = await_site_by_id(awaited_site(w.awaiting)).map(AwaitSite::location);
             let waits = out.entry(w.task).or_default();
             // A later wait is never shown after one that always holds, or
             // after one at the same `.await` (a `join_all` of handles).
-            if waits
-                .iter()
-                .any(|x| x.awaiting.is_none() || x.awaiting == awaiting)
-            {
+            if waits.iter().any(|x| x.frame == 0 || x.frame == w.awaiting) {
                 continue;
             }
             waits.push(WaitingFor {
@@ -129,6 +126,7 @@ pub(crate) fn waits_by_task(registry: &Registry) -> HashMap<u64, Vec<WaitingFor>
                 holders: holders.clone(),
                 tokio_task: copy.target,
                 awaiting,
+                frame: w.awaiting,
             });
         }
     }

@@ -91,10 +91,11 @@ pub(crate) struct Wait {
     pub(crate) ask: Ask,
     pub(crate) since_ms: u64,
     pub(crate) generation: u64,
-    /// The id of the await site the waiter polled the acquire future or
-    /// `JoinHandle` at (`0`: none known). The wait holds only while the
-    /// waiter is suspended there.
-    pub(crate) awaiting: u32,
+    /// The await site the waiter polled the acquire future or
+    /// `JoinHandle` at, and the frame that was there ([`Waiter::awaiting`];
+    /// `0`: none known). The wait holds only while that frame is
+    /// suspended there.
+    pub(crate) awaiting: u64,
 }
 
 /// A new generation: unique for the life of the process, never 0.

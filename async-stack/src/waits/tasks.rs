@@ -12,6 +12,7 @@ use crate::task::record::read::DUMP_READ_TRIES;
 use crate::task::registry;
 use crate::task::stack::reader::StackCopy;
 use crate::waits::detect::{Interest, TaskView};
+use crate::waits::waiter::suspended_in;
 
 /// The live tasks at one pass.
 #[derive(Debug, Default)]
@@ -91,12 +92,9 @@ impl TaskView for Tasks {
         Some(await_site_by_id(site.id())?.location())
     }
 
-    fn awaits_at(&self, task: u64, site: u32) -> bool {
-        let at = SiteId::at_await(site).raw();
-        self.with_stack(task, |copy| {
-            copy.frames.iter().any(|f| !f.innermost && f.site == at)
-        })
-        .unwrap_or(false)
+    fn awaits_at(&self, task: u64, awaiting: u64) -> bool {
+        self.with_stack(task, |copy| suspended_in(awaiting, &copy.frames))
+            .unwrap_or(false)
     }
 }
 

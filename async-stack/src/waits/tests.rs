@@ -21,8 +21,9 @@ use crate::waits::waiter::Waiter;
 struct View {
     busy: Vec<u64>,
     roots: HashMap<u64, Vec<u64>>,
-    /// `(task, await site)`: the task is not suspended at that `.await`.
-    away: Vec<(u64, u32)>,
+    /// `(task, awaiting)`: the task's frame is not suspended at that
+    /// `.await` (see [`Waiter::awaiting`]).
+    away: Vec<(u64, u64)>,
 }
 
 impl TaskView for View {
@@ -35,8 +36,8 @@ impl TaskView for View {
     fn name(&self, task: u64) -> Option<String> {
         Some(format!("t{task}"))
     }
-    fn awaits_at(&self, task: u64, site: u32) -> bool {
-        !self.away.contains(&(task, site))
+    fn awaits_at(&self, task: u64, awaiting: u64) -> bool {
+        !self.away.contains(&(task, awaiting))
     }
 }
 

@@ -2,15 +2,19 @@
 //! or a `JoinHandle`, and the `.await` that polled it, which the wait
 //! lasts at.
 
-pub(crate) use crate::task::record::layout::NOT_AT_AWAIT;
+use crate::record::site::SiteId;
+use crate::task::record::layout::awaited_birth;
 use crate::task::record::layout::current_task_and_await;
+pub(crate) use crate::task::record::layout::{NOT_AT_AWAIT, awaited_site};
+use crate::task::stack::CopiedFrame;
 
 /// Who waits: the task whose poll polled the future (`0`: outside any
-/// traced root), and the id of the await site its current frame was at
-/// (`0`: not known, the frame has no slot a reader could see it in, or
-/// is a `.traced()` future's, which records no `.await`s;
-/// [`NOT_AT_AWAIT`]: the frame polled it between two `.await`s, as
-/// `futures::poll!` or `now_or_never()` do, and awaits it nowhere).
+/// traced root), and the await site its current frame was at, with that
+/// frame's birth (see `task::record::layout::awaited`; `0`: not known,
+/// the frame has no slot a reader could see it in, or is a `.traced()`
+/// future's, which records no `.await`s; [`NOT_AT_AWAIT`]: the frame
+/// polled it between two `.await`s, as `futures::poll!` or
+/// `now_or_never()` do, and awaits it nowhere).
 ///
 /// Readers count a wait only while the waiter's task is suspended at
 /// that `.await` (see [`crate::waits`]): a future raced in `select!` on
@@ -19,7 +23,7 @@ use crate::task::record::layout::current_task_and_await;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Waiter {
     pub(crate) task: u64,
-    pub(crate) awaiting: u32,
+    pub(crate) awaiting: u64,
 }
 
 impl Waiter {
@@ -38,4 +42,16 @@ impl Waiter {
     pub(crate) const fn of(task: u64) -> Waiter {
         Waiter { task, awaiting: 0 }
     }
+}
+
+/// Whether the frame that `awaiting` names (a known [`Waiter::awaiting`],
+/// not `0`) is among `frames`, a root's shown frames, still suspended at
+/// the `.await` it names: another frame at the same `.await` (a generic
+/// helper called again, a recursion) is not it.
+pub(crate) fn suspended_in(awaiting: u64, frames: &[CopiedFrame]) -> bool {
+    let at = SiteId::at_await(awaited_site(awaiting)).raw();
+    let birth = awaited_birth(awaiting);
+    frames
+        .iter()
+        .any(|f| !f.innermost && f.site == at && f.birth == birth)
 }

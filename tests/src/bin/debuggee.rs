@@ -54,7 +54,8 @@
 //!   `select!` that another branch won, kept it, and parked elsewhere;
 //!   `lracer` did the same with an acquire of the `Mutex` (and polled
 //!   another once between two `.await`s), which stays
-//!   queued behind `locker`'s;
+//!   queued behind `locker`'s; `hracer` raced one through a generic
+//!   helper, kept it, and parked in the helper again, at the same line;
 //!   `selector` waits in a `select!` for the handle of `selected` (which
 //!   never ends) or for `waits_never`, a traced fn. It writes `task-ids.txt` and `tokio-ids.txt` (each label with
 //!   its async-stack and tokio task ids) and `dump.txt`, then stops on
@@ -405,6 +406,28 @@ async fn waits_lock_racer(m: Lock) {
     std::future::pending::<()>().await; // lracer parks
 }
 
+/// Awaits `f`: one `.await` line for whatever it is called with.
+#[traced_async]
+async fn waits_run<F: Future>(f: F) -> F::Output {
+    f.await // run awaits
+}
+
+/// Polls an acquire of `m` through `waits_run` in a `select!` that
+/// another branch wins at once, keeps it (queued behind `locker`), and
+/// parks in `waits_run` again, at the same `.await` line but in another
+/// frame: it waits for nothing.
+#[traced_async]
+async fn waits_helper_racer(m: Lock) {
+    let mut acquire = std::pin::pin!(m.lock());
+    tokio::select! {
+        biased;
+        _ = waits_run(&mut acquire) => {}
+        () = std::future::ready(()) => {}
+    }
+    parked("hracer");
+    waits_run(std::future::pending::<()>()).await; // hracer parks
+}
+
 #[traced_async]
 async fn waits_selected() {
     parked("selected");
@@ -483,6 +506,8 @@ fn waits_mode(mode: &str) {
         parked_task(&mut ids, "racer", &h).await;
         let h = spawn_named("lracer", waits_lock_racer(mutex.clone()));
         parked_task(&mut ids, "lracer", &h).await;
+        let h = spawn_named("hracer", waits_helper_racer(mutex.clone()));
+        parked_task(&mut ids, "hracer", &h).await;
         let selected = spawn_named("selected", waits_selected()); // selector selects
         parked_task(&mut ids, "selected", &selected).await;
         let h = spawn_named("selector", waits_selector(selected));

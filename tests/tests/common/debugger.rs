@@ -1085,6 +1085,18 @@ fn waits_entries(
         spawned("selector"),
     ]
     .join("\n");
+    let hracer = [
+        header("hracer"),
+        "    debuggee::waits_run [async]".to_owned(),
+        format!("        awaiting at {}", at("await // run awaits", "await")),
+        "  debuggee::waits_helper_racer [async]".to_owned(),
+        format!(
+            "      awaiting at {}",
+            at("await; // hracer parks", "await")
+        ),
+        spawned("hracer"),
+    ]
+    .join("\n");
     BTreeMap::from([
         (
             "holder",
@@ -1180,6 +1192,9 @@ fn waits_entries(
             "lracer",
             one("lracer", "waits_lock_racer", "await; // lracer parks", None),
         ),
+        // Nor does the acquire it raced in another frame of the helper it
+        // now parks in, at the same line.
+        ("hracer", hracer),
         (
             "selected",
             one(
@@ -1232,7 +1247,7 @@ pub fn check_waits(tool: Tool) {
         assert!(!table.contains("waiting for"), "{what}:\n{table}");
         // Seven tasks wait (`locker`, `writer`, `queued`, `acquirer`,
         // `starved`, `joiner`, `selector`), each for a task free to go on;
-        // `racer` and `lracer` do not.
+        // `racer`, `lracer` and `hracer` do not.
         assert_eq!(
             run.section("DEADLOCKS"),
             "no deadlock among 7 waiting tasks",

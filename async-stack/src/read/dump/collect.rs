@@ -44,6 +44,8 @@ pub(super) struct Reader {
     /// A name buffer kept while the scratch task has no name, so that a
     /// stream of tasks, named or not, allocates names once.
     spare_name: String,
+    /// What the waiting roots wait for, read once per dump.
+    waits: Waits,
 }
 
 impl Reader {
@@ -54,6 +56,7 @@ impl Reader {
             sites: Sites::new(),
             torn: 0,
             spare_name: String::new(),
+            waits: Waits::now(),
         }
     }
 
@@ -76,7 +79,12 @@ impl Reader {
             return false;
         };
         self.torn += u64::from(raw.torn);
+        let copied = raw.stack_copied;
         self.fill(raw, into);
+        // While the copy of its stack is at hand: which frame is where
+        // tells which of the root's waits holds.
+        let frames: &[CopiedFrame] = if copied { &self.copy.frames } else { &[] };
+        self.waits.attach(into, frames);
         true
     }
 
@@ -302,9 +310,8 @@ pub(super) fn for_each_entry(
     let mut reader = Reader::new();
     let mut task = scratch_task();
     let mut tasks = 0;
-    let waits = Waits::now();
     let mut visit = |t: &mut TaskInfo| {
-        waits.attach(t);
+        Waits::place_lines(t);
         visit(t);
     };
     let mut filed: Vec<Filed> = Vec::new();
@@ -381,45 +388,50 @@ impl Waits {
         }
     }
 
-    /// Lists in `t` what its roots wait for.
-    fn attach(&self, t: &mut TaskInfo) {
+    /// Lists in `t`, just read from one root's record (whose stack copy
+    /// is `frames`), what that root waits for: the first of its waits
+    /// that holds, only while the frame that polled it is still suspended
+    /// at that `.await` (see [`WaitingFor::holds_in`]).
+    fn attach(&self, t: &mut TaskInfo, frames: &[CopiedFrame]) {
         if self.waiting.is_empty() {
             return;
         }
         let since = |ms: u64| self.now_ms.saturating_sub(ms);
-        for &id in &t.branches {
-            let Some(waits) = self.waiting.get(&id) else {
-                continue;
-            };
-            // The first wait that holds: only while the root is suspended
-            // at the `.await` that polled it, if one did.
-            let frames = &t.frames[t.frames_of(id)];
-            let awaits = || frames.iter().filter_map(|f| f.awaiting_at.as_ref());
-            let Some(w) = waits.iter().find(|w| w.holds_at(awaits())) else {
-                continue;
-            };
-            t.waits.push(ResourceWait {
-                task: id,
-                resource: w.kind.into(),
-                created_at: SourceLocation::of(w.created_at),
-                waiting_at: w
-                    .waiting_at
-                    .map(SourceLocation::of)
-                    .or_else(|| w.awaiting.clone()),
-                waiting_ms: since(w.since_ms),
-                holders: w
-                    .holders
-                    .iter()
-                    .map(|h| ResourceHolder {
-                        task: h.task,
-                        acquired_at: SourceLocation::of(h.acquired_at),
-                        // Holds outside traced tasks are not timed.
-                        held_ms: if h.task == 0 { 0 } else { since(h.since_ms) },
-                        permits: h.permits,
-                    })
-                    .collect(),
-                tokio_task: w.tokio_task,
-            });
+        let Some(waits) = self.waiting.get(&t.id) else {
+            return;
+        };
+        let Some(w) = waits.iter().find(|w| w.holds_in(frames)) else {
+            return;
+        };
+        t.waits.push(ResourceWait {
+            task: t.id,
+            resource: w.kind.into(),
+            created_at: SourceLocation::of(w.created_at),
+            waiting_at: w
+                .waiting_at
+                .map(SourceLocation::of)
+                .or_else(|| w.awaiting.clone()),
+            waiting_ms: since(w.since_ms),
+            holders: w
+                .holders
+                .iter()
+                .map(|h| ResourceHolder {
+                    task: h.task,
+                    acquired_at: SourceLocation::of(h.acquired_at),
+                    // Holds outside traced tasks are not timed.
+                    held_ms: if h.task == 0 { 0 } else { since(h.since_ms) },
+                    permits: h.permits,
+                })
+                .collect(),
+            tokio_task: w.tokio_task,
+        });
+    }
+
+    /// Gives each wait of the whole entry `t` that has no line of its own
+    /// the line of the frame it shows under.
+    fn place_lines(t: &mut TaskInfo) {
+        if t.waits.is_empty() {
+            return;
         }
         // A wait without a line of its own (a `JoinHandle` polled outside
         // a traced `.await`) is at the `.await` of the frame it shows
@@ -555,6 +567,7 @@ fn merge_branch(a: &mut TaskInfo, b: &TaskInfo) {
         a.root.clone_from(&b.root);
     }
     a.frames.extend_from_slice(&b.frames);
+    a.waits.extend_from_slice(&b.waits);
     a.hidden_frames = a.hidden_frames.saturating_add(b.hidden_frames);
     a.stack_unavailable |= b.stack_unavailable;
 }

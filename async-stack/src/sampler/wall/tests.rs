@@ -286,6 +286,7 @@ fn same_profile_as_by_text(budget: usize, slots: Option<usize>) {
                 .map(|(k, &(depth, site))| CopiedFrame {
                     depth,
                     site,
+                    birth: k as u32,
                     running,
                     innermost: running && k == last,
                 })

@@ -417,23 +417,44 @@ pub fn current_task_id() -> Option<u64> {
         .filter(|&id| id != 0)
 }
 
-/// The await site id of a wait polled between two `.await`s of its
-/// frame (see [`current_task_and_await`]): no site has it, so readers find
-/// its task never suspended there.
-pub(crate) const NOT_AT_AWAIT: u32 = u32::MAX;
+/// Where a future is awaited, packed in one word (see
+/// [`current_task_and_await`]): the await site's id in the low 32 bits,
+/// and the birth of the frame suspended there (its slot's, see
+/// [`crate::task::stack`]) in the high 32, so that another frame at the
+/// same `.await` (a generic helper called again, a recursion) is not taken
+/// for it. `0`: not known.
+pub(crate) fn awaited(site: u32, birth: u32) -> u64 {
+    u64::from(site) | u64::from(birth) << 32
+}
+
+/// The await site id of an [`awaited`] word.
+pub(crate) fn awaited_site(awaiting: u64) -> u32 {
+    awaiting as u32
+}
+
+/// The frame birth of an [`awaited`] word.
+pub(crate) fn awaited_birth(awaiting: u64) -> u32 {
+    (awaiting >> 32) as u32
+}
+
+/// The [`awaited`] word of a wait polled between two `.await`s of its
+/// frame: no site has its id, so readers find its task never suspended
+/// there.
+pub(crate) const NOT_AT_AWAIT: u64 = u32::MAX as u64;
 
 /// The id of the task whose poll is running on this thread (`0`: none),
-/// and the id of the await site its current frame is at: where a future
-/// polled now is awaited, for a wait that lasts only while its waiter
-/// stays there. `0` when that is not known (no task, or a frame without a
-/// slot in the task's published stack, which readers could not see
-/// there, or a `.traced()` future, which records no `.await`s);
-/// [`NOT_AT_AWAIT`] when a `#[traced_async]` body runs between two
-/// `.await`s (a future polled once there, by `futures::poll!` or
-/// `now_or_never()`, is awaited nowhere).
+/// and where its current frame is: the [`awaited`] word of the `.await`
+/// it is at and of the frame itself, where a future polled now is
+/// awaited, for a wait that lasts only while that frame stays there. `0`
+/// when that is not known (no task, or a frame without a slot in the
+/// task's published stack, which readers could not see there, or a
+/// `.traced()` future, which records no `.await`s); [`NOT_AT_AWAIT`] when
+/// a `#[traced_async]` body runs between two `.await`s (a future polled
+/// once there, by `futures::poll!` or `now_or_never()`, is awaited
+/// nowhere).
 // Its callers are the waits of feature `tokio`.
 #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-pub(crate) fn current_task_and_await() -> (u64, u32) {
+pub(crate) fn current_task_and_await() -> (u64, u64) {
     current::with(|a| {
         let Some(r) = TaskRecord::running(a) else {
             return (0, 0);
@@ -441,16 +462,23 @@ pub(crate) fn current_task_and_await() -> (u64, u32) {
         let task = r.id.load(Ordering::Relaxed);
         // SAFETY: per the invariant of `current`, a non-null frame is one
         // whose poll is on this thread's stack, hence alive.
-        let site = unsafe { a.frame().as_ref() }
-            .filter(|f| place::own(f.place.load(Ordering::Relaxed)) != current::NO_SLOT)
-            .map_or(0, |f| match f.await_site() {
-                Some(s) => s.id(),
-                // Between two `.await`s of a body that records them.
-                None if f.call_site().records_awaits() => NOT_AT_AWAIT,
-                // A `.traced()` future: where it awaits is not known.
-                None => 0,
-            });
-        (task, site)
+        let Some(frame) = (unsafe { a.frame().as_ref() }) else {
+            return (task, 0);
+        };
+        let own = place::own(frame.place.load(Ordering::Relaxed));
+        if own == current::NO_SLOT {
+            return (task, 0);
+        }
+        let awaiting = match frame.await_site() {
+            // The frame was placed in this task on entry to its poll, in
+            // slot `own`.
+            Some(s) => awaited(s.id(), r.birth_of(own)),
+            // Between two `.await`s of a body that records them.
+            None if frame.call_site().records_awaits() => NOT_AT_AWAIT,
+            // A `.traced()` future: where it awaits is not known.
+            None => 0,
+        };
+        (task, awaiting)
     })
     .unwrap_or((0, 0))
 }

@@ -230,6 +230,9 @@ pub(crate) struct CopiedFrame {
     pub(crate) depth: u32,
     /// The site field of its word (see [`word`]).
     pub(crate) site: u32,
+    /// The birth field of its word: with the site, which frame of the
+    /// task it is.
+    pub(crate) birth: u32,
     /// Inside its poll right now.
     pub(crate) running: bool,
     /// The frame being polled right now (the innermost running one).
@@ -276,6 +279,7 @@ impl StackCopy {
             self.frames.extend((0..n).map(|i| CopiedFrame {
                 depth: i as u32,
                 site: word::site(self.raw[i]),
+                birth: word::birth(self.raw[i]),
                 running: running && i <= current_slot as usize,
                 innermost: i == current_slot as usize,
             }));
@@ -330,6 +334,7 @@ impl StackCopy {
             self.frames.push(CopiedFrame {
                 depth,
                 site: word::site(self.raw[s]),
+                birth: word::birth(self.raw[s]),
                 running: false,
                 innermost: s == current_slot as usize,
             });

@@ -175,6 +175,13 @@ impl TaskRecord {
             .map(|(s, _)| s)
     }
 
+    /// The writer: the birth of the frame in `slot` (`0`: the slot has no
+    /// word).
+    pub(crate) fn birth_of(&self, slot: u32) -> u32 {
+        self.slot_word(slot)
+            .map_or(0, |w| word::birth(w.load(Ordering::Relaxed)))
+    }
+
     /// The writer: the frame in `slot` now shows `site` (it reached
     /// another `.await`). No section when nothing changes.
     #[inline]
