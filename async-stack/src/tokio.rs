@@ -210,8 +210,15 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// The task is registered here, before tokio has it, so that dumps show
 /// it while it waits for its first poll (see [`dump`](crate::dump())).
 /// The first traced root that registers inside `fut`, on that poll, takes
-/// it over; if none does, the task ends there, and the first root that
-/// registers in a later poll takes the metadata as a task of its own.
+/// it over; if none does, the task ends there, and the roots that
+/// register in later polls are filed under the tokio task as usual.
+/// Every root that registers inside `fut`, on any poll, records the
+/// task's name, spawn site and parent, so the task keeps them whichever
+/// of its roots ends first (a traced handler called once per message, one
+/// root after the other). The wrapper that offers them runs about 35
+/// instructions on each poll of the task, beside about 115 for a traced
+/// root's poll (`target/release/instructions`, the table of the root poll
+/// inside a spawn helper's wrapper).
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]

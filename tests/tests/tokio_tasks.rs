@@ -270,11 +270,49 @@ async fn helper_case() {
     assert_eq!(h.await.unwrap(), 1);
 }
 
+/// A task spawned through the helper keeps its name and spawn line
+/// whichever of its roots ends first: a root that ends before the next
+/// one starts (a handler called once per message), then a `join!` whose
+/// first branch ends first.
+async fn helper_roots_one_after_the_other_case() {
+    let (tx1, rx1) = oneshot::channel();
+    let (tx2, rx2) = oneshot::channel();
+    let (tx3, rx3) = oneshot::channel();
+    let line = line!() + 1;
+    let h = async_stack::tokio::spawn_named("worker", async move {
+        let first = left(rx1).await;
+        let (a, b) = tokio::join!(right(rx2), after(rx3));
+        first + a + b
+    });
+    let check = |t: &TaskInfo, want: &[(&str, u32)]| {
+        assert_eq!(t.name.as_deref(), Some("worker"), "{t}");
+        let at = t.spawned_at.as_ref().expect("its spawn line");
+        assert_eq!((&*at.file, at.line), (file!(), line), "{t}");
+        let want: Vec<(String, u32)> = want.iter().map(|&(f, l)| (f.into(), l)).collect();
+        assert_eq!(roots(t), want, "{t}");
+        // (The other runtime's test runs the same case at once.)
+        let named = dump().with_name_containing("worker");
+        let ours = named.tasks.iter().filter(|x| x.tokio_id == t.tokio_id);
+        assert_eq!(ours.count(), 1, "{named}");
+    };
+    check(&settled(&h.id(), 1).await, &[("left", LEFT_AWAIT)]);
+    tx1.send(1).unwrap();
+    let both = settled(&h.id(), 2).await;
+    check(&both, &[("right", RIGHT_AWAIT), ("after", AFTER_AWAIT)]);
+    tx2.send(2).unwrap();
+    let last = settled(&h.id(), 1).await;
+    assert_eq!(last.branches, [both.branches[1]]);
+    check(&last, &[("after", AFTER_AWAIT)]);
+    tx3.send(3).unwrap();
+    assert_eq!(h.await.unwrap(), 6);
+}
+
 async fn all_cases() {
     join_case().await;
     select_case().await;
     unordered_case().await;
     helper_case().await;
+    helper_roots_one_after_the_other_case().await;
 }
 
 #[test]

@@ -234,7 +234,11 @@ fn register(frame: &AsyncStackFrame, a: &Active, cx: &Context<'_>) -> u64 {
     #[cfg(not(async_stack_loom))]
     crate::task::probe::init_from_env();
     let spawn = spawn::take_pending();
-    if let Some(p) = spawn.get().and_then(|s| adopt(frame, cx, s.pre())) {
+    // The first root of the helper's poll takes over the task registered
+    // at spawn; the others carry its metadata in records of their own.
+    if spawn.first()
+        && let Some(p) = spawn.get().and_then(|s| adopt(frame, cx, s.pre()))
+    {
         return p;
     }
     let Some(index) = registry::alloc_record() else {
@@ -286,7 +290,10 @@ fn fill(r: &TaskRecord, index: u32, spawn: Option<&spawn::SpawnInfo>, tokio: u32
                     .is_some(),
                 None => false,
             };
-            (s.parent(), spawn_word::pack(site, named))
+            // Another root of the first poll: the parent is in the record
+            // the first one took over.
+            let parent = s.parent().unwrap_or_else(registered_parent);
+            (parent, spawn_word::pack(site, named))
         }
         None => (0, 0),
     };
@@ -318,6 +325,24 @@ pub(crate) fn preregister(info: &spawn::SpawnInfo) -> u64 {
     place::root(place::key(index, inc))
 }
 
+/// The parent of the task registered at spawn as `pre`, for another root
+/// of the poll whose first root took it over: `0` once that record holds
+/// another incarnation (the first root ended within the poll). Read
+/// between two reads of the incarnation, so that a parent read across a
+/// recycling is not taken.
+fn registered_parent(pre: u64) -> u64 {
+    let Some(r) = place::tracked_root(pre).and_then(registry::record) else {
+        return 0;
+    };
+    let ours =
+        || foreign::incarnation(r.foreign.load(Ordering::Acquire)) == place::incarnation(pre);
+    if !ours() {
+        return 0;
+    }
+    let parent = r.parent.load(Ordering::Acquire);
+    if ours() { parent } else { 0 }
+}
+
 /// The root polled first inside a spawn helper's future takes over the
 /// task registered at its spawn (`pre`, see [`preregister`]): its waker,
 /// its stack, its tokio task; id, name, parent and spawn site stay.
@@ -336,6 +361,8 @@ pub(crate) fn adopt(frame: &AsyncStackFrame, cx: &Context<'_>, pre: u64) -> Opti
     // SAFETY: the record's only reference is the task's own (`refs` is 1)
     // and its cell holds no waker: no poll of the task has lent one yet.
     unsafe { r.put_waker(cx.waker().clone()) };
+    // For the roots of the task's later polls (this one may end first).
+    spawn::adopted(r.parent.load(Ordering::Relaxed));
     // Filed before the stack starts: a reader that sees the root in slot 0
     // sees the tokio task too (the section's end orders them).
     let tokio = file_under_tokio_task(index);

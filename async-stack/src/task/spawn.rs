@@ -3,11 +3,13 @@
 //! Any traced future becomes a task root on its own; wrapping it in
 //! [`Spawned`] (or using `async_stack::tokio::spawn`, feature `tokio`) only
 //! adds metadata. While it polls its inner future, the wrapper offers its
-//! metadata in a thread-local slot (`task/spawn_info.rs`), and the first
-//! task root that registers inside that poll takes it (see
-//! `task/root.rs`), so the root frame stays the user's function and no
-//! extra frame appears in stacks. The thread's current-frame state knows
-//! nothing of this.
+//! metadata in a thread-local slot (`task/spawn_info.rs`), and every task
+//! root that registers inside one of its polls takes it (see
+//! `task/root.rs`): the task keeps its name, spawn site and parent while
+//! any of its roots lives (a handler called in a loop, one root after the
+//! other; a `join!` whose first branch ends first). The root frame stays
+//! the user's function and no extra frame appears in stacks. The
+//! thread's current-frame state knows nothing of this.
 
 use std::future::Future;
 use std::panic::Location;
@@ -18,24 +20,27 @@ use std::task::{Context, Poll};
 use crate::task::record::TaskName;
 use crate::task::spawn_info::{self, SpawnInfo};
 
-/// A future carrying spawn metadata for the task root inside it.
+/// A future carrying spawn metadata for the task roots inside it: every
+/// traced root first polled inside it records its name, spawn site and
+/// parent.
 ///
 /// Created by [`spawned`] (any executor) or by the tokio helpers. The
 /// tokio helpers also register the task as they spawn it, so that dumps
 /// show it before its first poll: the first root that registers inside
 /// takes that task over, and one that none takes over in the first poll
-/// ends there (the metadata then waits for a later root, as with
-/// [`spawned`]), or when the future is dropped unpolled.
+/// ends there (later roots register as usual), or when the future is
+/// dropped unpolled.
 #[pin_project::pin_project(PinnedDrop)]
 #[derive(Debug)]
 #[must_use = "futures do nothing unless polled"]
 pub struct Spawned<F> {
     #[pin]
     inner: F,
-    /// The metadata, until a task root inside takes it; `None` after: later
-    /// roots inside are not this spawn's. (No flag of its own: every task
-    /// spawned through a helper carries this, so its size counts in the
-    /// memory per live task.)
+    /// The metadata, for every task root inside. (No flag of its own:
+    /// every task spawned through a helper carries this, so its size
+    /// counts in the memory per live task.) Never `None`: an `Option` for
+    /// the layout, whose niche tokio's task stage would take otherwise,
+    /// which made its moves of the stage dearer.
     info: Option<SpawnInfo>,
 }
 
@@ -100,10 +105,9 @@ impl<F> PinnedDrop for Spawned<F> {
         // a poll that no root took it over in, it has ended already (`pre`
         // is 0); one that a root took over in a poll that unwound is the
         // root's to end (`end_unadopted` leaves it).
-        if let Some(info) = self.project().info
-            && info.pre() != 0
-        {
-            crate::task::root::end_unadopted(info.pre());
+        let pre = self.project().info.as_ref().map_or(0, SpawnInfo::pre);
+        if pre != 0 {
+            crate::task::root::end_unadopted(pre);
         }
     }
 }
@@ -120,22 +124,28 @@ impl<F: Future> Future for Spawned<F> {
         let Some(info) = this.info.as_ref() else {
             return this.inner.poll(cx);
         };
+        let pre = info.pre();
         let info: *const SpawnInfo = info;
+        // Offered on every poll: each root that registers in it is one of
+        // this task's, and carries its name, spawn site and parent.
         // Withdrawn on every exit path, unwinding included, so the thread
         // never keeps a pointer into this future.
         let offer = spawn_info::offer(info);
         let out = this.inner.poll(cx);
-        // Taken: the root's registration is over (it ran inside the inner
+        // The roots' registrations are over (they ran inside the inner
         // poll), so nothing points into `info` any more.
-        if offer.taken() {
-            *this.info = None;
-        } else if let Some(info) = this.info.as_mut()
-            && info.pre() != 0
+        if pre != 0
+            && let Some(info) = this.info.as_mut()
         {
-            // Polled, and no root took the task registered at spawn over:
-            // it ends, and a later root registers with the metadata (the
-            // parent taken back from the record).
-            let parent = crate::task::root::end_unadopted(info.pre());
+            // The first poll: a root took the task registered at spawn
+            // over, or none did and it ends here (a later root registers
+            // as a task of its own). Either way later roots take the
+            // parent from the metadata itself.
+            let parent = if offer.taken() {
+                spawn_info::take_adopted_parent()
+            } else {
+                crate::task::root::end_unadopted(pre)
+            };
             info.unregistered(parent);
         }
         out

@@ -1,8 +1,11 @@
 //! What a spawn helper's future ([`Spawned`](crate::task::spawn::Spawned))
-//! hands the task root inside it: the metadata ([`SpawnInfo`]), offered in
-//! a thread-local slot for the duration of the wrapper's poll
-//! ([`offer`]), and taken by the first root that registers in that poll
-//! ([`take_pending`], in `task/root.rs`). Apart from the wrapper, so that
+//! hands the task roots inside it: the metadata ([`SpawnInfo`]), offered
+//! in a thread-local slot for the duration of each of the wrapper's polls
+//! ([`offer`]), and taken by every root that registers in that poll
+//! ([`take_pending`], in `task/root.rs`): the first one takes over the
+//! task registered at spawn, if any, and every one carries the task's
+//! name, spawn site and parent, so that the task keeps them while any of
+//! its roots lives, whichever ends first. Apart from the wrapper, so that
 //! the root's registration needs nothing of it.
 
 use std::cell::Cell;
@@ -45,20 +48,21 @@ impl SpawnInfo {
         }
     }
 
-    /// The task registered at spawn ended before any root took it over;
-    /// `parent` is the parent it had, for the root that takes the
-    /// metadata later.
+    /// The first poll is over: a root took the task registered at spawn
+    /// over, or it ended; `parent` is the parent it had, for the roots
+    /// that take the metadata later.
     pub(crate) fn unregistered(&mut self, parent: u64) {
         self.link = parent_link(parent);
     }
 
-    /// The spawning task's id (`0`: unknown), unless the task was
-    /// registered at spawn (its record has it then).
-    pub(crate) fn parent(&self) -> u64 {
+    /// The spawning task's id (`0`: unknown), or, if the task was
+    /// registered at spawn, the place of that registration, whose record
+    /// has it.
+    pub(crate) fn parent(&self) -> Result<u64, u64> {
         if self.link & place::ROOT == 0 {
-            self.link
+            Ok(self.link)
         } else {
-            0
+            Err(self.link)
         }
     }
 
@@ -84,15 +88,48 @@ thread_local! {
     static PENDING: Cell<*const SpawnInfo> = const { Cell::new(std::ptr::null()) };
 }
 
+thread_local! {
+    /// The parent of the task registered at spawn that a root of this
+    /// thread took over last ([`adopted`]), for the helper's future to keep
+    /// once its first poll is over (`0`: none).
+    static ADOPTED_PARENT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A root took over the task registered at spawn, whose parent is
+/// `parent` (see [`ADOPTED_PARENT`]).
+pub(crate) fn adopted(parent: u64) {
+    let _ = ADOPTED_PARENT.try_with(|c| c.set(parent));
+}
+
+/// The parent [`adopted`] noted, cleared (`0`: none).
+pub(crate) fn take_adopted_parent() -> u64 {
+    ADOPTED_PARENT.try_with(|c| c.replace(0)).unwrap_or(0)
+}
+
+/// Bit 0 of the offered pointer (a `SpawnInfo` is word-aligned): a root
+/// of this poll took the metadata already.
+const TAKEN: usize = 1;
+
 /// Takes the spawn metadata waiting on this thread, if any: the root that
-/// registers now is the one the spawn helper wraps. Read in place, not
-/// copied: see [`Pending`].
+/// registers now is one of the task the spawn helper wraps. The offer
+/// stays for the other roots that register in the same poll, marked
+/// taken. Read in place, not copied: see [`Pending`].
 pub(crate) fn take_pending() -> Pending {
-    Pending(
-        PENDING
-            .try_with(|p| p.replace(std::ptr::null()))
-            .unwrap_or(std::ptr::null()),
-    )
+    PENDING
+        .try_with(|p| {
+            let cur = p.get();
+            if !cur.is_null() {
+                p.set(cur.map_addr(|a| a | TAKEN));
+            }
+            Pending {
+                info: cur.map_addr(|a| a & !TAKEN),
+                first: cur.addr() & TAKEN == 0,
+            }
+        })
+        .unwrap_or(Pending {
+            info: std::ptr::null(),
+            first: false,
+        })
 }
 
 /// The spawn metadata a registering root took ([`take_pending`]): a
@@ -100,20 +137,32 @@ pub(crate) fn take_pending() -> Pending {
 /// this thread's stack, so it is only read during that poll, by the
 /// registration that took it. Neither `Send` nor `Clone`: it stays in the
 /// registration's frame.
-pub(crate) struct Pending(*const SpawnInfo);
+pub(crate) struct Pending {
+    info: *const SpawnInfo,
+    /// The first root of the poll to take it (the one that takes over the
+    /// task registered at spawn).
+    first: bool,
+}
 
 impl Pending {
     /// The metadata, if a spawn helper left some.
     #[inline]
     pub(crate) fn get(&self) -> Option<&SpawnInfo> {
-        // SAFETY: `PENDING` held null or a pointer into a `Spawned` future
-        // whose poll is on this thread's stack below the registration that
-        // took it (the poll restores the pointer on every exit path), and
-        // that poll does not touch `info` again until the inner poll
-        // returns. The registration, which owns `self`, runs inside that
-        // inner poll and drops `self` before returning, so the future is
-        // alive and unchanged while the borrow lasts.
-        unsafe { self.0.as_ref() }
+        // SAFETY: `PENDING` held null or a pointer (with `TAKEN` perhaps
+        // set, cleared here) into a `Spawned` future whose poll is on this
+        // thread's stack below the registration that took it (the poll
+        // restores the slot on every exit path), and that poll does not
+        // touch `info` again until the inner poll returns. The
+        // registration, which owns `self`, runs inside that inner poll and
+        // drops `self` before returning, so the future is alive and
+        // unchanged while the borrow lasts.
+        unsafe { self.info.as_ref() }
+    }
+
+    /// Whether this root is the first of the poll to take the metadata.
+    #[inline]
+    pub(crate) fn first(&self) -> bool {
+        self.first
     }
 }
 
@@ -137,12 +186,14 @@ pub(crate) struct Offer {
 }
 
 impl Offer {
-    /// Whether a root took the metadata (it registered during the offer).
+    /// Whether a root took the metadata (one registered during the offer).
     #[inline]
     pub(crate) fn taken(&self) -> bool {
         self.prev.is_some() && PENDING.try_with(|p| p.get() != self.info).unwrap_or(true)
     }
 }
+
+const _: () = assert!(std::mem::align_of::<SpawnInfo>() > TAKEN);
 
 impl Drop for Offer {
     #[inline]

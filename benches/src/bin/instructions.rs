@@ -114,6 +114,21 @@ const TABLES: &[Table] = &[
         pads: &[],
     },
     Table {
+        name: "root poll, depth 1, inside a spawn helper's wrapper (`task::spawned`), as a task spawned through a helper is polled",
+        probe: "root_poll_probe",
+        mode: "1",
+        low: 5_000,
+        high: 15_000,
+        unit: "poll",
+        variants: &[
+            names::UNTRACED,
+            names::ASYNC_STACK,
+            "async-stack-spawned",
+            names::ASYNC_BACKTRACE,
+        ],
+        pads: &[],
+    },
+    Table {
         name: "root poll, depth 8 (8 boxed levels)",
         probe: "root_poll_probe",
         mode: "8",

@@ -21,8 +21,10 @@
 //! its instructions would not cancel.
 //!
 //! Arguments: the variant (`untraced`, `async-stack`, `async-backtrace`;
-//! the names of [`benches::names`]), the depth (1 or 8), the number of
-//! polls. Like the bench, it makes a new root every
+//! the names of [`benches::names`]; for depths 1 and 8 also
+//! `async-stack-spawned`, the chain inside `async_stack::task::spawned`,
+//! as a task spawned through a helper is polled), the depth (1 or 8), the
+//! number of polls. Like the bench, it makes a new root every
 //! [`POLLS_PER_ROOT`](root_poll::POLLS_PER_ROOT) polls. With `once` for the depth, each poll is of a
 //! new one-level task that completes on it and is dropped, as in the
 //! `root` bench with one poll: the instructions of a task root's whole
@@ -73,6 +75,13 @@ fn main() -> ExitCode {
         names::UNTRACED => root_poll::untraced::root,
         names::ASYNC_STACK => root_poll::async_stack::root,
         names::ASYNC_BACKTRACE => root_poll::async_backtrace::root,
+        // The same chain inside a spawn helper's wrapper, which offers its
+        // metadata to the roots inside on every poll.
+        SPAWNED => |depth| {
+            Box::pin(async_stack::task::spawned(root_poll::async_stack::root(
+                depth,
+            )))
+        },
         _ => {
             eprintln!("root_poll_probe: unknown variant {variant:?}");
             return ExitCode::FAILURE;
@@ -81,6 +90,9 @@ fn main() -> ExitCode {
     root_poll::poll_roots(polls, &mut || make(depth));
     ExitCode::SUCCESS
 }
+
+/// The variant of the chains polled inside `async_stack::task::spawned`.
+const SPAWNED: &str = "async-stack-spawned";
 
 async fn untraced_one(pending: u32) {
     benches::yield_leaf(pending).await
