@@ -422,6 +422,11 @@ async fn waits_for_nothing_b_waits_for_it(a: u64, b: u64) {
     let task_b = dump.task(b).expect("b is live");
     assert_eq!(task_b.waits[0].resource, K::Mutex);
     assert_eq!(task_b.waits[0].holders[0].task, a);
+    in_no_deadlock(a, b).await;
+}
+
+/// Neither `a` nor `b` is in a deadlock, over ten turns of the runtime.
+async fn in_no_deadlock(a: u64, b: u64) {
     for _ in 0..10 {
         let found = async_stack::deadlocks();
         assert!(
@@ -432,6 +437,16 @@ async fn waits_for_nothing_b_waits_for_it(a: u64, b: u64) {
         );
         tokio::task::yield_now().await;
     }
+}
+
+/// Yields until the dump shows `task` waiting for one resource.
+async fn until_waiting(what: &str, task: u64) {
+    until(what, || {
+        async_stack::dump()
+            .task(task)
+            .is_some_and(|t| t.waits.len() == 1)
+    })
+    .await;
 }
 
 /// Yields to the runtime until `done`, up to 1,000 turns.
@@ -462,12 +477,7 @@ fn a_handle_raced_in_select_and_kept_waits_only_where_it_is_awaited_again() {
         // and goes on to wait for `release`, which this test holds.
         go_b.send(()).unwrap();
         give_a.send(hb).unwrap();
-        until("b waits for the lock", || {
-            async_stack::dump()
-                .task(b)
-                .is_some_and(|t| t.waits.len() == 1)
-        })
-        .await;
+        until_waiting("b waits for the lock", b).await;
         until("a waits at RELEASE", || awaits_at(a, "RELEASE")).await;
 
         // b waits for a, but a waits for this test, not for b.
@@ -667,12 +677,7 @@ fn kept_acquire_waits_only_where_it_is_awaited_again(first: FirstPoll) {
         );
         let a = a.await.unwrap();
         go_b.send(()).unwrap();
-        until("b waits for a's lock", || {
-            async_stack::dump()
-                .task(b)
-                .is_some_and(|t| t.waits.len() == 1)
-        })
-        .await;
+        until_waiting("b waits for a's lock", b).await;
         until("a waits at LOCK_RELEASE", || awaits_at(a, "LOCK_RELEASE")).await;
 
         // a's acquire is still queued for b's lock, but a waits for this
@@ -760,27 +765,13 @@ fn a_kept_acquire_ahead_in_a_queue_does_not_cut_the_waiters_behind_from_the_hold
         let hx = spawn_named("x", hold_then_permit(m.clone(), s.clone(), ready_x));
         let x = x.await.unwrap();
         go_a.send(()).unwrap();
-        until("x queues behind a", || {
-            async_stack::dump()
-                .task(x)
-                .is_some_and(|t| t.waits.len() == 1)
-        })
-        .await;
+        until_waiting("x queues behind a", x).await;
         until("a waits for x's lock", || awaits_at(a, "LOCK_AFTER_KEEP")).await;
         let dump = async_stack::dump();
         let task_a = dump.task(a).expect("a is live");
         assert_eq!(task_a.waits.len(), 1, "{task_a}");
         assert_eq!(task_a.waits[0].resource, K::Mutex, "{task_a}");
-        for _ in 0..10 {
-            let found = async_stack::deadlocks();
-            assert!(
-                found
-                    .iter()
-                    .all(|d| !d.tasks().contains(&a) && !d.tasks().contains(&x)),
-                "{found:?}"
-            );
-            tokio::task::yield_now().await;
-        }
+        in_no_deadlock(a, x).await;
         for done in release {
             done.send(()).unwrap();
         }
