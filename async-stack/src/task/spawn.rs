@@ -125,6 +125,10 @@ impl<F: Future> Future for Spawned<F> {
             return this.inner.poll(cx);
         };
         let pre = info.pre();
+        if pre != 0 {
+            // Nothing left by a poll that unwound before reading it.
+            spawn_info::take_adopted_parent();
+        }
         let info: *const SpawnInfo = info;
         // Offered on every poll: each root that registers in it is one of
         // this task's, and carries its name, spawn site and parent.
