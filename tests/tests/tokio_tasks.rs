@@ -573,3 +573,75 @@ fn the_stall_watchdog_reports_the_tokio_task_once() {
     );
     assert!(text.starts_with(&head), "{text}");
 }
+
+/// Tells `ready`, then never ends.
+#[traced_async]
+async fn tell_then_park(ready: std::sync::mpsc::Sender<()>) {
+    ready.send(()).unwrap();
+    std::future::pending::<()>().await
+}
+
+#[traced_async]
+async fn scratch() {
+    std::future::pending::<()>().await
+}
+
+/// A streamed dump that shows a helper task not polled yet does not show
+/// it a second time, under its tokio task, when the task's first poll
+/// (two roots, in a `join!`) runs while the dump is under way: the
+/// runtime is held until the dump reaches the task, then let go.
+#[test]
+fn a_dump_racing_a_first_poll_shows_the_task_once() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let (setup_tx, setup_rx) = std::sync::mpsc::channel::<u64>();
+    let (done_tx, done_rx) = oneshot::channel::<()>();
+    let runtime = std::thread::spawn(move || {
+        rt.block_on(async move {
+            let other = ready_tx.clone();
+            let h = async_stack::tokio::spawn_named("racing", async move {
+                tokio::join!(tell_then_park(ready_tx), tell_then_park(other));
+            });
+            // Records freed above the task's, for its second root.
+            for _ in 0..3 {
+                let mut f = Box::pin(scratch());
+                let _ = futures::poll!(f.as_mut());
+            }
+            setup_tx.send(h.id().to_string().parse().unwrap()).unwrap();
+            go_rx.recv().unwrap();
+            let _ = done_rx.await;
+        });
+    });
+    let tokio_id = setup_rx.recv().unwrap();
+    let mut released = false;
+    let mut shown = Vec::new();
+    live_tasks().for_each(|t| {
+        if t.name.as_deref() == Some("racing") || t.tokio_id == Some(tokio_id) {
+            shown.push(t.to_string());
+        }
+        if !released && t.name.as_deref() == Some("racing") {
+            released = true;
+            go_tx.send(()).unwrap();
+            ready_rx.recv().unwrap();
+            ready_rx.recv().unwrap();
+        }
+    });
+    assert!(released, "the dump met the task");
+    assert_eq!(shown.len(), 1, "{shown:#?}");
+    assert!(shown[0].contains("(not polled yet)"), "{shown:#?}");
+    // A dump taken now shows it once, polled, with both roots.
+    let now = dump();
+    let entries = now
+        .tasks
+        .iter()
+        .filter(|t| t.tokio_id == Some(tokio_id))
+        .collect::<Vec<_>>();
+    assert_eq!(entries.len(), 1, "{now}");
+    assert_eq!(entries[0].branches.len(), 2, "{now}");
+    done_tx.send(()).unwrap();
+    runtime.join().unwrap();
+}

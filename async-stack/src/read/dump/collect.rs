@@ -301,7 +301,10 @@ pub(super) const FILED_BATCH: usize = 1 << 15;
 /// registry each take the roots of a share of the tokio ids (all the roots
 /// of one tokio task fall in the same share). A root whose record changed
 /// hands since a pass saw it is left out, as is a root registered after
-/// the pass of its share: as if the dump had been taken before.
+/// the pass of its share: as if the dump had been taken before. So is the
+/// tokio task of a task the first pass showed not polled yet (at most
+/// `batch` of them noted, 16 bytes each), which its first poll filed
+/// under it since.
 pub(super) fn for_each_entry(
     mut keep: impl FnMut(&TaskStatus) -> bool,
     mut visit: impl FnMut(&mut TaskInfo),
@@ -316,6 +319,9 @@ pub(super) fn for_each_entry(
     };
     let mut filed: Vec<Filed> = Vec::new();
     let mut filed_seen = 0usize;
+    // Tasks spawned through a helper that the pass showed not polled yet
+    // (record index, id), at most `batch` of them.
+    let mut queued: Vec<(u32, u64)> = Vec::new();
     registry::for_each_record(|index, record| {
         let Some(status) = reader.status(record) else {
             return;
@@ -335,13 +341,29 @@ pub(super) fn for_each_entry(
         }
         if keep(&status) && reader.read(index, record, &mut task) {
             tasks += 1;
+            if task.not_polled_yet() && queued.len() < batch {
+                queued.push((index, task.id));
+            }
             visit(&mut task);
         }
     });
+    // A task shown not polled yet whose first poll has filed it under its
+    // tokio task since: its tokio task's entry is left out, as if the dump
+    // had been taken before that poll (it would show the task twice).
+    let mut shown_queued: Vec<u64> = queued
+        .iter()
+        .filter_map(|&(index, id)| {
+            let record = registry::record(index)?;
+            let tokio = record.tokio_task(index)?;
+            (reader.status(record)?.id == id).then_some(tokio.id)
+        })
+        .collect();
+    shown_queued.sort_unstable();
     let mut tokio = TokioEntries {
         reader: &mut reader,
         task: &mut task,
         branch: scratch_task(),
+        shown_queued: &shown_queued,
     };
     if filed_seen <= batch {
         tasks += tokio.visit_all(&mut filed, &mut keep, &mut visit);
@@ -462,6 +484,8 @@ struct TokioEntries<'a> {
     task: &'a mut TaskInfo,
     /// Scratch for the second root on of a tokio task.
     branch: TaskInfo,
+    /// Tokio tasks (sorted ids) shown already, as not polled yet.
+    shown_queued: &'a [u64],
 }
 
 impl TokioEntries<'_> {
@@ -476,6 +500,9 @@ impl TokioEntries<'_> {
         filed.sort_unstable();
         let mut visited = 0;
         for roots in filed.chunk_by(|a, b| a.tokio.id == b.tokio.id) {
+            if self.shown_queued.binary_search(&roots[0].tokio.id).is_ok() {
+                continue;
+            }
             if self.read(roots, keep) {
                 visited += 1;
                 visit(self.task);
