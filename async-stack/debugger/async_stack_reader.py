@@ -52,6 +52,11 @@ ERROR_PREFIX = "async-stack: "
 #: and the wait holds at none (the Rust side's `NOT_AT_AWAIT`).
 NOT_AT_AWAIT = 0xFFFFFFFF
 
+
+def awaited_site(awaiting):
+    """The await site id of a wait's ``awaiting`` word (`awaited_site`)."""
+    return awaiting & 0xFFFFFFFF
+
 #: The longest async frame chain followed before it is reported as corrupt.
 MAX_CHAIN_DEPTH = 1024
 
@@ -211,7 +216,7 @@ def suspended_in(awaiting, copied, await_flag):
     among ``copied`` (:func:`build_tree`'s frames) still suspended at the
     `.await` it names (`waiter::suspended_in`): another frame at the same
     `.await` is not it."""
-    site = await_flag | (awaiting & 0xFFFFFFFF)
+    site = await_flag | awaited_site(awaiting)
     return any(not innermost and (s, birth) == (site, awaiting >> 32)
                for _, s, _, innermost, birth in copied)
 
@@ -225,9 +230,8 @@ Holder = collections.namedtuple("Holder", "task acquired_at held_ms")
 #: order (``awaiting``: the id of the await site that polled the acquire
 #: future or the handle and the birth of the frame that was there, see
 #: :data:`NOT_AT_AWAIT`; 0 if none is known). A join wait (an awaited
-#: `JoinHandle`) reads
-#: as one of kind `JoinHandle`, without holders, with its one wait
-#: (:meth:`Reader.joins`).
+#: `JoinHandle`) reads as one of kind `JoinHandle`, without holders, with
+#: its one wait (:meth:`Reader.joins`).
 Resource = collections.namedtuple(
     "Resource", "key kind created_at target holders waits")
 
@@ -992,7 +996,7 @@ class Reader:
             for task, at, ms, _, awaiting in r.waits:
                 # Polled between two `.await`s: awaited at none of them.
                 if task and awaiting != NOT_AT_AWAIT:
-                    site = (self.sites.await_site(awaiting & 0xFFFFFFFF)
+                    site = (self.sites.await_site(awaited_site(awaiting))
                             if awaiting else None)
                     site_at = site.location if site else None
                     waiting.setdefault(task, []).append(Wait(
@@ -1038,7 +1042,7 @@ class Reader:
 
         def awaiting_at(edge):
             site = edge.wait[4] and self.sites.await_site(
-                edge.wait[4] & 0xFFFFFFFF)
+                awaited_site(edge.wait[4]))
             if site:
                 return site.location
             return deepest_await(self._task(raws[edge.waiter], now, None).frames)

@@ -250,10 +250,11 @@ const HOLDERS_NAMED_BEHIND: usize = 8;
 
 /// Whether the waiter of `w` left the `.await` that polled it (or polled
 /// it between two `.await`s, [`NOT_AT_AWAIT`]: an idle task is suspended
-/// at none of them): the wait is then no wait of its (the pass-2 check that the waiter is idle and
-/// not woken keeps this true at the instant between the passes), though
-/// it still queues the waiters behind it. A waiter that is not idle is
-/// free whatever it waits for: its stack is not read.
+/// at none of them): the wait is then no wait of its (the pass-2 check
+/// that the waiter is idle and not woken keeps this true at the instant
+/// between the passes), though it still queues the waiters behind it. A
+/// waiter that is not idle is free whatever it waits for: its stack is
+/// not read.
 fn left<V: TaskView>(w: &Wait, view: &V) -> bool {
     w.awaiting != 0
         && view.idle(w.task).is_some()

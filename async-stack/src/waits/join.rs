@@ -47,8 +47,8 @@ pub(crate) struct JoinRead {
     pub(crate) target: u64,
     pub(crate) since_ms: u64,
     pub(crate) spawned_at: &'static Location<'static>,
-    /// The await site id of the `.await` that polled the handle (`0`:
-    /// none known).
+    /// The `.await` that polled the handle and the frame that was there
+    /// ([`Waiter::awaiting`]; `0`: none known).
     pub(crate) awaiting: u64,
 }
 
@@ -124,7 +124,6 @@ impl JoinSlot {
     pub(crate) fn waiter(&self) -> Waiter {
         Waiter {
             task: self.task.load(Ordering::Relaxed),
-            // Only `write` stores it, from a `u32`.
             awaiting: self.awaiting.load(Ordering::Relaxed),
         }
     }
@@ -159,7 +158,6 @@ impl JoinSlot {
             target,
             since_ms,
             spawned_at,
-            // Only `write` stores it, from a `u32`.
             awaiting,
         })
     }
