@@ -43,7 +43,7 @@ import time
 
 DESCRIPTOR_SYMBOL = "ASYNC_STACK_DEBUG"
 MAGIC = int.from_bytes(b"ASYNCSTK", "little")
-VERSION = 12
+VERSION = 13
 ERROR_PREFIX = "async-stack: "
 #: A wait's ``awaiting`` word holds the id of the await site that polled
 #: it in its low 32 bits and the birth of the frame suspended there in its
@@ -120,13 +120,13 @@ LAYOUT_FIELDS = (
     "hold_slot_since",
     "hold_size", "hold_task", "hold_at", "hold_since",
     "wait_size", "wait_task", "wait_at", "wait_since", "wait_generation",
-    "wait_awaiting",
+    "wait_awaiting", "wait_path",
     "kind_mutex", "kind_rwlock", "kind_semaphore", "kind_join_handle",
     "resource_shared", "shared_slots", "shared_slot_size", "shared_slot_hold",
     "hold_slot_claimed",
     "join_slot_size", "join_slot_generation", "join_slot_task",
     "join_slot_target", "join_slot_since", "join_slot_spawned_at",
-    "join_slot_awaiting",
+    "join_slot_awaiting", "join_slot_path",
 )
 
 #: The `Addresses` fields of the descriptor, in declaration order.
@@ -193,32 +193,59 @@ Task = collections.namedtuple(
 #: tokio task's id (else None), and the :class:`Location` of the `.await`
 #: that polled the acquire future or the handle (None if not known), and
 #: the wait's ``awaiting`` word (that `.await` and the birth of the frame
-#: that was there, :data:`NOT_AT_AWAIT`; 0: not known): the wait holds only
-#: while that frame is still suspended there (:meth:`Wait.holds_in`).
+#: that was there, :data:`NOT_AT_AWAIT`; 0: not known) and ``path``, that
+#: frame's ancestry (:func:`ancestry_in`; 0: not known): the wait holds
+#: only while that frame is still suspended there, under the same frames
+#: (:meth:`Wait.holds_in`).
 class Wait(collections.namedtuple(
         "Wait",
         "task kind created_at waiting_at waiting_ms holders tokio_task "
-        "awaiting frame", defaults=(None, 0))):
+        "awaiting frame path", defaults=(None, 0, 0))):
     __slots__ = ()
 
     def holds_in(self, copied, await_flag):
         """Whether the wait holds for a root whose shown frames are
         ``copied`` (:func:`build_tree`'s, `WaitingFor::holds_in`): one
         polled at a known `.await` while the frame that was there still
-        is (not another frame at the same `.await`), and one polled at no
-        known `.await` always. ``await_flag``: the await bit of a slot's
-        site field."""
-        return not self.frame or suspended_in(self.frame, copied, await_flag)
+        is, under the same frames (not another frame at the same `.await`,
+        nor one whose caller went on), and one polled at no known `.await`
+        always. ``await_flag``: the await bit of a slot's site field."""
+        return not self.frame or suspended_in(
+            self.frame, self.path, copied, await_flag)
 
 
-def suspended_in(awaiting, copied, await_flag):
+#: The ancestry digest (`task::stack::ancestry`): FNV-1a's offset basis
+#: and prime, over one 64-bit value per ancestor.
+ANCESTRY_START = 0xCBF29CE484222325
+ANCESTRY_PRIME = 0x100000001B3
+
+
+def ancestry_in(copied, i):
+    """The ancestry of ``copied[i]`` (:func:`build_tree`'s frames, in
+    pre-order; `waiter::ancestry_in`): each ancestor from its parent up to
+    the root, the nearest frame before it one level up, folds its site
+    field and birth into the digest; never 0."""
+    digest, depth = ANCESTRY_START, copied[i][0]
+    for frame in reversed(copied[:i]):
+        if depth == 0:
+            break
+        if frame[0] + 1 == depth:
+            value = frame[1] | (frame[4] << 32)
+            digest = ((digest ^ value) * ANCESTRY_PRIME) & 0xFFFFFFFFFFFFFFFF
+            depth = frame[0]
+    return digest or 1
+
+
+def suspended_in(awaiting, path, copied, await_flag):
     """Whether the frame that a wait's known ``awaiting`` word names is
     among ``copied`` (:func:`build_tree`'s frames) still suspended at the
-    `.await` it names (`waiter::suspended_in`): another frame at the same
-    `.await` is not it."""
+    `.await` it names, with ancestry ``path`` unless that is 0
+    (`waiter::suspended_in`): another frame at the same `.await` is not
+    it, nor is one whose caller went on to another `.await`."""
     site = await_flag | awaited_site(awaiting)
     return any(not innermost and (s, birth) == (site, awaiting >> 32)
-               for _, s, _, innermost, birth in copied)
+               and (not path or ancestry_in(copied, i) == path)
+               for i, (_, s, _, innermost, birth) in enumerate(copied))
 
 #: A holder of a resource: the task (0: code outside traced tasks), where
 #: it acquired it, and for how long it has held it.
@@ -226,10 +253,11 @@ Holder = collections.namedtuple("Holder", "task acquired_at held_ms")
 
 #: A resource with waits as read: its key (creation order), kind, creation
 #: site, tokio task (0: none), holders ``(task, at, since)`` (exclusive
-#: first) and waits ``(task, at, since, generation, awaiting)`` in queue
-#: order (``awaiting``: the id of the await site that polled the acquire
-#: future or the handle and the birth of the frame that was there, see
-#: :data:`NOT_AT_AWAIT`; 0 if none is known). A join wait (an awaited
+#: first) and waits ``(task, at, since, generation, awaiting, path)`` in
+#: queue order (``awaiting``: the id of the await site that polled the
+#: acquire future or the handle and the birth of the frame that was there,
+#: see :data:`NOT_AT_AWAIT`; 0 if none is known; ``path``: that frame's
+#: ancestry, 0 if not known). A join wait (an awaited
 #: `JoinHandle`) reads as one of kind `JoinHandle`, without holders, with
 #: its one wait (:meth:`Reader.joins`).
 Resource = collections.namedtuple(
@@ -889,7 +917,7 @@ class Reader:
         waits = self._list(
             address, "waits", l.wait_size,
             (l.wait_task, l.wait_at, l.wait_since, l.wait_generation,
-             l.wait_awaiting), what)
+             l.wait_awaiting, l.wait_path), what)
         return Resource(
             m.u64(address + l.resource_key, what), kinds[kind],
             self.location(m.u64(address + l.resource_created_at, what), what),
@@ -935,7 +963,8 @@ class Reader:
         l, a, m = self.layout, self.addresses, self.memory
         fields = (l.join_slot_generation, l.join_slot_task,
                   l.join_slot_target, l.join_slot_since,
-                  l.join_slot_spawned_at, l.join_slot_awaiting)
+                  l.join_slot_spawned_at, l.join_slot_awaiting,
+                  l.join_slot_path)
         if not max(fields) + 8 <= l.join_slot_size <= MAX_JOIN_SLOT_SIZE:
             raise AsyncStackError(
                 "the descriptor gives join slots of %d bytes, implausible for "
@@ -946,7 +975,7 @@ class Reader:
                                    "join-slot"):
             what = "join slot %#x" % slot
             data = m.bytes(slot, l.join_slot_size, what)
-            generation, task, target, since, spawned_at, awaiting = (
+            generation, task, target, since, spawned_at, awaiting, path = (
                 struct.unpack_from("<Q", data, offset)[0] for offset in fields)
             if generation == 0:
                 continue
@@ -955,7 +984,8 @@ class Reader:
                 continue
             resources.append(Resource(
                 generation, "JoinHandle", self.location(spawned_at, what),
-                target, [], [(task, None, since, generation, awaiting)]))
+                target, [], [(task, None, since, generation, awaiting,
+                              path)]))
         return resources, torn
 
     def resources(self):
@@ -993,7 +1023,7 @@ class Reader:
         waiting = {}
         for r in self.resources():
             holders = [Holder(task, at, since(ms)) for task, at, ms in r.holders]
-            for task, at, ms, _, awaiting in r.waits:
+            for task, at, ms, _, awaiting, path in r.waits:
                 # Polled between two `.await`s: awaited at none of them.
                 if task and awaiting != NOT_AT_AWAIT:
                     site = (self.sites.await_site(awaited_site(awaiting))
@@ -1001,7 +1031,7 @@ class Reader:
                     site_at = site.location if site else None
                     waiting.setdefault(task, []).append(Wait(
                         task, r.kind, r.created_at, at or site_at, since(ms),
-                        holders, r.target or None, site_at, awaiting))
+                        holders, r.target or None, site_at, awaiting, path))
         return waiting
 
     # ---- deadlocks
@@ -1052,12 +1082,13 @@ class Reader:
         suspended = {}
 
         def holds(wait):
-            task, awaiting = wait[0], wait[4]
+            task, awaiting, path = wait[0], wait[4], wait[5]
             if not awaiting or task not in raws:
                 return True
             if task not in suspended:
                 suspended[task] = self._copied(raws[task])[0]
-            return suspended_in(awaiting, suspended[task], l.slot_await_flag)
+            return suspended_in(awaiting, path, suspended[task],
+                                l.slot_await_flag)
 
         l = self.layout
         resources = self.resources()

@@ -779,3 +779,69 @@ fn a_kept_acquire_ahead_in_a_queue_does_not_cut_the_waiters_behind_from_the_hold
         ha.await.unwrap();
     });
 }
+
+/// Locks `m` in a traced fn of its own: the wait is this frame's.
+#[traced_async]
+async fn lock_in_fn(m: Arc<Mutex<u8>>) {
+    let _g = m.lock().await; // FN_LOCK
+}
+
+/// Holds `mine`, races `lock_in_fn(theirs)` in a `select!` on `&mut`
+/// against a branch that is ready at once, keeps it (its frame stays
+/// suspended at `FN_LOCK`), waits for `release`, then awaits it for good.
+#[traced_async]
+async fn race_fn_and_keep(
+    mine: Arc<Mutex<u8>>,
+    theirs: Arc<Mutex<u8>>,
+    ready: oneshot::Sender<u64>,
+    release: oneshot::Receiver<()>,
+) {
+    let _mine = mine.lock().await; // HOLD_FN_RACER
+    ready.send(task_id()).unwrap();
+    let mut locking = std::pin::pin!(lock_in_fn(theirs));
+    tokio::select! {
+        biased;
+        () = &mut locking => unreachable!("its lock is held"),
+        () = std::future::ready(()) => {}
+    }
+    release.await.unwrap(); // FN_RELEASE
+    locking.await; // FN_KEPT
+}
+
+/// The kept future is a traced fn whose own frame polled the acquire: its
+/// frame stays suspended at the lock's `.await` while the task waits
+/// elsewhere, so only the task's polls can tell that nothing awaits it.
+#[test]
+fn a_traced_fn_raced_in_select_and_kept_waits_only_once_awaited_again() {
+    rt().block_on(async {
+        let m1 = Arc::new(Mutex::new(0)); // FN_M1
+        let m2 = Arc::new(Mutex::new(0)); // FN_M2
+        let (ready_b, b) = oneshot::channel();
+        let (go_b, told) = oneshot::channel();
+        let _hb = spawn_named("b", hold_then_lock(m2.clone(), m1.clone(), ready_b, told));
+        let b = b.await.unwrap();
+        let (ready_a, a) = oneshot::channel();
+        let (release, released) = oneshot::channel();
+        let ha = spawn_named(
+            "a",
+            race_fn_and_keep(m1.clone(), m2.clone(), ready_a, released),
+        );
+        let a = a.await.unwrap();
+        go_b.send(()).unwrap();
+        until_waiting("b waits for a's lock", b).await;
+        until("a waits at FN_RELEASE", || awaits_at(a, "FN_RELEASE")).await;
+
+        waits_for_nothing_b_waits_for_it(a, b).await;
+
+        release.send(()).unwrap();
+        let d = deadlock_of(&[a, b]).await;
+        let got: Vec<_> = d.edges.iter().map(edge).collect();
+        let a_edge = expected(a, "FN_LOCK", K::Mutex, "FN_M2", b, "HOLD_THEN", "");
+        let b_edge = expected(b, "THEN_LOCK", K::Mutex, "FN_M1", a, "HOLD_FN_RACER", "");
+        assert_eq!(got, from_smallest([a_edge, b_edge]));
+        let task_a = async_stack::dump().task(a).expect("a is live").clone();
+        assert_eq!(task_a.waits.len(), 1, "{task_a}");
+        ha.abort();
+        assert!(ha.await.unwrap_err().is_cancelled());
+    });
+}

@@ -166,13 +166,15 @@ pub struct Layout {
     // A wait, an element of the `waits` list (`at`: null for none), its
     // generation (unique, in the order waits started), which orders a
     // task's waits in a deadlock report, and the id of the await site
-    // its waiter polled the acquire at (a `u32`; `0`: none known)
+    // its waiter polled the acquire at with the birth of the frame there
+    // (`0`: none known), and that frame's ancestry (`0`: not known)
     pub wait_size: u64,
     pub wait_task: u64,
     pub wait_at: u64,
     pub wait_since: u64,
     pub wait_generation: u64,
     pub wait_awaiting: u64,
+    pub wait_path: u64,
     // The values of `resource_kind`
     pub kind_mutex: u64,
     pub kind_rwlock: u64,
@@ -192,8 +194,9 @@ pub struct Layout {
     // (`join_pages` in the address part): its generation (`0`: free,
     // `hold_slot_claimed`: being written, else the wait's generation, its
     // key), the waiting task, the awaited tokio task, since when, the
-    // spawn `Location` (null while free), and the id of the await site
-    // the waiter polled the handle at (`0`: none known)
+    // spawn `Location` (null while free), the id of the await site the
+    // waiter polled the handle at with the birth of the frame there (`0`:
+    // none known), and that frame's ancestry (`0`: not known)
     pub join_slot_size: u64,
     pub join_slot_generation: u64,
     pub join_slot_task: u64,
@@ -201,6 +204,7 @@ pub struct Layout {
     pub join_slot_since: u64,
     pub join_slot_spawned_at: u64,
     pub join_slot_awaiting: u64,
+    pub join_slot_path: u64,
 }
 
 /// A `Location` whose line, column and file the descriptor states, so
@@ -327,6 +331,7 @@ pub(super) const LAYOUT: Layout = Layout {
     wait_since: o(offset_of!(Wait, since_ms)),
     wait_generation: o(offset_of!(Wait, generation)),
     wait_awaiting: o(offset_of!(Wait, awaiting)),
+    wait_path: o(offset_of!(Wait, path)),
     kind_mutex: Kind::Mutex as u64,
     kind_rwlock: Kind::RwLock as u64,
     kind_semaphore: Kind::Semaphore as u64,
@@ -343,6 +348,7 @@ pub(super) const LAYOUT: Layout = Layout {
     join_slot_since: o(JoinSlot::SINCE_OFFSET),
     join_slot_spawned_at: o(JoinSlot::SPAWNED_AT_OFFSET),
     join_slot_awaiting: o(JoinSlot::AWAITING_OFFSET),
+    join_slot_path: o(JoinSlot::PATH_OFFSET),
 };
 
 const fn current_slot_shift() -> u64 {

@@ -132,9 +132,9 @@
 //!   waits of `wait_size` bytes at `waits`: the waiting task, the
 //!   `Location` of the acquire call (`at`, `0` for a `JoinHandle`),
 //!   since when, its `generation` (unique; later waits have larger
-//!   ones), and the id of the await site the acquire future was polled
-//!   at (`awaiting`, a `u32`; see the join waits below for what it
-//!   means). Times are ms on the clock of `clock_monotonic`. The
+//!   ones), the `.await` the acquire future was polled at (`awaiting`)
+//!   and the ancestry of the frame there (`path`), both read as the join
+//!   waits' below. Times are ms on the clock of `clock_monotonic`. The
 //!   lists' `version` is odd while the process was changing them: their
 //!   pointers and lengths are then not to be read. A task waits for the
 //!   first wait of its id met in key order that holds (see the join
@@ -153,11 +153,19 @@
 //!   whose target is the awaited tokio task (`join_slot_target`), with
 //!   one wait: the waiting task (`join_slot_task`), no `at`, since when
 //!   (`join_slot_since`) and that same generation. Such resources sort
-//!   among the listed ones by key. A non-zero `join_slot_awaiting` is the
-//!   id of the await site at which the waiter polled the handle: the wait
-//!   is the task's only while one of its shown frames is suspended at
-//!   that `.await` (its slot word's site is that id with the await bit),
-//!   and its line is that `.await`'s; with `0`, the wait always holds and
+//!   among the listed ones by key. A non-zero `join_slot_awaiting` names
+//!   the `.await` at which the waiter polled the handle: the await
+//!   site's id in its low 32 bits (`u32::MAX`: polled between two
+//!   `.await`s, awaited nowhere) and the birth of the frame there in its
+//!   high 32. The wait is the task's only while one of its shown frames
+//!   is suspended at that `.await` (its slot word's site is that id with
+//!   the await bit, its birth that birth) and, if `join_slot_path` is not
+//!   `0`, has that ancestry: starting from `0xcbf29ce484222325`, for each
+//!   of the frame's ancestors from its parent up to the root, xor the
+//!   ancestor's site field with its birth shifted left by 32 into the
+//!   digest and multiply it by `0x100000001b3` (modulo 2^64); a digest of
+//!   `0` becomes `1`. Its line is that `.await`'s; with `0`, the wait
+//!   always holds and
 //!   takes the line of the frame it shows under.
 //! - **Locations** are std's `Location`s, `location_size` bytes, whose
 //!   fields are private. The probe (`location_probe`) is one whose line,
@@ -276,7 +284,14 @@ pub const MAGIC: u64 = u64::from_le_bytes(*b"ASYNCSTK");
 /// polled between two `.await`s, awaited nowhere) and the birth of the
 /// frame suspended there in the high 32, so that the scripts, like the
 /// process, do not take another frame at the same `.await` for it.
-pub const VERSION: u64 = 12;
+///
+/// Version 13: the layout part gains `wait_path` after `wait_awaiting`
+/// and `join_slot_path` after `join_slot_awaiting` (every later field
+/// moves by one or two words): the ancestry of the frame a wait was
+/// polled in (a digest of its ancestors' slot words, see the module docs),
+/// so that the scripts, like the process, drop the wait of a frame kept
+/// while its caller went on to another `.await`.
+pub const VERSION: u64 = 13;
 
 /// The descriptor. See the module docs.
 #[repr(C)]

@@ -172,6 +172,7 @@ const LAYOUT_FIELDS: &[&str] = &[
     "wait_since",
     "wait_generation",
     "wait_awaiting",
+    "wait_path",
     "kind_mutex",
     "kind_rwlock",
     "kind_semaphore",
@@ -188,6 +189,7 @@ const LAYOUT_FIELDS: &[&str] = &[
     "join_slot_since",
     "join_slot_spawned_at",
     "join_slot_awaiting",
+    "join_slot_path",
 ];
 
 const ADDRESS_FIELDS: &[&str] = &[
@@ -294,6 +296,7 @@ fn the_descriptor_is_magic_version_and_every_field_in_order() {
         ("join_slot_since", JoinSlot::SINCE_OFFSET),
         ("join_slot_spawned_at", JoinSlot::SPAWNED_AT_OFFSET),
         ("join_slot_awaiting", JoinSlot::AWAITING_OFFSET),
+        ("join_slot_path", JoinSlot::PATH_OFFSET),
     ] {
         assert_eq!(l.get(name), offset as u64, "{name}");
     }
@@ -656,6 +659,8 @@ struct ReadResource {
     version: u64,
     /// The await site ids of its waits, added up.
     awaiting: u64,
+    /// The ancestries of its waits, added up (wrapping).
+    path: u64,
 }
 
 /// The addresses of the entries handed out of the arena whose page
@@ -767,6 +772,15 @@ fn read_resource(r: u64) -> ReadResource {
                 .map(|i| word_at(base + i * l.get("wait_size") + l.get("wait_awaiting")))
                 .sum()
         },
+        path: {
+            let (base, n) = (
+                word_at(r + l.get("resource_waits")),
+                word_at(r + l.get("resource_waits_len")),
+            );
+            (0..n)
+                .map(|i| word_at(base + i * l.get("wait_size") + l.get("wait_path")))
+                .fold(0, u64::wrapping_add)
+        },
     }
 }
 
@@ -786,6 +800,7 @@ fn read_join(slot: u64) -> Option<ReadResource> {
     let since = word_at(slot + l.get("join_slot_since"));
     let spawned_at = word_at(slot + l.get("join_slot_spawned_at"));
     let awaiting = word_at(slot + l.get("join_slot_awaiting"));
+    let path = word_at(slot + l.get("join_slot_path"));
     if spawned_at == 0 || word_at(slot + l.get("join_slot_generation")) != generation {
         return None;
     }
@@ -799,6 +814,7 @@ fn read_join(slot: u64) -> Option<ReadResource> {
         waits: vec![(task, None, since)],
         version: 0,
         awaiting,
+        path,
     })
 }
 
@@ -837,6 +853,7 @@ fn read_as(copy: &ResourceCopy) -> ReadResource {
             .collect(),
         version: copy.version,
         awaiting: copy.waits.iter().map(|w| w.awaiting).sum(),
+        path: copy.waits.iter().map(|w| w.path).fold(0, u64::wrapping_add),
     }
 }
 
@@ -857,7 +874,11 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     let m = Arc::new(Resource::new(Kind::Mutex, created, reg));
     m.exclusive.acquire(7, acquired, 100);
     // The waits' await sites are numbers no site table checks here.
-    let at_await = |task, awaiting| Waiter { task, awaiting };
+    let at_await = |task, awaiting: u64| Waiter {
+        task,
+        awaiting,
+        path: awaiting.rotate_left(17) ^ 0x00a5_0000_0000_0001,
+    };
     let m_wait = WaitRecord::start(
         &m,
         at_await(9, 0x0007_0000_5151),
@@ -887,6 +908,10 @@ fn waits_read_from_memory_alone_are_what_the_process_records() {
     assert_eq!(read.exclusive, Some((7, Some(location(acquired)), 100)));
     assert_eq!(read.waits[0].0, 9);
     assert_eq!(read.awaiting, 0x0007_0000_5151);
+    assert_eq!(
+        read.path,
+        0x0007_0000_5151u64.rotate_left(17) ^ 0x00a5_0000_0000_0001
+    );
     assert_eq!(read.version % 2, 0, "no change under way");
     let read = read_resource(address(&s));
     assert_eq!(read.kind, l.get("kind_semaphore"));

@@ -103,8 +103,12 @@ pub(crate) trait TaskView {
     /// recorded there holds only while it is (an acquire future or a
     /// handle raced in `select!` and kept while the task went on to other
     /// `.await`s is not awaited any more, nor when another frame reached
-    /// the same `.await`).
-    fn awaits_at(&self, _task: u64, _awaiting: u64) -> bool {
+    /// the same `.await`), under the same frames, each where it was (with
+    /// a known `path`, its ancestry, see
+    /// [`Waiter::path`](crate::waits::waiter::Waiter)): a traced fn raced
+    /// in `select!` and kept stays at its own `.await` while its caller is
+    /// at another.
+    fn awaits_at(&self, _task: u64, _awaiting: u64, _path: u64) -> bool {
         true
     }
 }
@@ -258,7 +262,7 @@ const HOLDERS_NAMED_BEHIND: usize = 8;
 fn left<V: TaskView>(w: &Wait, view: &V) -> bool {
     w.awaiting != 0
         && view.idle(w.task).is_some()
-        && (w.awaiting == NOT_AT_AWAIT || !view.awaits_at(w.task, w.awaiting))
+        && (w.awaiting == NOT_AT_AWAIT || !view.awaits_at(w.task, w.awaiting, w.path))
 }
 
 /// The minimal deadlocks of one pass.

@@ -50,6 +50,8 @@ pub(crate) struct JoinRead {
     /// The `.await` that polled the handle and the frame that was there
     /// ([`Waiter::awaiting`]; `0`: none known).
     pub(crate) awaiting: u64,
+    /// That frame's ancestry ([`Waiter::path`]; `0`: none known).
+    pub(crate) path: u64,
 }
 
 /// One join wait's words (generation 0: a free slot).
@@ -68,6 +70,8 @@ pub(crate) struct JoinSlot {
     /// at a traced `.await`): the wait lasts only while the waiter is
     /// suspended there (see [`crate::waits`]).
     awaiting: AtomicU64,
+    /// The ancestry of the frame that was there ([`Waiter::path`]).
+    path: AtomicU64,
 }
 
 impl JoinSlot {
@@ -84,6 +88,8 @@ impl JoinSlot {
     pub(crate) const SPAWNED_AT_OFFSET: usize = offset_of!(JoinSlot, spawned_at);
     #[cfg_attr(async_stack_loom, allow(dead_code))]
     pub(crate) const AWAITING_OFFSET: usize = offset_of!(JoinSlot, awaiting);
+    #[cfg_attr(async_stack_loom, allow(dead_code))]
+    pub(crate) const PATH_OFFSET: usize = offset_of!(JoinSlot, path);
 
     pub(crate) fn new() -> Self {
         JoinSlot {
@@ -93,6 +99,7 @@ impl JoinSlot {
             since_ms: AtomicU64::new(0),
             spawned_at: AtomicPtr::new(std::ptr::null_mut()),
             awaiting: AtomicU64::new(0),
+            path: AtomicU64::new(0),
         }
     }
 
@@ -113,6 +120,7 @@ impl JoinSlot {
         fence(Ordering::Release);
         self.task.store(waiter.task, Ordering::Relaxed);
         self.awaiting.store(waiter.awaiting, Ordering::Relaxed);
+        self.path.store(waiter.path, Ordering::Relaxed);
         self.target.store(target, Ordering::Relaxed);
         self.since_ms.store(since_ms, Ordering::Relaxed);
         self.spawned_at
@@ -125,6 +133,7 @@ impl JoinSlot {
         Waiter {
             task: self.task.load(Ordering::Relaxed),
             awaiting: self.awaiting.load(Ordering::Relaxed),
+            path: self.path.load(Ordering::Relaxed),
         }
     }
 
@@ -144,9 +153,11 @@ impl JoinSlot {
                 self.since_ms.load(Ordering::Relaxed),
                 self.spawned_at.load(Ordering::Relaxed),
                 self.awaiting.load(Ordering::Relaxed),
+                self.path.load(Ordering::Relaxed),
             )
         });
-        let Seen::Whole(generation, (task, target, since_ms, spawned_at, awaiting)) = seen else {
+        let Seen::Whole(generation, (task, target, since_ms, spawned_at, awaiting, path)) = seen
+        else {
             return None;
         };
         // SAFETY: `spawned_at` only ever holds null or a
@@ -159,6 +170,7 @@ impl JoinSlot {
             since_ms,
             spawned_at,
             awaiting,
+            path,
         })
     }
 

@@ -279,7 +279,11 @@ fn a_join_slot_is_only_ever_read_whole() {
         let reg = registry();
         let here = Location::caller();
         let there = Location::caller();
-        let at = |task, awaiting| Waiter { task, awaiting };
+        let at = |task, awaiting| Waiter {
+            task,
+            awaiting,
+            path: 0,
+        };
         let first = JoinWait::start(reg, at(1, 10), 100, here).expect("a free join slot");
         let writer = loom::thread::spawn(move || {
             drop(first);

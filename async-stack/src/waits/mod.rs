@@ -43,9 +43,11 @@
 //!   `JoinHandle` (a wait polled by another task or at another `.await`
 //!   moves there; a `JoinHandle` records a new one): readers count it
 //!   only while one of the waiter's shown frames is suspended at that
-//!   `.await`, so a future raced in `select!` and kept while the task
-//!   went on is no wait of the task's (a lock's still queues the waiters
-//!   behind it). The double
+//!   `.await`, under the same frames each at the same `.await` (the
+//!   frame's *ancestry*, see `task::stack::ancestry`), so a future or a
+//!   traced fn raced in `select!` and kept while the task went on is no
+//!   wait of the task's (a lock's still queues the waiters behind it).
+//!   The double
 //!   collect below keeps that true at the instant it reports: a member is
 //!   idle and not woken between the passes, so its stack did not move. A resource is listed in the
 //!   `Registry` at its first wait, and stays listed until its *owner* (the

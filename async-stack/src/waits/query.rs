@@ -55,6 +55,9 @@ pub(crate) struct WaitingFor {
     /// ([`Waiter::awaiting`](crate::waits::waiter::Waiter); `0`: not
     /// known).
     pub(crate) frame: u64,
+    /// That frame's ancestry ([`Waiter::path`](crate::waits::waiter::Waiter);
+    /// `0`: not known).
+    pub(crate) path: u64,
 }
 
 impl WaitingFor {
@@ -62,10 +65,11 @@ impl WaitingFor {
     /// `frames`: one polled at a known `.await` while the frame that was
     /// there still is (an acquire future or a handle raced in `select!`
     /// and kept while its task went on is not awaited any more, nor is it
-    /// by another frame that reached the same `.await`), and one polled at
-    /// no known `.await` always.
+    /// by another frame that reached the same `.await`, nor by a frame
+    /// whose caller went on to another `.await`), and one polled at no
+    /// known `.await` always.
     pub(crate) fn holds_in(&self, frames: &[CopiedFrame]) -> bool {
-        self.frame == 0 || suspended_in(self.frame, frames)
+        self.frame == 0 || suspended_in(self.frame, self.path, frames)
     }
 }
 
@@ -127,6 +131,7 @@ pub(crate) fn waits_by_task(registry: &Registry) -> HashMap<u64, Vec<WaitingFor>
                 tokio_task: copy.target,
                 awaiting,
                 frame: w.awaiting,
+                path: w.path,
             });
         }
     }

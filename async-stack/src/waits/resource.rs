@@ -96,6 +96,9 @@ pub(crate) struct Wait {
     /// `0`: none known). The wait holds only while that frame is
     /// suspended there.
     pub(crate) awaiting: u64,
+    /// That frame's ancestry ([`Waiter::path`]; `0`: not known): the wait
+    /// holds only while the frames above it are where they were too.
+    pub(crate) path: u64,
 }
 
 /// A new generation: unique for the life of the process, never 0.
@@ -674,6 +677,7 @@ impl Resource {
             since_ms: stamp(waiter.task),
             generation,
             awaiting: waiter.awaiting,
+            path: waiter.path,
         };
         let mut lists = lock(&self.lists);
         if lists.index.is_none() {
@@ -725,6 +729,7 @@ impl Resource {
                 let w = &mut l.waits[i];
                 w.task = waiter.task;
                 w.awaiting = waiter.awaiting;
+                w.path = waiter.path;
                 if w.since_ms == 0 {
                     w.since_ms = stamp(waiter.task);
                 }
@@ -1273,6 +1278,7 @@ fn join_copy(read: JoinRead) -> ResourceCopy {
             since_ms: read.since_ms,
             generation: read.generation,
             awaiting: read.awaiting,
+            path: read.path,
         }],
         version: 0,
         slots_seen: [SlotSeen::default(); SHARED_SLOTS],

@@ -92,8 +92,8 @@ impl TaskView for Tasks {
         Some(await_site_by_id(site.id())?.location())
     }
 
-    fn awaits_at(&self, task: u64, awaiting: u64) -> bool {
-        self.with_stack(task, |copy| suspended_in(awaiting, &copy.frames))
+    fn awaits_at(&self, task: u64, awaiting: u64, path: u64) -> bool {
+        self.with_stack(task, |copy| suspended_in(awaiting, path, &copy.frames))
             .unwrap_or(false)
     }
 }

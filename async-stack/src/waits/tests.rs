@@ -36,7 +36,9 @@ impl TaskView for View {
     fn name(&self, task: u64) -> Option<String> {
         Some(format!("t{task}"))
     }
-    fn awaits_at(&self, task: u64, awaiting: u64) -> bool {
+    /// The ancestry is the process's business (`waiter::suspended_in`):
+    /// the model names the waits that left by task and `.await`.
+    fn awaits_at(&self, task: u64, awaiting: u64, _path: u64) -> bool {
         !self.away.contains(&(task, awaiting))
     }
 }
@@ -393,6 +395,7 @@ fn a_join_wait_counts_only_while_its_waiter_is_at_its_await() {
     let waiter = Waiter {
         task: 1,
         awaiting: 7,
+        path: 0,
     };
     let _w1 = JoinWait::start(reg, waiter, 100, at()).expect("a free join slot");
     let _w2 = JoinWait::start(reg, Waiter::of(2), 200, at()).expect("a free join slot");

@@ -56,6 +56,8 @@
 //!   another once between two `.await`s), which stays
 //!   queued behind `locker`'s; `hracer` raced one through a generic
 //!   helper, kept it, and parked in the helper again, at the same line;
+//!   `fracer` raced a traced fn that locks it, kept it (its frame stays
+//!   at the lock's `.await`), and parked elsewhere;
 //!   `selector` waits in a `select!` for the handle of `selected` (which
 //!   never ends) or for `waits_never`, a traced fn. It writes `task-ids.txt` and `tokio-ids.txt` (each label with
 //!   its async-stack and tokio task ids) and `dump.txt`, then stops on
@@ -428,6 +430,28 @@ async fn waits_helper_racer(m: Lock) {
     waits_run(std::future::pending::<()>()).await; // hracer parks
 }
 
+/// Locks `m`: `fracer`'s kept traced fn.
+#[traced_async]
+async fn waits_fn_lock(m: Lock) {
+    let _guard = m.lock().await; // fracer's fn waits
+}
+
+/// Polls `waits_fn_lock(m)` in a `select!` on `&mut` that another branch
+/// wins at once, keeps it (its frame stays suspended at its lock's
+/// `.await`, queued behind `locker`), and parks elsewhere: it waits for
+/// nothing.
+#[traced_async]
+async fn waits_fn_racer(m: Lock) {
+    let mut locking = std::pin::pin!(waits_fn_lock(m));
+    tokio::select! {
+        biased;
+        () = &mut locking => {}
+        () = std::future::ready(()) => {}
+    }
+    parked("fracer");
+    std::future::pending::<()>().await; // fracer parks
+}
+
 #[traced_async]
 async fn waits_selected() {
     parked("selected");
@@ -508,6 +532,8 @@ fn waits_mode(mode: &str) {
         parked_task(&mut ids, "lracer", &h).await;
         let h = spawn_named("hracer", waits_helper_racer(mutex.clone()));
         parked_task(&mut ids, "hracer", &h).await;
+        let h = spawn_named("fracer", waits_fn_racer(mutex.clone()));
+        parked_task(&mut ids, "fracer", &h).await;
         let selected = spawn_named("selected", waits_selected()); // selector selects
         parked_task(&mut ids, "selected", &selected).await;
         let h = spawn_named("selector", waits_selector(selected));

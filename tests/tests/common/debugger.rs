@@ -1097,6 +1097,21 @@ fn waits_entries(
         spawned("hracer"),
     ]
     .join("\n");
+    let fracer = [
+        header("fracer"),
+        "    debuggee::waits_fn_lock [async]".to_owned(),
+        format!(
+            "        awaiting at {}",
+            at("m.lock().await; // fracer's fn waits", "await")
+        ),
+        "  debuggee::waits_fn_racer [async]".to_owned(),
+        format!(
+            "      awaiting at {}",
+            at("await; // fracer parks", "await")
+        ),
+        spawned("fracer"),
+    ]
+    .join("\n");
     BTreeMap::from([
         (
             "holder",
@@ -1195,6 +1210,9 @@ fn waits_entries(
         // Nor does the acquire it raced in another frame of the helper it
         // now parks in, at the same line.
         ("hracer", hracer),
+        // Nor does the traced fn it kept, still suspended at its lock's
+        // `.await` under a caller that went on.
+        ("fracer", fracer),
         (
             "selected",
             one(
@@ -1247,7 +1265,7 @@ pub fn check_waits(tool: Tool) {
         assert!(!table.contains("waiting for"), "{what}:\n{table}");
         // Seven tasks wait (`locker`, `writer`, `queued`, `acquirer`,
         // `starved`, `joiner`, `selector`), each for a task free to go on;
-        // `racer`, `lracer` and `hracer` do not.
+        // `racer`, `lracer`, `hracer` and `fracer` do not.
         assert_eq!(
             run.section("DEADLOCKS"),
             "no deadlock among 7 waiting tasks",

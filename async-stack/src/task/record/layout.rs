@@ -451,36 +451,42 @@ pub(crate) const NOT_AT_AWAIT: u64 = u32::MAX as u64;
 /// `.traced()` future, which records no `.await`s); [`NOT_AT_AWAIT`] when
 /// a `#[traced_async]` body runs between two `.await`s (a future polled
 /// once there, by `futures::poll!` or `now_or_never()`, is awaited
-/// nowhere).
+/// nowhere). Third, with a known `.await` in a frame below the root, the
+/// frame's ancestry (see [`crate::task::stack::ancestry`]; `0` otherwise),
+/// for a wait that lasts only while the frames above it stay where they
+/// were too.
 // Its callers are the waits of feature `tokio`.
 #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
-pub(crate) fn current_task_and_await() -> (u64, u64) {
+pub(crate) fn current_task_and_await() -> (u64, u64, u64) {
     current::with(|a| {
         let Some(r) = TaskRecord::running(a) else {
-            return (0, 0);
+            return (0, 0, 0);
         };
         let task = r.id.load(Ordering::Relaxed);
         // SAFETY: per the invariant of `current`, a non-null frame is one
         // whose poll is on this thread's stack, hence alive.
         let Some(frame) = (unsafe { a.frame().as_ref() }) else {
-            return (task, 0);
+            return (task, 0, 0);
         };
         let own = place::own(frame.place.load(Ordering::Relaxed));
         if own == current::NO_SLOT {
-            return (task, 0);
+            return (task, 0, 0);
         }
-        let awaiting = match frame.await_site() {
+        match frame.await_site() {
             // The frame was placed in this task on entry to its poll, in
             // slot `own`.
-            Some(s) => awaited(s.id(), r.birth_of(own)),
+            // The root (slot 0) has no ancestors to move: no ancestry.
+            Some(s) => {
+                let path = if own == 0 { 0 } else { r.ancestry(own) };
+                (task, awaited(s.id(), r.birth_of(own)), path)
+            }
             // Between two `.await`s of a body that records them.
-            None if frame.call_site().records_awaits() => NOT_AT_AWAIT,
+            None if frame.call_site().records_awaits() => (task, NOT_AT_AWAIT, 0),
             // A `.traced()` future: where it awaits is not known.
-            None => 0,
-        };
-        (task, awaiting)
+            None => (task, 0, 0),
+        }
     })
-    .unwrap_or((0, 0))
+    .unwrap_or((0, 0, 0))
 }
 
 #[cfg(all(test, not(async_stack_loom)))]

@@ -76,4 +76,6 @@ pub(crate) mod writer;
 pub(crate) use reader::{CopiedFrame, SignalCopy, StackCopy};
 pub use words::STACK_CAPACITY;
 #[cfg_attr(async_stack_loom, allow(unused_imports))]
-pub(crate) use words::{CHUNK_SLOTS, DIR_ENTRIES, HEAD_SLOTS, INLINE_SLOTS, foreign, meta, word};
+pub(crate) use words::{
+    CHUNK_SLOTS, DIR_ENTRIES, HEAD_SLOTS, INLINE_SLOTS, ancestry, foreign, meta, word,
+};

@@ -93,6 +93,32 @@ pub(crate) mod word {
     }
 }
 
+/// The **ancestry** of a frame: a digest of the slot words of the frames
+/// it is polled under (parent first, up to the task's root), their site
+/// and birth fields. A wait records it with the `.await` that polled it
+/// (see `waits::waiter`): a frame kept while the frames above it moved on
+/// (a traced fn raced in `select!` on `&mut` and kept, its caller now
+/// suspended at another `.await`) stays suspended where it was, and only
+/// its ancestry tells that nothing awaits it any more. The writer folds
+/// the record's words (`TaskRecord::ancestry`), a reader the frames of its
+/// copy, with the same steps; the debugger scripts mirror them.
+pub(crate) mod ancestry {
+    /// The digest of no ancestor yet (FNV-1a's offset basis).
+    pub(crate) const START: u64 = 0xcbf2_9ce4_8422_2325;
+
+    /// Folds in the next ancestor, by its word's site and birth fields.
+    #[inline]
+    pub(crate) fn step(digest: u64, site: u32, birth: u32) -> u64 {
+        (digest ^ (u64::from(site) | u64::from(birth) << 32)).wrapping_mul(0x0100_0000_01b3)
+    }
+
+    /// The finished digest: never `0`, which stands for "not known".
+    #[inline]
+    pub(crate) fn done(digest: u64) -> u64 {
+        digest.max(1)
+    }
+}
+
 /// The record's `foreign` word: `[incarnation:30][version:12][open:6][hidden_retired:16]`.
 ///
 /// `open` counts the foreign sections in progress, `version` the ones that
