@@ -662,6 +662,24 @@ fn an_acquire_kept_from_a_helper_waits_not_where_the_helper_waits_again() {
 /// (`first`), keeps it and waits for this test: no wait of its, no
 /// deadlock; then it awaits the acquire: a deadlock.
 fn kept_acquire_waits_only_where_it_is_awaited_again(first: FirstPoll) {
+    kept_future_waits_only_where_it_is_awaited_again(
+        |mine, theirs, ready, release| race_lock_and_keep(mine, theirs, ready, release, first),
+        ["LOCK_RELEASE", "RACED_LOCK", "HOLD_RACER"],
+    );
+}
+
+/// Task `a`, spawned as `racer(mine, theirs, ready, release)`, holds
+/// `mine`, polls a wait for `theirs` (which `b` holds) and keeps it
+/// while it waits for `release` at the line of the marker `lines[0]`:
+/// no wait of its, no deadlock; then it awaits the kept future again:
+/// a deadlock, `a` waiting at `lines[1]` and holding since `lines[2]`.
+fn kept_future_waits_only_where_it_is_awaited_again<F>(
+    racer: impl FnOnce(Arc<Mutex<u8>>, Arc<Mutex<u8>>, oneshot::Sender<u64>, oneshot::Receiver<()>) -> F,
+    lines: [&str; 3],
+) where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    let [parks, waits, holds] = lines;
     rt().block_on(async {
         let m1 = Arc::new(Mutex::new(0)); // RACE_M1
         let m2 = Arc::new(Mutex::new(0)); // RACE_M2
@@ -671,25 +689,22 @@ fn kept_acquire_waits_only_where_it_is_awaited_again(first: FirstPoll) {
         let b = b.await.unwrap();
         let (ready_a, a) = oneshot::channel();
         let (release, released) = oneshot::channel();
-        let ha = spawn_named(
-            "a",
-            race_lock_and_keep(m1.clone(), m2.clone(), ready_a, released, first),
-        );
+        let ha = spawn_named("a", racer(m1.clone(), m2.clone(), ready_a, released));
         let a = a.await.unwrap();
         go_b.send(()).unwrap();
         until_waiting("b waits for a's lock", b).await;
-        until("a waits at LOCK_RELEASE", || awaits_at(a, "LOCK_RELEASE")).await;
+        until(parks, || awaits_at(a, parks)).await;
 
-        // a's acquire is still queued for b's lock, but a waits for this
+        // a's wait is still queued for b's lock, but a waits for this
         // test, not for b.
         waits_for_nothing_b_waits_for_it(a, b).await;
 
-        // Awaited again, the acquire waits there: a real deadlock now.
+        // Awaited again, the kept future waits there: a real deadlock now.
         release.send(()).unwrap();
         let d = deadlock_of(&[a, b]).await;
         let got: Vec<_> = d.edges.iter().map(edge).collect();
-        let a_edge = expected(a, "RACED_LOCK", K::Mutex, "RACE_M2", b, "HOLD_THEN", "");
-        let b_edge = expected(b, "THEN_LOCK", K::Mutex, "RACE_M1", a, "HOLD_RACER", "");
+        let a_edge = expected(a, waits, K::Mutex, "RACE_M2", b, "HOLD_THEN", "");
+        let b_edge = expected(b, "THEN_LOCK", K::Mutex, "RACE_M1", a, holds, "");
         assert_eq!(got, from_smallest([a_edge, b_edge]));
         let task_a = async_stack::dump().task(a).expect("a is live").clone();
         assert_eq!(task_a.waits.len(), 1, "{task_a}");
@@ -810,38 +825,12 @@ async fn race_fn_and_keep(
 
 /// The kept future is a traced fn whose own frame polled the acquire: its
 /// frame stays suspended at the lock's `.await` while the task waits
-/// elsewhere, so only the task's polls can tell that nothing awaits it.
+/// elsewhere, so only the frames above it can tell that nothing awaits
+/// it.
 #[test]
 fn a_traced_fn_raced_in_select_and_kept_waits_only_once_awaited_again() {
-    rt().block_on(async {
-        let m1 = Arc::new(Mutex::new(0)); // FN_M1
-        let m2 = Arc::new(Mutex::new(0)); // FN_M2
-        let (ready_b, b) = oneshot::channel();
-        let (go_b, told) = oneshot::channel();
-        let _hb = spawn_named("b", hold_then_lock(m2.clone(), m1.clone(), ready_b, told));
-        let b = b.await.unwrap();
-        let (ready_a, a) = oneshot::channel();
-        let (release, released) = oneshot::channel();
-        let ha = spawn_named(
-            "a",
-            race_fn_and_keep(m1.clone(), m2.clone(), ready_a, released),
-        );
-        let a = a.await.unwrap();
-        go_b.send(()).unwrap();
-        until_waiting("b waits for a's lock", b).await;
-        until("a waits at FN_RELEASE", || awaits_at(a, "FN_RELEASE")).await;
-
-        waits_for_nothing_b_waits_for_it(a, b).await;
-
-        release.send(()).unwrap();
-        let d = deadlock_of(&[a, b]).await;
-        let got: Vec<_> = d.edges.iter().map(edge).collect();
-        let a_edge = expected(a, "FN_LOCK", K::Mutex, "FN_M2", b, "HOLD_THEN", "");
-        let b_edge = expected(b, "THEN_LOCK", K::Mutex, "FN_M1", a, "HOLD_FN_RACER", "");
-        assert_eq!(got, from_smallest([a_edge, b_edge]));
-        let task_a = async_stack::dump().task(a).expect("a is live").clone();
-        assert_eq!(task_a.waits.len(), 1, "{task_a}");
-        ha.abort();
-        assert!(ha.await.unwrap_err().is_cancelled());
-    });
+    kept_future_waits_only_where_it_is_awaited_again(
+        race_fn_and_keep,
+        ["FN_RELEASE", "FN_LOCK", "HOLD_FN_RACER"],
+    );
 }

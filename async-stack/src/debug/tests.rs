@@ -762,26 +762,24 @@ fn read_resource(r: u64) -> ReadResource {
             "wait_since",
         ),
         version: word_at(r + l.get("resource_version")),
-        // A word in each wait: the await site's id and the frame's birth.
-        awaiting: {
-            let (base, n) = (
-                word_at(r + l.get("resource_waits")),
-                word_at(r + l.get("resource_waits_len")),
-            );
-            (0..n)
-                .map(|i| word_at(base + i * l.get("wait_size") + l.get("wait_awaiting")))
-                .sum()
-        },
-        path: {
-            let (base, n) = (
-                word_at(r + l.get("resource_waits")),
-                word_at(r + l.get("resource_waits_len")),
-            );
-            (0..n)
-                .map(|i| word_at(base + i * l.get("wait_size") + l.get("wait_path")))
-                .fold(0, u64::wrapping_add)
-        },
+        // Words in each wait: the await site's id and the frame's birth,
+        // and the frame's ancestry.
+        awaiting: wait_words(r, "wait_awaiting"),
+        path: wait_words(r, "wait_path"),
     }
+}
+
+/// The word at the layout's offset `field` in each wait of the resource
+/// at `r`, added up (wrapping).
+fn wait_words(r: u64, field: &str) -> u64 {
+    let l = layout_words();
+    let (base, n) = (
+        word_at(r + l.get("resource_waits")),
+        word_at(r + l.get("resource_waits_len")),
+    );
+    (0..n)
+        .map(|i| word_at(base + i * l.get("wait_size") + l.get(field)))
+        .fold(0, u64::wrapping_add)
 }
 
 /// The join slot at `slot` read as a live resource of kind `JoinHandle`
