@@ -801,19 +801,33 @@ async fn lock_in_fn(m: Arc<Mutex<u8>>) {
     let _g = m.lock().await; // FN_LOCK
 }
 
-/// Holds `mine`, races `lock_in_fn(theirs)` in a `select!` on `&mut`
-/// against a branch that is ready at once, keeps it (its frame stays
-/// suspended at `FN_LOCK`), waits for `release`, then awaits it for good.
+/// Locks `m` one traced fn further down: the wait is `lock_in_fn`'s,
+/// two frames below the task's root.
+#[traced_async]
+async fn lock_via_fn(m: Arc<Mutex<u8>>) {
+    lock_in_fn(m).await; // VIA_FN
+}
+
+/// Holds `mine`, races `lock_in_fn(theirs)` (or, `nested`,
+/// `lock_via_fn(theirs)`) in a `select!` on `&mut` against a branch that
+/// is ready at once, keeps it (its frames stay suspended where they were,
+/// `FN_LOCK` at the bottom), waits for `release`, then awaits it for
+/// good.
 #[traced_async]
 async fn race_fn_and_keep(
     mine: Arc<Mutex<u8>>,
     theirs: Arc<Mutex<u8>>,
     ready: oneshot::Sender<u64>,
     release: oneshot::Receiver<()>,
+    nested: bool,
 ) {
     let _mine = mine.lock().await; // HOLD_FN_RACER
     ready.send(task_id()).unwrap();
-    let mut locking = std::pin::pin!(lock_in_fn(theirs));
+    let mut locking: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> = if nested {
+        Box::pin(lock_via_fn(theirs))
+    } else {
+        Box::pin(lock_in_fn(theirs))
+    };
     tokio::select! {
         biased;
         () = &mut locking => unreachable!("its lock is held"),
@@ -830,7 +844,17 @@ async fn race_fn_and_keep(
 #[test]
 fn a_traced_fn_raced_in_select_and_kept_waits_only_once_awaited_again() {
     kept_future_waits_only_where_it_is_awaited_again(
-        race_fn_and_keep,
+        |mine, theirs, ready, release| race_fn_and_keep(mine, theirs, ready, release, false),
+        ["FN_RELEASE", "FN_LOCK", "HOLD_FN_RACER"],
+    );
+}
+
+/// The same two levels down: the waiting frame and its parent both stay
+/// where they were; only the task's root went on.
+#[test]
+fn a_traced_fn_kept_two_levels_above_its_wait_waits_only_once_awaited_again() {
+    kept_future_waits_only_where_it_is_awaited_again(
+        |mine, theirs, ready, release| race_fn_and_keep(mine, theirs, ready, release, true),
         ["FN_RELEASE", "FN_LOCK", "HOLD_FN_RACER"],
     );
 }
