@@ -84,7 +84,8 @@ pub(crate) fn waiting_tasks(registry: &Registry) -> HashMap<u64, WaitingFor> {
 /// The waits of each waiting task that a reader may show, by task id, in
 /// the order of the resources' keys: a reader shows the first one that
 /// holds (see [`WaitingFor::holds_in`]), so none is kept after one that
-/// always holds, nor after one of the same frame at the same `.await`.
+/// always holds, nor after one of the same frame at the same `.await`
+/// under the same frames.
 pub(crate) fn waits_by_task(registry: &Registry) -> HashMap<u64, Vec<WaitingFor>> {
     let mut out: HashMap<u64, Vec<WaitingFor>> = HashMap::new();
     if registry.is_empty() {
@@ -113,8 +114,13 @@ pub(crate) fn waits_by_task(registry: &Registry) -> HashMap<u64, Vec<WaitingFor>
             let awaiting = await_site_by_id(awaited_site(w.awaiting)).map(AwaitSite::location);
             let waits = out.entry(w.task).or_default();
             // A later wait is never shown after one that always holds, or
-            // after one at the same `.await` (a `join_all` of handles).
-            if waits.iter().any(|x| x.frame == 0 || x.frame == w.awaiting) {
+            // after one at the same `.await` under the same frames (a
+            // `join_all` of handles): whenever the later would hold, so
+            // would that one.
+            if waits
+                .iter()
+                .any(|x| x.frame == 0 || (x.frame, x.path) == (w.awaiting, w.path))
+            {
                 continue;
             }
             waits.push(WaitingFor {
