@@ -17,7 +17,10 @@
 //! `.await` that polls it, and only while that task is suspended there:
 //! an acquire raced in `select!` on `&mut` and kept after another branch
 //! won keeps its place in the queue, but is no wait of its task's once
-//! the task went on elsewhere.
+//! the task went on elsewhere. The same holds for a `#[traced_async]` fn
+//! kept that way: its own frame stays at the acquire's `.await`, but the
+//! frames above it moved on, and the wait lasts only under the frames it
+//! was polled under.
 //!
 //! # Differences from `tokio::sync`
 //!
