@@ -108,7 +108,8 @@ pub(crate) fn own(place: u64) -> u32 {
     (place & OWN_MASK) as u32
 }
 
-#[cfg(test)]
+/// The slot of a child's parent (`0` for a root).
+#[inline]
 pub(crate) fn parent(place: u64) -> u32 {
     (place >> PARENT_SHIFT) as u32
 }

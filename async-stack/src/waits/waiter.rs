@@ -26,9 +26,8 @@ use crate::task::stack::{CopiedFrame, ancestry};
 pub(crate) struct Waiter {
     pub(crate) task: u64,
     pub(crate) awaiting: u64,
-    /// The ancestry of the frame `awaiting` names (see
-    /// [`ancestry`]); `0`: not known (then
-    /// only that frame is checked).
+    /// The ancestry of the frame `awaiting` names (see [`ancestry`]);
+    /// `0`: not known (then only that frame is checked).
     pub(crate) path: u64,
 }
 

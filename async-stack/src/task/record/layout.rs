@@ -468,16 +468,22 @@ pub(crate) fn current_task_and_await() -> (u64, u64, u64) {
         let Some(frame) = (unsafe { a.frame().as_ref() }) else {
             return (task, 0, 0);
         };
-        let own = place::own(frame.place.load(Ordering::Relaxed));
+        let p = frame.place.load(Ordering::Relaxed);
+        let own = place::own(p);
         if own == current::NO_SLOT {
             return (task, 0, 0);
         }
         match frame.await_site() {
             // The frame was placed in this task on entry to its poll, in
             // slot `own`.
-            // The root (slot 0) has no ancestors to move: no ancestry.
+            // The root (slot 0) has no ancestors to move: no ancestry. A
+            // child's place names its parent's slot, as its word does.
             Some(s) => {
-                let path = if own == 0 { 0 } else { r.ancestry(own) };
+                let path = if own == 0 {
+                    0
+                } else {
+                    r.ancestry_from(place::parent(p))
+                };
                 (task, awaited(s.id(), r.birth_of(own)), path)
             }
             // Between two `.await`s of a body that records them.

@@ -100,7 +100,7 @@ pub(crate) mod word {
 /// (a traced fn raced in `select!` on `&mut` and kept, its caller now
 /// suspended at another `.await`) stays suspended where it was, and only
 /// its ancestry tells that nothing awaits it any more. The writer folds
-/// the record's words (`TaskRecord::ancestry`), a reader the frames of its
+/// the record's words (`TaskRecord::ancestry_from`), a reader the frames of its
 /// copy, with the same steps; the debugger scripts mirror them.
 pub(crate) mod ancestry {
     /// The digest of no ancestor yet (FNV-1a's offset basis).

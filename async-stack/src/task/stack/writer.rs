@@ -182,27 +182,23 @@ impl TaskRecord {
             .map_or(0, |w| word::birth(w.load(Ordering::Relaxed)))
     }
 
-    /// The writer: the ancestry of the frame in `slot` (see
-    /// [`ancestry`](super::ancestry)), folded from the record's words, its
-    /// parent's first; `0` if a word is missing or the parents do not end
-    /// at a root within a stack's depth.
-    pub(crate) fn ancestry(&self, slot: u32) -> u64 {
+    /// The writer: the ancestry (see [`ancestry`](super::ancestry)) of a
+    /// frame whose parent is in slot `parent`, folded from the record's
+    /// words, each read once, the parent's first; `0` if a word is missing
+    /// or the parents do not end at a root within a stack's depth.
+    pub(crate) fn ancestry_from(&self, parent: u32) -> u64 {
         let mut digest = super::ancestry::START;
-        let mut s = slot;
+        let mut s = parent;
         for _ in 0..=NO_SLOT {
             let Some(w) = self.slot_word(s) else {
                 return 0;
             };
-            let parent = word::parent(w.load(Ordering::Relaxed));
-            if parent == NO_SLOT {
+            let w = w.load(Ordering::Relaxed);
+            digest = super::ancestry::step(digest, word::site(w), word::birth(w));
+            s = word::parent(w);
+            if s == NO_SLOT {
                 return super::ancestry::done(digest);
             }
-            let Some(p) = self.slot_word(parent) else {
-                return 0;
-            };
-            let p = p.load(Ordering::Relaxed);
-            digest = super::ancestry::step(digest, word::site(p), word::birth(p));
-            s = parent;
         }
         0
     }
